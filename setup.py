@@ -1,0 +1,24 @@
+"""Build the Cython extensions; everything else is declared in pyproject.toml."""
+
+from __future__ import annotations
+
+import numpy as np
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+extensions = [
+    Extension(
+        "tdmcore._kernels._discretize",
+        ["src/tdmcore/_kernels/_discretize.pyx"],
+        include_dirs=[np.get_include()],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    ),
+]
+
+setup(
+    ext_modules=cythonize(
+        extensions,
+        language_level=3,
+        compiler_directives={"boundscheck": False, "wraparound": False, "cdivision": True},
+    ),
+)
