@@ -1,0 +1,364 @@
+"""Exact rotation search over one link's traffic circle (spec/metronome.md §5).
+
+The brute force enumerates every rotation vector ``(0, s_1, ..., s_{k-1})`` in
+lexicographic order, last row fastest.  This kernel returns exactly the vector that
+enumeration returns, but reaches it by a depth-first walk over *prefixes*
+``(s_1, ..., s_{k-2})`` that
+
+* keeps the prefix's summed demand incrementally (one row added per level);
+* evaluates every rotation of the last row of a prefix in one pass over the last
+  row's non-zero bins only (the excess outside them is the prefix's own excess);
+* prunes a prefix with a lower bound on the excess of every completion: the
+  prefix's own excess (adding a row never lowers excess) plus the part of the
+  remaining rows' demand that cannot fit in the prefix's total slack;
+* in ``optimal`` mode, prunes a prefix whose own pairwise distances already bound
+  Psi (Eq. 9) below the best perfect vector found so far.
+
+Every bound is applied with a safety margin for rounding, so a pruned prefix can
+never contain a vector the enumeration would have chosen.
+
+Two phases: (A) walk only prefixes that can hold a perfect vector; if none does,
+(B) branch and bound for the highest score, ties first in enumeration order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._config import jit
+
+MODE_FIRST = 0
+MODE_OPTIMAL = 1
+
+
+@jit
+def pair_distance(
+    mids: np.ndarray, mid_offsets: np.ndarray, i: int, rot_i: int, j: int, rot_j: int, n_bins: int
+) -> float:
+    """Minimal circular distance (bins) between the comm-unit midpoints of rows i, j.
+
+    ``mids`` must already lie in ``[0, n_bins)`` and rotations in ``[0, n_bins)``;
+    ``p - n_bins`` for ``p`` in ``[n_bins, 2 n_bins)`` is then exact, so this equals
+    ``min(|a - b|, N - |a - b|)`` with ``a = (m + r) mod N`` bit for bit.
+    """
+    best = np.inf
+    for a in range(mid_offsets[i], mid_offsets[i + 1]):
+        pa = mids[a] + rot_i
+        if pa >= n_bins:
+            pa -= n_bins
+        for c in range(mid_offsets[j], mid_offsets[j + 1]):
+            pc = mids[c] + rot_j
+            if pc >= n_bins:
+                pc -= n_bins
+            d = abs(pa - pc)
+            d_other = n_bins - d
+            if d_other < d:
+                d = d_other
+            if d < best:
+                best = d
+    return best
+
+
+@jit
+def perfect_interval_middles(
+    perfect: np.ndarray, n_rot: int, middles: np.ndarray, run_starts: np.ndarray,
+    run_lengths: np.ndarray,
+) -> int:
+    """Middles of the maximal circular runs of ``perfect[:n_rot]``, ascending.
+
+    A run touching both ends is one run; a fully perfect range is one run of
+    length ``n_rot`` starting at 0.  Middle index = ``(start + (len - 1) // 2) mod L``.
+    Returns the number of runs; ``run_starts``/``run_lengths`` are filled in the
+    same ascending-middle order.
+    """
+    n_perfect = 0
+    first_gap = -1
+    for s in range(n_rot):
+        if perfect[s]:
+            n_perfect += 1
+        elif first_gap < 0:
+            first_gap = s
+    if n_perfect == 0:
+        return 0
+    if n_perfect == n_rot:
+        middles[0] = (n_rot - 1) // 2
+        run_starts[0] = 0
+        run_lengths[0] = n_rot
+        return 1
+    count = 0
+    run_start = -1
+    run_len = 0
+    # Walk once around the circle starting just after a gap: every run is seen whole.
+    for t in range(1, n_rot + 1):
+        idx = (first_gap + t) % n_rot
+        if perfect[idx]:
+            if run_len == 0:
+                run_start = idx
+            run_len += 1
+        elif run_len > 0:
+            middles[count] = (run_start + (run_len - 1) // 2) % n_rot
+            run_starts[count] = run_start
+            run_lengths[count] = run_len
+            count += 1
+            run_len = 0
+    if run_len > 0:
+        middles[count] = (run_start + (run_len - 1) // 2) % n_rot
+        run_starts[count] = run_start
+        run_lengths[count] = run_len
+        count += 1
+    # Insertion sort by middle (at most L / 2 + 1 runs).
+    for a in range(1, count):
+        m, st, ln = middles[a], run_starts[a], run_lengths[a]
+        c = a - 1
+        while c >= 0 and middles[c] > m:
+            middles[c + 1] = middles[c]
+            run_starts[c + 1] = run_starts[c]
+            run_lengths[c + 1] = run_lengths[c]
+            c -= 1
+        middles[c + 1] = m
+        run_starts[c + 1] = st
+        run_lengths[c + 1] = ln
+    return count
+
+
+@jit
+def _excess_slack(prefix_row: np.ndarray, capacity: float) -> tuple[float, float]:
+    excess = 0.0
+    slack = 0.0
+    for b in range(prefix_row.shape[0]):
+        v = prefix_row[b]
+        if v > capacity:
+            excess += v - capacity
+        else:
+            slack += capacity - v
+    return excess, slack
+
+
+@jit
+def _add_rotated(prev: np.ndarray, row: np.ndarray, shift: int, out: np.ndarray) -> None:
+    n_bins = prev.shape[0]
+    for b in range(n_bins):
+        src = b - shift
+        if src < 0:
+            src += n_bins
+        out[b] = prev[b] + row[src]
+
+
+@jit
+def _prefix_psi(
+    level: int, rot: np.ndarray, psi_parent: float, contend: np.ndarray, mids: np.ndarray,
+    mid_offsets: np.ndarray, n_bins: int,
+) -> float:
+    psi = psi_parent
+    for i in range(level):
+        if contend[i, level]:
+            d = pair_distance(mids, mid_offsets, i, rot[i], level, rot[level], n_bins)
+            if d < psi:
+                psi = d
+    return psi
+
+
+@jit
+def search_rotations_kernel(
+    demand: np.ndarray,
+    capacity: float,
+    limits: np.ndarray,
+    mode: int,
+    mids: np.ndarray,
+    mid_offsets: np.ndarray,
+    contend: np.ndarray,
+    tol_excess: float,
+    tol_psi: float,
+    margin: float,
+    best_rot: np.ndarray,
+) -> tuple[bool, float, int]:
+    """Search rotations; write the chosen vector into ``best_rot``.
+
+    Returns ``(perfect, psi, evaluated)``.  ``psi`` is only meaningful in optimal
+    mode with ``perfect``.  ``evaluated`` counts rotation vectors whose excess was
+    computed at least in part (a pruned prefix contributes none).
+    """
+    k, n_bins = demand.shape
+    last = k - 1
+    optimal = mode == MODE_OPTIMAL
+    for i in range(k):
+        best_rot[i] = 0
+    evaluated = 0
+
+    # Remaining mass rem[j] = total demand of rows j..k-1 (rotation invariant).
+    rem = np.zeros(k + 1)
+    for j in range(k - 1, -1, -1):
+        m = 0.0
+        for b in range(n_bins):
+            m += demand[j, b]
+        rem[j] = rem[j + 1] + m
+
+    if k == 1:
+        excess, _ = _excess_slack(demand[0], capacity)
+        return excess <= tol_excess, np.inf, 1
+
+    # Non-zero bins of the last row: the only bins whose sum depends on its rotation.
+    n_supp = 0
+    for b in range(n_bins):
+        if demand[last, b] > 0.0:
+            n_supp += 1
+    supp_idx = np.empty(n_supp, dtype=np.int64)
+    supp_val = np.empty(n_supp)
+    n_supp = 0
+    for b in range(n_bins):
+        if demand[last, b] > 0.0:
+            supp_idx[n_supp] = b
+            supp_val[n_supp] = demand[last, b]
+            n_supp += 1
+
+    n_last = limits[last]
+    prefix = np.empty((k, n_bins))
+    for b in range(n_bins):
+        prefix[0, b] = demand[0, b]
+    psi_pre = np.full(k, np.inf)
+    rot = np.zeros(k, dtype=np.int64)
+    over = np.empty(n_bins)
+    perfect = np.zeros(n_last, dtype=np.bool_)
+    middles = np.empty(n_last, dtype=np.int64)
+    run_starts = np.empty(n_last, dtype=np.int64)
+    run_lengths = np.empty(n_last, dtype=np.int64)
+    top = last - 1  # deepest prefix row
+
+    # ---------------- phase A: perfect vectors only ----------------
+    found = False
+    best_psi = np.inf
+    exc0, slack0 = _excess_slack(prefix[0], capacity)
+    if exc0 + max(0.0, rem[1] - slack0) <= tol_excess + margin:
+        level = 0 if top == 0 else 1
+        if top > 0:
+            rot[1] = -1
+        while True:
+            if level > 0:
+                rot[level] += 1
+                if rot[level] >= limits[level]:
+                    level -= 1
+                    if level == 0:
+                        break
+                    continue
+                _add_rotated(prefix[level - 1], demand[level], rot[level], prefix[level])
+                exc, slack = _excess_slack(prefix[level], capacity)
+                if exc + max(0.0, rem[level + 1] - slack) > tol_excess + margin:
+                    continue
+                if optimal:
+                    psi = _prefix_psi(level, rot, psi_pre[level - 1], contend, mids,
+                                      mid_offsets, n_bins)
+                    if found and psi <= best_psi + tol_psi:
+                        continue
+                    psi_pre[level] = psi
+                if level < top:
+                    level += 1
+                    rot[level] = -1
+                    continue
+            # -- level == top: every rotation of the last row, perfect or not --
+            p_row = prefix[top]
+            base = 0.0
+            for b in range(n_bins):
+                v = p_row[b] - capacity
+                over[b] = v if v > 0.0 else 0.0
+                base += over[b]
+            any_perfect = False
+            for s in range(n_last):
+                e = base
+                ok = True
+                for t in range(n_supp):
+                    b = supp_idx[t] + s
+                    if b >= n_bins:
+                        b -= n_bins
+                    v = p_row[b] + supp_val[t] - capacity
+                    e += (v if v > 0.0 else 0.0) - over[b]
+                    if e > tol_excess:
+                        ok = False
+                        break
+                perfect[s] = ok
+                if ok:
+                    any_perfect = True
+            evaluated += n_last
+            if any_perfect:
+                n_runs = perfect_interval_middles(perfect, n_last, middles, run_starts,
+                                                  run_lengths)
+                if not optimal:
+                    smallest = 0
+                    while not perfect[smallest]:
+                        smallest += 1
+                    for r in range(n_runs):
+                        if (smallest - run_starts[r]) % n_last < run_lengths[r]:
+                            for i in range(last):
+                                best_rot[i] = rot[i]
+                            best_rot[last] = middles[r]
+                            break
+                    return True, np.inf, evaluated
+                for r in range(n_runs):
+                    psi = psi_pre[top]
+                    for i in range(last):
+                        if contend[i, last]:
+                            d = pair_distance(mids, mid_offsets, i, rot[i], last, middles[r],
+                                              n_bins)
+                            if d < psi:
+                                psi = d
+                    if (not found) or psi > best_psi + tol_psi:
+                        found = True
+                        best_psi = psi
+                        for i in range(last):
+                            best_rot[i] = rot[i]
+                        best_rot[last] = middles[r]
+            if level == 0:
+                break
+    if found:
+        return True, best_psi, evaluated
+
+    # ---------------- phase B: highest score, first in order ----------------
+    best_e = np.inf
+    for i in range(k):
+        rot[i] = 0
+    level = 0 if top == 0 else 1
+    if top > 0:
+        rot[1] = -1
+    while True:
+        if level > 0:
+            rot[level] += 1
+            if rot[level] >= limits[level]:
+                level -= 1
+                if level == 0:
+                    break
+                continue
+            _add_rotated(prefix[level - 1], demand[level], rot[level], prefix[level])
+            exc, slack = _excess_slack(prefix[level], capacity)
+            if exc + max(0.0, rem[level + 1] - slack) - margin >= best_e - tol_excess:
+                continue
+            if level < top:
+                level += 1
+                rot[level] = -1
+                continue
+        p_row = prefix[top]
+        base = 0.0
+        for b in range(n_bins):
+            v = p_row[b] - capacity
+            over[b] = v if v > 0.0 else 0.0
+            base += over[b]
+        for s in range(n_last):
+            threshold = best_e - tol_excess
+            e = base
+            ok = True
+            for t in range(n_supp):
+                b = supp_idx[t] + s
+                if b >= n_bins:
+                    b -= n_bins
+                v = p_row[b] + supp_val[t] - capacity
+                e += (v if v > 0.0 else 0.0) - over[b]
+                if e >= threshold:
+                    ok = False
+                    break
+            if ok and e < threshold:
+                best_e = e
+                for i in range(last):
+                    best_rot[i] = rot[i]
+                best_rot[last] = s
+        evaluated += n_last
+        if level == 0:
+            break
+    return False, np.inf, evaluated

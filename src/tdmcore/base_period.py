@@ -1,0 +1,201 @@
+"""Base-period unification of the pods sharing a link (spec/metronome.md §4).
+
+Metronome paper §III-B: the LCM of real periods is impractical, so periods whose
+small multiples agree within ``G_T`` share their mean as the base period; failing
+that, idle time (at most ``E_T`` per iteration) is injected into low-priority pods
+only; failing that, the pods are incompatible on that link.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from . import _validation as v
+
+__all__ = ["BasePeriod", "unify_periods"]
+
+_PRIORITY_NAMES = {"high": 1, "low": 0}
+# Float allowance on the G_T comparisons (ms): real inputs never sit this close.
+_EPS_MS = 1e-9
+
+
+@dataclass(frozen=True)
+class BasePeriod:
+    """A link's unified base period.
+
+    Attributes
+    ----------
+    period_ms : float
+        The base period ``T`` (the traffic circle's perimeter).
+    multiples : ndarray of int (k,)
+        ``mul_p``: comm units of pod p per circle.
+    idle_ms : ndarray (k,)
+        Idle time injected per iteration into each pod's computation phase (0 for
+        high-priority pods, always).
+    compatible : bool
+        False when neither step 1 nor step 2 applies (step 3): then ``T`` is the
+        longest period, every ``mul_p`` is 1 and no perfect score is possible by
+        construction of the policy (paper §IV-B1, snapshot 0).
+    """
+
+    period_ms: float
+    multiples: NDArray[np.int64]
+    idle_ms: NDArray[np.float64]
+    compatible: bool
+
+
+def _priorities(priorities: Any, k: int) -> NDArray[np.int64]:
+    if isinstance(priorities, str | bytes) or not isinstance(priorities, Sequence | np.ndarray):
+        raise ValueError(f"priorities: expected a sequence of {k} priorities")
+    values = []
+    for i, p in enumerate(priorities):
+        if isinstance(p, str):
+            if p.lower() not in _PRIORITY_NAMES:
+                raise ValueError(f"priorities[{i}]: expected 'high', 'low' or an integer, got {p!r}")
+            values.append(_PRIORITY_NAMES[p.lower()])
+        elif isinstance(p, bool | np.bool_) or not isinstance(p, int | np.integer):
+            raise ValueError(f"priorities[{i}]: expected 'high', 'low' or an integer, got {p!r}")
+        else:
+            values.append(int(p))
+    if len(values) != k:
+        raise ValueError(f"priorities: expected {k} priorities (one per period), got {len(values)}")
+    return np.array(values, dtype=np.int64)
+
+
+def _common_multiples(
+    periods: NDArray[np.float64], gt_ms: float, max_multiple: int
+) -> Iterator[tuple[float, tuple[int, ...]]]:
+    """Every ``(T, m)`` with ``m_p <= M`` and all ``|m_p t_p - T| <= G_T``, ``T = mean``.
+
+    Anchored on pod 0's multiple: every other product must lie within ``2 G_T`` of
+    ``m_0 t_0``, which leaves one or two candidates per pod for realistic periods.
+    """
+    t0 = periods[0]
+    for m0 in range(1, max_multiple + 1):
+        x0 = m0 * t0
+        choices: list[range] = [range(m0, m0 + 1)]
+        for t in periods[1:]:
+            lo = max(1, math.ceil((x0 - 2 * gt_ms - _EPS_MS) / t))
+            hi = min(max_multiple, math.floor((x0 + 2 * gt_ms + _EPS_MS) / t))
+            if lo > hi:
+                break
+            choices.append(range(lo, hi + 1))
+        else:
+            for combo in itertools.product(*choices):
+                products = np.array(combo, dtype=np.float64) * periods
+                base = float(products.mean())
+                if np.all(np.abs(products - base) <= gt_ms + _EPS_MS):
+                    yield base, combo
+
+
+def _smallest(candidates: Iterator[tuple[float, tuple[int, ...]]]) -> list[tuple[float, tuple[int, ...]]]:
+    return sorted(candidates, key=lambda c: c[0])
+
+
+def unify_periods(
+    periods_ms: Any,
+    priorities: Any,
+    *,
+    gt_ms: float = 5.0,
+    et_frac: float = 0.10,
+    max_multiple: int = 8,
+) -> BasePeriod:
+    """Unify the periods of the pods on one link into a base period (spec §4).
+
+    Parameters
+    ----------
+    periods_ms : array_like (k,)
+        Each pod's iteration period ``t_p`` (ms), > 0.
+    priorities : sequence (k,)
+        ``"high"``/``"low"`` or integers (larger = higher).  The pods with the
+        largest priority are the high-priority ones; idle is never injected there.
+    gt_ms : float, default 5.0
+        ``G_T``: how far a multiple may sit from the common period (ms).
+    et_frac : float, default 0.10
+        ``E_T`` as a fraction of each low-priority pod's own period: the most idle
+        that may be injected per iteration.
+    max_multiple : int, default 8
+        ``M``: largest multiple considered **[decision, spec/metronome.md §4]**.
+
+    Returns
+    -------
+    BasePeriod
+
+    Notes
+    -----
+    1. The smallest ``T = mean(m_p t_p)`` over multiples ``m_p <= M`` with every
+       ``|m_p t_p - T| <= G_T``; real periods are kept (the gap is drift).
+    2. Else, with ``T`` taken from step 1 over the high-priority pods alone
+       (smallest first), every low-priority pod either already fits within
+       ``G_T`` of some ``m t`` or gets ``idle = T / m - t`` with
+       ``0 < idle <= E_T`` (the smallest such idle), so that ``m (t + idle) = T``
+       exactly.  Implementation choice: idle aligns the stretched period exactly.
+    3. Else incompatible: ``T`` = the longest period, every multiple 1, no idle.
+    """
+    periods = v.as_float_array("periods_ms", np.atleast_1d(np.asarray(periods_ms)), ndim=1)
+    k = periods.shape[0]
+    if k == 0:
+        raise ValueError("periods_ms: at least one period is required")
+    if np.any(periods <= 0):
+        raise ValueError("periods_ms: every period must be > 0 ms")
+    prio = _priorities(priorities, k)
+    gt = v.real_number("gt_ms", gt_ms)
+    if gt < 0:
+        raise ValueError(f"gt_ms: must be >= 0, got {gt}")
+    et = v.real_number("et_frac", et_frac)
+    if et < 0:
+        raise ValueError(f"et_frac: must be >= 0, got {et}")
+    if isinstance(max_multiple, bool) or not isinstance(max_multiple, int | np.integer):
+        raise ValueError(f"max_multiple: expected an integer >= 1, got {max_multiple!r}")
+    m_max = int(max_multiple)
+    if m_max < 1:
+        raise ValueError(f"max_multiple: expected an integer >= 1, got {m_max}")
+
+    # Step 1: a common multiple within G_T for every pod.
+    found = _smallest(_common_multiples(periods, gt, m_max))
+    if found:
+        base, combo = found[0]
+        return BasePeriod(base, np.array(combo, dtype=np.int64), np.zeros(k), True)
+
+    # Step 2: idle injection into low-priority pods only.
+    high = prio == prio.max()
+    low_idx = np.flatnonzero(~high)
+    if low_idx.size:
+        high_idx = np.flatnonzero(high)
+        for base, combo in _smallest(_common_multiples(periods[high_idx], gt, m_max)):
+            multiples = np.zeros(k, dtype=np.int64)
+            idle = np.zeros(k)
+            multiples[high_idx] = combo
+            if all(_fit_low(base, periods[i], gt, et, m_max, i, multiples, idle)
+                   for i in low_idx):
+                return BasePeriod(base, multiples, idle, True)
+
+    # Step 3: incompatible on this link.
+    return BasePeriod(float(periods.max()), np.ones(k, dtype=np.int64), np.zeros(k), False)
+
+
+def _fit_low(
+    base: float, period: float, gt: float, et: float, m_max: int, i: int,
+    multiples: NDArray[np.int64], idle: NDArray[np.float64],
+) -> bool:
+    """Place low-priority pod i on ``base``: within G_T as is, or with the least idle."""
+    deviations = [(abs(m * period - base), m) for m in range(1, m_max + 1)]
+    within = [(d, m) for d, m in deviations if d <= gt + _EPS_MS]
+    if within:
+        multiples[i] = min(within)[1]
+        return True
+    stretched = [(base / m - period, m) for m in range(1, m_max + 1)
+                 if 0.0 < base / m - period <= et * period + _EPS_MS]
+    if not stretched:
+        return False
+    extra, m = min(stretched)
+    multiples[i] = m
+    idle[i] = extra
+    return True

@@ -1,0 +1,103 @@
+"""Seeded random instances of the rotation search, in several families.
+
+Each family stresses one part of spec §5: contention from light to heavy, exact
+ties (integer demands), wrap-around perfect intervals, whole-range perfect, and
+instances with no perfect rotation at all.  The product of the free rows' limits is
+kept small enough for the brute-force oracle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import tdmcore
+
+FAMILIES = ("pattern", "integer", "wrap", "whole", "none")
+MAX_VECTORS = 6000
+
+
+@dataclass
+class Instance:
+    family: str
+    seed: int
+    demand: np.ndarray
+    capacity: float
+    limits: np.ndarray
+    mids: list[np.ndarray]
+
+    def describe(self) -> str:
+        return (f"family={self.family} seed={self.seed} k={self.demand.shape[0]} "
+                f"bins={self.demand.shape[1]} B={self.capacity!r} limits={self.limits.tolist()}")
+
+
+def _bins(rng: np.random.Generator) -> int:
+    return int(rng.choice([8, 9, 10, 12, 16, 18, 24, 36, 72]))
+
+
+def _shrink_limits(rng: np.random.Generator, limits: np.ndarray) -> np.ndarray:
+    limits = limits.copy()
+    while np.prod(limits[1:].astype(float)) > MAX_VECTORS:
+        i = int(rng.integers(1, len(limits)))
+        limits[i] = max(1, limits[i] // 2)
+    return limits
+
+
+def _pattern_rows(rng, k, bins):
+    base = 120.0
+    muls = rng.choice([1, 1, 2, 3, 4, 6], size=k)
+    duty = rng.uniform(0.02, 0.7, size=k)
+    rate = rng.uniform(1.0, 25.0, size=k)
+    demand = tdmcore.discretize(base / muls, duty, rate, base, bins)
+    mids = [tdmcore.comm_midpoints(int(m), float(d), bins) for m, d in zip(muls, duty)]
+    limits = np.ceil(bins / muls).astype(np.int64)
+    return demand, mids, limits, rate
+
+
+def make_instance(family: str, seed: int, k: int) -> Instance:
+    rng = np.random.default_rng([seed, k, FAMILIES.index(family)])
+    bins = _bins(rng)
+    if family == "integer":
+        # Small integer demands: excess ties are exact, so the tie rules decide.
+        demand = np.zeros((k, bins))
+        for i in range(k):
+            width = int(rng.integers(1, max(2, bins // 2)))
+            start = int(rng.integers(0, bins))
+            level = int(rng.integers(1, 4))
+            demand[i, (start + np.arange(width)) % bins] = level
+            if rng.random() < 0.3:
+                demand[i, int(rng.integers(0, bins))] += 1
+        limits = rng.integers(1, bins + 1, size=k)
+        # Integer midpoints: Psi ties are exact too.
+        mids = [np.sort(rng.integers(0, bins, size=int(rng.integers(0, 3))).astype(float))
+                for _ in range(k)]
+        capacity = float(rng.integers(1, 3 * k + 1))
+    elif family == "wrap":
+        # The reference row sits mid-circle, so the last row's perfect rotations
+        # straddle 0 and the perfect interval wraps.
+        demand = np.zeros((k, bins))
+        arc = max(1, bins // (2 * k + 1))
+        demand[0, bins // 2 - arc // 2: bins // 2 - arc // 2 + arc] = 1.0
+        for i in range(1, k):
+            demand[i, :arc] = rng.uniform(0.6, 1.0)
+        limits = np.full(k, bins, dtype=np.int64)
+        mids = [np.array([bins / 2.0])] + [np.array([arc / 2.0]) for _ in range(1, k)]
+        capacity = float(rng.uniform(1.0, 1.5))
+    elif family == "whole":
+        demand, mids, limits, rate = _pattern_rows(rng, k, bins)
+        capacity = float(demand.max(axis=1).sum() * rng.uniform(1.0, 2.0))  # never exceeded
+    elif family == "none":
+        demand, mids, limits, rate = _pattern_rows(rng, k, bins)
+        total = demand.sum(axis=1)
+        # Mass above B N (or a row above B): no rotation can be perfect.
+        capacity = float(total.sum() / bins * rng.uniform(0.3, 0.95))
+    else:
+        demand, mids, limits, rate = _pattern_rows(rng, k, bins)
+        peak = demand.max(axis=1)
+        lo, hi = peak.max() * 0.7, peak.sum() * 1.1
+        capacity = float(rng.uniform(lo, hi))
+    limits = _shrink_limits(rng, np.asarray(limits, dtype=np.int64))
+    limits[0] = 1
+    return Instance(family, seed, np.ascontiguousarray(demand, dtype=float), capacity, limits,
+                    list(mids))

@@ -1,0 +1,144 @@
+"""Brute-force oracles written straight from spec/metronome.md (slow on purpose).
+
+Nothing here shares code with :mod:`tdmcore`: every vector is enumerated, every
+rule is applied literally, in enumeration order.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+PERFECT_RTOL = 1e-9
+PSI_ATOL = 1e-9
+
+
+def rolled_sum(demand: np.ndarray, rotations) -> np.ndarray:
+    """S[b] = sum_i D_i[(b - s_i) mod N], rows added in order (spec §2-3)."""
+    total = np.zeros(demand.shape[1])
+    for row, s in zip(demand, rotations, strict=True):
+        total = total + np.roll(row, int(s))
+    return total
+
+
+def excess(demand: np.ndarray, rotations, capacity: float) -> float:
+    return float(sum(max(0.0, x - capacity) for x in rolled_sum(demand, rotations)))
+
+
+def score(demand: np.ndarray, rotations, capacity: float) -> float:
+    e = excess(demand, rotations, capacity)
+    if e <= PERFECT_RTOL * capacity:
+        return 100.0
+    return min(100.0, max(0.0, 100.0 * (1.0 - e / (capacity * demand.shape[1]))))
+
+
+def utilization(demand: np.ndarray, rotations, capacity: float) -> float:
+    s = rolled_sum(demand, rotations)
+    return float(sum(min(x, capacity) for x in s) / (capacity * demand.shape[1]))
+
+
+def discretize_row(period, duty, bandwidth, base, bins, samples_per_bin=None):
+    """Exact overlap by explicit interval arithmetic, unit by unit (Eqs. 1-3)."""
+    mul = int(round(base / period))
+    row = np.zeros(bins)
+    for i in range(mul):
+        start = i * bins / mul
+        stop = start + duty * bins / mul
+        for b in range(bins):
+            overlap = min(stop, b + 1) - max(start, b)
+            if overlap > 0:
+                row[b] += bandwidth * overlap
+    return row
+
+
+def runs(perfect: list[bool]) -> list[tuple[int, int]]:
+    """Maximal circular runs (start, length) of True, a wrapping run counted once."""
+    n = len(perfect)
+    if all(perfect):
+        return [(0, n)]
+    out = []
+    for s in range(n):
+        if perfect[s] and not perfect[(s - 1) % n]:
+            length = 0
+            while perfect[(s + length) % n]:
+                length += 1
+            out.append((s, length))
+    return out
+
+
+def middle(start: int, length: int, n: int) -> int:
+    return (start + (length - 1) // 2) % n
+
+
+def psi(demand, rotations, capacity, mids) -> float:
+    """Eq. (9): min over contending pairs of the min circular distance of midpoints."""
+    k, n = demand.shape
+    peaks = demand.max(axis=1)
+    best = float("inf")
+    for i in range(k):
+        for j in range(i + 1, k):
+            if peaks[i] + peaks[j] < capacity * (1 - 1e-9):
+                continue
+            for a in np.mod(np.asarray(mids[i], dtype=float), n):
+                for c in np.mod(np.asarray(mids[j], dtype=float), n):
+                    pa = np.mod(a + rotations[i], n)
+                    pc = np.mod(c + rotations[j], n)
+                    d = abs(pa - pc)
+                    best = min(best, d, n - d)
+    return best
+
+
+@dataclass
+class OracleResult:
+    rotations: tuple[int, ...]
+    score: float
+    perfect: bool
+    psi: float | None
+
+
+def search(demand, capacity, limits, mode="first", mids=None) -> OracleResult:
+    """Enumerate every rotation vector; apply spec §5's rules literally."""
+    demand = np.asarray(demand, dtype=float)
+    k, n = demand.shape
+    tol = PERFECT_RTOL * capacity
+    lim = [1] + [int(x) for x in limits[1:]]
+    last = lim[-1]
+    prefixes = list(itertools.product(*[range(x) for x in lim[:-1]]))
+    # Excess of every vector, vectorised only for speed (same definition).
+    rolled = [np.stack([np.roll(demand[i], s) for s in range(lim[i])]) for i in range(k)]
+    grid = np.array(list(itertools.product(*[range(x) for x in lim])), dtype=int)
+    sums = np.zeros((grid.shape[0], n))
+    for i in range(k):
+        sums = sums + rolled[i][grid[:, i]]
+    excesses = np.maximum(sums - capacity, 0.0).sum(axis=1).reshape(len(prefixes), last)
+
+    best = None  # (vector, psi)
+    for p_index, prefix in enumerate(prefixes):
+        perfect = [bool(e <= tol) for e in excesses[p_index]]
+        if not any(perfect):
+            continue
+        rs = runs(perfect)
+        if mode == "first":
+            smallest = perfect.index(True)
+            for start, length in rs:
+                if (smallest - start) % last < length:
+                    vec = (*prefix, middle(start, length, last))
+                    p = psi(demand, vec, capacity, mids) if mids is not None else None
+                    return OracleResult(vec, score(demand, vec, capacity), True, p)
+        for m in sorted(middle(s, ln, last) for s, ln in rs):
+            vec = (*prefix, m)
+            value = psi(demand, vec, capacity, mids)
+            if best is None or value > best[1] + PSI_ATOL:
+                best = (vec, value)
+    if best is not None:
+        return OracleResult(best[0], score(demand, best[0], capacity), True, best[1])
+
+    flat = excesses.ravel()
+    chosen = 0
+    for idx in range(1, flat.shape[0]):
+        if flat[idx] < flat[chosen] - tol:
+            chosen = idx
+    vec = tuple(int(x) for x in grid[chosen])
+    return OracleResult(vec, score(demand, vec, capacity), False, None)
