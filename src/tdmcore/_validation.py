@@ -20,14 +20,15 @@ MIN_BINS = 8
 def as_float_array(name: str, value: Any, *, ndim: int | None = None) -> NDArray[np.float64]:
     """Coerce ``value`` to a contiguous float64 array; reject NaN/inf and bad shapes."""
     try:
-        arr = np.ascontiguousarray(np.asarray(value, dtype=np.float64))
+        arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name}: expected numbers, got {value!r:.80}") from exc
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name}: expected a {ndim}-D array, got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name}: must be finite (no NaN or inf)")
-    return arr
+    # ascontiguousarray would turn a 0-d array into 1-d; copy only when needed.
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")
 
 
 def as_int_array(name: str, value: Any, *, ndim: int = 1) -> NDArray[np.int64]:

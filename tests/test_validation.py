@@ -1,0 +1,72 @@
+"""Bad input raises ValueError naming the argument, and changes nothing."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import tdmcore
+
+D = np.ones((2, 8))
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda: tdmcore.discretize(0.0, 0.5, 1.0, 100.0), "period_ms"),
+        (lambda: tdmcore.discretize(float("nan"), 0.5, 1.0, 100.0), "period_ms"),
+        (lambda: tdmcore.discretize(100.0, 1.5, 1.0, 100.0), "duty_cycle"),
+        (lambda: tdmcore.discretize(100.0, -0.1, 1.0, 100.0), "duty_cycle"),
+        (lambda: tdmcore.discretize(100.0, 0.5, -1.0, 100.0), "bandwidth_gbps"),
+        (lambda: tdmcore.discretize(100.0, 0.5, 1.0, 150.0), "base_period_ms"),
+        (lambda: tdmcore.discretize(100.0, 0.5, 1.0, -100.0), "base_period_ms"),
+        (lambda: tdmcore.discretize(100.0, 0.5, 1.0, 100.0, bins=7), "bins"),
+        (lambda: tdmcore.discretize(100.0, 0.5, 1.0, 100.0, bins=72.0), "bins"),
+        (lambda: tdmcore.discretize([100.0, 50.0], [0.5, 0.5, 0.5], 1.0, 100.0), "period_ms"),
+        (lambda: tdmcore.discretize([[100.0]], 0.5, 1.0, 100.0), "period_ms"),
+        (lambda: tdmcore.score(D, [0], 1.0), "rotations"),
+        (lambda: tdmcore.score(D, [0, 0.5], 1.0), "rotations"),
+        (lambda: tdmcore.score(D, [0, 0], 0.0), "capacity_gbps"),
+        (lambda: tdmcore.score(-D, [0, 0], 1.0), "demand"),
+        (lambda: tdmcore.score(np.ones((2, 4)), [0, 0], 1.0), "demand"),
+        (lambda: tdmcore.score(np.full((2, 8), np.nan), [0, 0], 1.0), "demand"),
+        (lambda: tdmcore.link_utilization(D, [0, 0], float("inf")), "capacity_gbps"),
+        (lambda: tdmcore.search_rotations(D, 1.0, [1]), "limits"),
+        (lambda: tdmcore.search_rotations(D, 1.0, [1, 0]), "limits"),
+        (lambda: tdmcore.search_rotations(D, 1.0, [1, 9]), "limits"),
+        (lambda: tdmcore.search_rotations(D, 1.0, [1, 8], mode="best"), "mode"),
+        (lambda: tdmcore.search_rotations(D, 1.0, [1, 8], mode="optimal"), "mids"),
+        (lambda: tdmcore.search_rotations(D, 1.0, [1, 8], mode="optimal", mids=[[1.0]]), "mids"),
+        (lambda: tdmcore.search_rotations(D, 1.0, [1, 8], mode="optimal",
+                                          mids=[[1.0], [np.nan]]), "mids[1]"),
+        (lambda: tdmcore.search_rotations(np.ones((2, 8, 1)), 1.0, [1, 8]), "demand"),
+        (lambda: tdmcore.unify_periods([100.0, -1.0], ["high", "low"]), "periods_ms"),
+        (lambda: tdmcore.unify_periods([100.0], ["urgent"]), "priorities[0]"),
+        (lambda: tdmcore.unify_periods([100.0, 90.0], ["high"]), "priorities"),
+        (lambda: tdmcore.unify_periods([100.0], ["high"], gt_ms=-1), "gt_ms"),
+        (lambda: tdmcore.unify_periods([100.0], ["high"], et_frac=float("nan")), "et_frac"),
+        (lambda: tdmcore.unify_periods([100.0], ["high"], max_multiple=0), "max_multiple"),
+        (lambda: tdmcore.rotations_to_shifts([-1], 100.0), "rotations"),
+        (lambda: tdmcore.average_bandwidth_utilization([10, 0], [0.5, 0.5]), "capacities_gbps"),
+        (lambda: tdmcore.average_bandwidth_utilization([10], [1.5]), "utilizations"),
+        (lambda: tdmcore.average_bandwidth_utilization([10, 5], [0.5]), "utilizations"),
+    ],
+)
+def test_bad_input_names_the_argument(call, name: str) -> None:
+    with pytest.raises(ValueError, match="^" + re.escape(name) + ":"):
+        call()
+
+
+def test_bad_input_leaves_caller_arrays_untouched() -> None:
+    demand = np.array([[1.0] * 8, [np.nan] * 8])
+    limits = np.array([5, 8])
+    copy_d, copy_l = demand.copy(), limits.copy()
+    with pytest.raises(ValueError):
+        tdmcore.search_rotations(demand, 1.0, limits)
+    np.testing.assert_array_equal(demand, copy_d)
+    np.testing.assert_array_equal(limits, copy_l)
+    good = np.ones((2, 8))
+    tdmcore.search_rotations(good, 1.0, limits)
+    np.testing.assert_array_equal(limits, copy_l)  # limits[0] is ignored, not overwritten
