@@ -1,0 +1,1 @@
+"""asv suites for tdmcore (see ../asv.conf.json and the README's Benchmarks section)."""
