@@ -1,0 +1,101 @@
+"""Rotation search (spec/metronome.md §5): tdmcore against the naive peer.
+
+``time_*`` sweep k = 2..5 rows and bins = 72, 144, 360 for both modes; ``track_*``
+record the speed-up over the naive peer measured side by side in the same run, on
+the instances of spec/performance.md (seeds 0..4).  Setup checks that tdmcore and
+the peer return the same rotations before anything is timed.
+"""
+
+from __future__ import annotations
+
+import timeit
+
+import numpy as np
+
+import tdmcore
+
+from . import naive
+from .instances import contended_link
+
+SEEDS = (0, 1, 2, 3, 4)
+# Instances the naive peer can finish in about a minute (it enumerates L^(k-2)
+# prefixes): beyond these only tdmcore is timed.
+NAIVE_FEASIBLE = {(72, 2), (72, 3), (72, 4), (72, 5), (144, 2), (144, 3), (144, 4),
+                  (360, 2), (360, 3)}
+
+
+def _run(inst, mode):
+    return tdmcore.search_rotations(inst.demand, inst.capacity_gbps, inst.limits, mode=mode,
+                                    mids=inst.mids)
+
+
+def _run_naive(inst, mode):
+    return naive.search_rotations(inst.demand, inst.capacity_gbps, inst.limits, mode=mode,
+                                  mids=inst.mids)
+
+
+def _check_same(inst, mode):
+    got = _run(inst, mode)
+    want = _run_naive(inst, mode)
+    if tuple(got.rotations.tolist()) != tuple(want[0]) or got.perfect != want[1]:
+        raise AssertionError(f"tdmcore and the naive peer disagree (seed {inst.seed}, {mode})")
+
+
+class TimeSearch:
+    params = (["first", "optimal"], [2, 3, 4, 5], [72, 144, 360])
+    param_names = ["mode", "k", "bins"]
+    timeout = 900
+
+    def setup(self, mode, k, bins):
+        self.inst = contended_link(k, bins, seed=0)
+        _run(self.inst, mode)  # JIT / cache load outside the timing
+
+    def time_tdmcore(self, mode, k, bins):
+        _run(self.inst, mode)
+
+    def track_evaluated(self, mode, k, bins):
+        return _run(self.inst, mode).evaluated
+
+    track_evaluated.unit = "vectors"
+
+
+class TimeNaive:
+    params = (["first", "optimal"], [2, 3, 4, 5], [72, 144, 360])
+    param_names = ["mode", "k", "bins"]
+    timeout = 900
+    number = 1
+    repeat = (1, 3, 60.0)
+
+    def setup(self, mode, k, bins):
+        if (bins, k) not in NAIVE_FEASIBLE or (mode == "optimal" and (bins, k) == (144, 4)):
+            raise NotImplementedError("the naive peer takes too long here")
+        self.inst = contended_link(k, bins, seed=0)
+
+    def time_naive(self, mode, k, bins):
+        _run_naive(self.inst, mode)
+
+
+def speedup(mode: str, k: int, bins: int, seeds=SEEDS, tdm_repeat: int = 20):
+    """Per seed: (tdmcore median s, naive s, ratio).  Agreement is checked first."""
+    rows = []
+    for seed in seeds:
+        inst = contended_link(k, bins, seed=seed)
+        _check_same(inst, mode)
+        tdm = float(np.median(timeit.repeat(lambda: _run(inst, mode), number=1,
+                                            repeat=tdm_repeat)))
+        peer = min(timeit.repeat(lambda: _run_naive(inst, mode), number=1, repeat=1))
+        rows.append((seed, tdm, peer, peer / tdm))
+    return rows
+
+
+class TrackSpeedup:
+    """Median over seeds 0..4 of naive time / tdmcore time, measured in this run."""
+
+    params = ([("first", 4, 72), ("optimal", 5, 72), ("first", 3, 72), ("optimal", 4, 72)],)
+    param_names = ["case"]
+    timeout = 1800
+    unit = "x"
+
+    def track_speedup_vs_naive(self, case):
+        mode, k, bins = case
+        return float(np.median([r[3] for r in speedup(mode, k, bins)]))
