@@ -50,7 +50,8 @@ def _pattern_rows(rng, k, bins):
     duty = rng.uniform(0.02, 0.7, size=k)
     rate = rng.uniform(1.0, 25.0, size=k)
     demand = tdmcore.discretize(base / muls, duty, rate, base, bins)
-    mids = [tdmcore.comm_midpoints(int(m), float(d), bins) for m, d in zip(muls, duty)]
+    mids = [tdmcore.comm_midpoints(int(m), float(d), bins)
+            for m, d in zip(muls, duty, strict=True)]
     limits = np.ceil(bins / muls).astype(np.int64)
     return demand, mids, limits, rate
 

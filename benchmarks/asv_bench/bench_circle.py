@@ -64,7 +64,8 @@ class TimeUnify:
     def setup(self, k):
         rng = np.random.default_rng(k)
         base = 420.0
-        self.periods = base / rng.integers(1, 4, size=k) + rng.uniform(-1.5, 1.5, size=k)  # step 1 applies
+        # jitter of +-1.5 ms keeps every product within G_T: step 1 applies
+        self.periods = base / rng.integers(1, 4, size=k) + rng.uniform(-1.5, 1.5, size=k)
         self.priorities = ["high"] + ["low"] * (k - 1)
         got = tdmcore.unify_periods(self.periods, self.priorities)
         want = naive.unify_periods(self.periods, self.priorities)

@@ -81,9 +81,9 @@ def speedup(mode: str, k: int, bins: int, seeds=SEEDS, tdm_repeat: int = 20):
     for seed in seeds:
         inst = contended_link(k, bins, seed=seed)
         _check_same(inst, mode)
-        tdm = float(np.median(timeit.repeat(lambda: _run(inst, mode), number=1,
+        tdm = float(np.median(timeit.repeat(lambda i=inst: _run(i, mode), number=1,
                                             repeat=tdm_repeat)))
-        peer = min(timeit.repeat(lambda: _run_naive(inst, mode), number=1, repeat=1))
+        peer = min(timeit.repeat(lambda i=inst: _run_naive(i, mode), number=1, repeat=1))
         rows.append((seed, tdm, peer, peer / tdm))
     return rows
 

@@ -34,6 +34,7 @@ def contended_link(k: int, bins: int = 72, seed: int = 0, load: float = 0.8) -> 
     duty = np.clip(share, 0.02, 0.95)
     rate = rng.uniform(0.6, 1.0, size=k) * capacity  # any two together exceed B
     demand = tdmcore.discretize(base_ms / muls, duty, rate, base_ms, bins)
-    mids = [tdmcore.comm_midpoints(int(m), float(d), bins) for m, d in zip(muls, duty)]
+    mids = [tdmcore.comm_midpoints(int(m), float(d), bins)
+            for m, d in zip(muls, duty, strict=True)]
     limits = np.ceil(bins / muls).astype(np.int64)
     return LinkInstance(seed, np.atleast_2d(demand), capacity, limits, mids)

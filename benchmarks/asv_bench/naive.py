@@ -13,7 +13,7 @@ import numpy as np
 
 
 def excess(demand: np.ndarray, rotations, capacity: float) -> float:
-    total = sum(np.roll(row, int(s)) for row, s in zip(demand, rotations))
+    total = sum(np.roll(row, int(s)) for row, s in zip(demand, rotations, strict=True))
     return float(np.maximum(total - capacity, 0.0).sum())
 
 
@@ -25,7 +25,7 @@ def score(demand: np.ndarray, rotations, capacity: float) -> float:
 
 
 def link_utilization(demand: np.ndarray, rotations, capacity: float) -> float:
-    total = sum(np.roll(row, int(s)) for row, s in zip(demand, rotations))
+    total = sum(np.roll(row, int(s)) for row, s in zip(demand, rotations, strict=True))
     return float(np.minimum(total, capacity).sum() / (capacity * demand.shape[1]))
 
 
@@ -35,7 +35,7 @@ def discretize(periods, duty, bandwidth, base, bins):
                                 for x in (periods, duty, bandwidth))
     out = np.zeros((periods.size, bins))
     edges = np.arange(bins + 1, dtype=float)
-    for i, (t, d, r) in enumerate(zip(periods, duty, bandwidth)):
+    for i, (t, d, r) in enumerate(zip(periods, duty, bandwidth, strict=True)):
         mul = int(round(base / t))
         for u in range(mul):
             start = u * bins / mul

@@ -58,7 +58,9 @@ def _priorities(priorities: Any, k: int) -> NDArray[np.int64]:
     for i, p in enumerate(priorities):
         if isinstance(p, str):
             if p.lower() not in _PRIORITY_NAMES:
-                raise ValueError(f"priorities[{i}]: expected 'high', 'low' or an integer, got {p!r}")
+                raise ValueError(
+                    f"priorities[{i}]: expected 'high', 'low' or an integer, got {p!r}"
+                )
             values.append(_PRIORITY_NAMES[p.lower()])
         elif isinstance(p, bool | np.bool_) or not isinstance(p, int | np.integer):
             raise ValueError(f"priorities[{i}]: expected 'high', 'low' or an integer, got {p!r}")
@@ -95,7 +97,10 @@ def _common_multiples(
                     yield base, combo
 
 
-def _smallest(candidates: Iterator[tuple[float, tuple[int, ...]]]) -> list[tuple[float, tuple[int, ...]]]:
+_Candidate = tuple[float, tuple[int, ...]]
+
+
+def _smallest(candidates: Iterator[_Candidate]) -> list[_Candidate]:
     return sorted(candidates, key=lambda c: c[0])
 
 
@@ -173,7 +178,7 @@ def unify_periods(
             multiples = np.zeros(k, dtype=np.int64)
             idle = np.zeros(k)
             multiples[high_idx] = combo
-            if all(_fit_low(base, periods[i], gt, et, m_max, i, multiples, idle)
+            if all(_fit_low(base, periods[i], gt, et, m_max, int(i), multiples, idle)
                    for i in low_idx):
                 return BasePeriod(base, multiples, idle, True)
 

@@ -1,0 +1,41 @@
+"""One-shot table of the rotation-search targets (spec/performance.md), per seed.
+
+Usage: python benchmarks/report.py [--seeds 0 1 2 3 4]
+Each instance is solved by tdmcore (median of 20 runs) and by the naive peer
+(one run) in the same process, after checking that both give the same answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from asv_bench.bench_rotation import speedup  # noqa: E402
+
+CASES = [("first", 4, 72), ("optimal", 5, 72), ("first", 5, 72), ("optimal", 4, 72),
+         ("first", 3, 144), ("optimal", 3, 144)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    args = parser.parse_args()
+    print(f"{'mode':8} {'k':>2} {'bins':>4} {'seed':>4} {'tdmcore ms':>11} {'naive ms':>10} "
+          f"{'ratio':>8}")
+    for mode, k, bins in CASES:
+        rows = speedup(mode, k, bins, seeds=args.seeds)
+        for seed, tdm, peer, ratio in rows:
+            print(f"{mode:8} {k:>2} {bins:>4} {seed:>4} {tdm * 1e3:>11.3f} {peer * 1e3:>10.1f} "
+                  f"{ratio:>7.0f}x")
+        med_t = np.median([r[1] for r in rows]) * 1e3
+        med_r = np.median([r[3] for r in rows])
+        print(f"{mode:8} {k:>2} {bins:>4} {'med':>4} {med_t:>11.3f} {'':>10} {med_r:>7.0f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""The command line: the main job's output, the report, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tdmcore.cli import cli
+
+
+def test_link_s1_prints_table_and_writes_report(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["link", "s1", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "base period T = 422.26 ms" in result.output
+    assert "score (Eq. 18)" in result.output
+    report = json.loads((tmp_path / "link-s1.json").read_text())
+    # Three 20 % arcs on one circle: both searches find a perfect interleaving.
+    assert report["first"]["perfect"] and report["optimal"]["perfect"]
+    assert report["optimal"]["rotations"] == {"vgg19-a": 0, "vgg19-b": 24, "vgg19-c": 48}
+    assert report["optimal"]["shifts_ms"]["vgg19-b"] == pytest.approx(24 / 72 * 422.26)
+    assert report["unshifted"]["score"] < 100
+    png = tmp_path / "link-s1.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_over_subscribed_link_reports_best_score(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["link", "s1-4w", "--out", str(tmp_path), "--no-plot"])
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "link-s1-4w.json").read_text())
+    assert not report["optimal"]["perfect"]
+    assert report["unshifted"]["score"] < report["first"]["score"] < 100
+    assert not (tmp_path / "link-s1-4w.png").exists()
+
+
+def test_pods_from_command_line_and_file(tmp_path: Path) -> None:
+    args = ["link", "--pod", "a:100:0.3:10:high", "--pod", "b:50:0.2:10", "--capacity", "12",
+            "--out", str(tmp_path), "--no-plot"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    spec = {"capacity_gbps": 12, "pods": [
+        {"name": "a", "period_ms": 100, "duty_cycle": 0.3, "bandwidth_gbps": 10,
+         "priority": "high"},
+        {"name": "b", "period_ms": 50, "duty_cycle": 0.2, "bandwidth_gbps": 10}]}
+    path = tmp_path / "pods.json"
+    path.write_text(json.dumps(spec))
+    result2 = CliRunner().invoke(cli, ["link", "--file", str(path), "--out", str(tmp_path),
+                                       "--no-plot"])
+    assert result2.exit_code == 0, result2.output
+    from_cli = json.loads((tmp_path / "link-custom.json").read_text())
+    from_file = json.loads((tmp_path / "link-pods.json").read_text())
+    assert from_cli["optimal"]["rotations"] == from_file["optimal"]["rotations"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["link", "nope"], "unknown scenario"),
+        (["link"], "exactly one of"),
+        (["link", "s1", "--pod", "a:1:0.1:1"], "exactly one of"),
+        (["link", "--pod", "a:100:1.5:10"], "duty_cycle: must lie in [0, 1]"),
+        (["link", "--pod", "a:100:0.5"], "expected NAME:PERIOD_MS"),
+        (["link", "--pod", "a:x:0.5:1"], "period_ms must be a number"),
+        (["link", "--pod", "a:100:0.5:40"], "above the link's 25.0 Gbps"),
+        (["link", "--pod", "a:100:0.5:4", "--pod", "a:100:0.5:4"], "unique"),
+        (["link", "s1", "--bins", "4"], "bins: expected an integer >= 8"),
+        (["link", "s1", "--capacity", "-1"], "capacity_gbps"),
+        (["link", "--file", "/nonexistent/pods.json"], "cannot read"),
+    ],
+)
+def test_bad_input_is_one_line_error(args: list[str], message: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path)]
+                                if args[:2] != ["link", "nope"] else args)
+    assert result.exit_code in (1, 2)
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert not list(tmp_path.glob("link-*"))  # nothing written
+
+
+def test_bad_json_file_points_at_field(tmp_path: Path) -> None:
+    path = tmp_path / "pods.json"
+    path.write_text(json.dumps({"capacity_gbps": 10, "pods": [{"name": "a", "period_ms": 100,
+                                                                "duty_cycle": "half",
+                                                                "bandwidth_gbps": 1}]}))
+    result = CliRunner().invoke(cli, ["link", "--file", str(path), "--out", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "pods[0].duty_cycle: expected a finite number" in result.output
+    path.write_text("{not json")
+    result = CliRunner().invoke(cli, ["link", "--file", str(path), "--out", str(tmp_path)])
+    assert "is not valid JSON" in result.output
+
+
+def test_console_script_exit_status() -> None:
+    exe = Path(sys.executable).with_name("tdmcore")
+    if not exe.exists():
+        pytest.skip("the tdmcore console script is not installed in this environment")
+    out = subprocess.run([str(exe), "link", "--pod", "a:100:2:1"], capture_output=True,
+                         text=True, timeout=300, env=dict(os.environ))
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines()[-1].startswith("Error: ")
+    assert "Traceback" not in out.stderr
