@@ -145,6 +145,42 @@ def _add_rotated(prev: np.ndarray, row: np.ndarray, shift: int, out: np.ndarray)
 
 
 @jit
+def _over_capacity(prefix_row: np.ndarray, capacity: float, over: np.ndarray) -> float:
+    """``over[b] = max(0, P[b] - B)``; returns the prefix's excess ``sum_b over[b]``."""
+    base = 0.0
+    for b in range(prefix_row.shape[0]):
+        v = prefix_row[b] - capacity
+        over[b] = v if v > 0.0 else 0.0
+        base += over[b]
+    return base
+
+
+@jit
+def _rotation_excess(
+    prefix_row: np.ndarray, over: np.ndarray, base: float, supp_idx: np.ndarray,
+    supp_val: np.ndarray, shift: int, capacity: float, stop_at: float,
+) -> float:
+    """Excess with the last row rotated by ``shift``: the prefix's excess plus the
+    marginal excess on the last row's non-zero bins only.
+
+    Every marginal term is >= 0 (float addition and max are monotone), so the
+    running sum only grows: it stops as soon as it reaches ``stop_at`` and returns
+    a value >= ``stop_at``, which the caller reads as "not good enough".
+    """
+    n_bins = prefix_row.shape[0]
+    e = base
+    for t in range(supp_idx.shape[0]):
+        b = supp_idx[t] + shift
+        if b >= n_bins:
+            b -= n_bins
+        v = prefix_row[b] + supp_val[t] - capacity
+        e += (v if v > 0.0 else 0.0) - over[b]
+        if e >= stop_at:
+            return e
+    return e
+
+
+@jit
 def _prefix_psi(
     level: int, rot: np.ndarray, psi_parent: float, contend: np.ndarray, mids: np.ndarray,
     mid_offsets: np.ndarray, n_bins: int,
@@ -223,6 +259,7 @@ def search_rotations_kernel(
     run_starts = np.empty(n_last, dtype=np.int64)
     run_lengths = np.empty(n_last, dtype=np.int64)
     top = last - 1  # deepest prefix row
+    above_tol = np.nextafter(tol_excess, np.inf)  # e >= above_tol  <=>  e > tol_excess
 
     # ---------------- phase A: perfect vectors only ----------------
     found = False
@@ -256,26 +293,13 @@ def search_rotations_kernel(
                     continue
             # -- level == top: every rotation of the last row, perfect or not --
             p_row = prefix[top]
-            base = 0.0
-            for b in range(n_bins):
-                v = p_row[b] - capacity
-                over[b] = v if v > 0.0 else 0.0
-                base += over[b]
+            base = _over_capacity(p_row, capacity, over)
             any_perfect = False
             for s in range(n_last):
-                e = base
-                ok = True
-                for t in range(n_supp):
-                    b = supp_idx[t] + s
-                    if b >= n_bins:
-                        b -= n_bins
-                    v = p_row[b] + supp_val[t] - capacity
-                    e += (v if v > 0.0 else 0.0) - over[b]
-                    if e > tol_excess:
-                        ok = False
-                        break
-                perfect[s] = ok
-                if ok:
+                e = _rotation_excess(p_row, over, base, supp_idx, supp_val, s, capacity,
+                                     above_tol)
+                perfect[s] = e <= tol_excess
+                if perfect[s]:
                     any_perfect = True
             evaluated += n_last
             if any_perfect:
@@ -335,25 +359,11 @@ def search_rotations_kernel(
                 rot[level] = -1
                 continue
         p_row = prefix[top]
-        base = 0.0
-        for b in range(n_bins):
-            v = p_row[b] - capacity
-            over[b] = v if v > 0.0 else 0.0
-            base += over[b]
+        base = _over_capacity(p_row, capacity, over)
         for s in range(n_last):
             threshold = best_e - tol_excess
-            e = base
-            ok = True
-            for t in range(n_supp):
-                b = supp_idx[t] + s
-                if b >= n_bins:
-                    b -= n_bins
-                v = p_row[b] + supp_val[t] - capacity
-                e += (v if v > 0.0 else 0.0) - over[b]
-                if e >= threshold:
-                    ok = False
-                    break
-            if ok and e < threshold:
+            e = _rotation_excess(p_row, over, base, supp_idx, supp_val, s, capacity, threshold)
+            if e < threshold:
                 best_e = e
                 for i in range(last):
                     best_rot[i] = rot[i]
