@@ -142,3 +142,53 @@ def search(demand, capacity, limits, mode="first", mids=None) -> OracleResult:
             chosen = idx
     vec = tuple(int(x) for x in grid[chosen])
     return OracleResult(vec, score(demand, vec, capacity), False, None)
+
+
+def unify_periods(periods, priorities, gt_ms=5.0, et_frac=0.10, max_multiple=8):
+    """spec §4 by enumerating every multiple vector in [1, M]^k.
+
+    Returns ``(T, compatible, idle per pod)``; ``priorities`` are integers.
+    """
+    periods = [float(t) for t in periods]
+    k = len(periods)
+    eps = 1e-9
+
+    def common(idx):
+        best = None
+        for combo in itertools.product(range(1, max_multiple + 1), repeat=len(idx)):
+            products = [m * periods[i] for m, i in zip(combo, idx, strict=True)]
+            base = sum(products) / len(products)
+            if all(abs(x - base) <= gt_ms + eps for x in products):
+                if best is None or base < best[0]:
+                    best = (base, combo)
+        return best
+
+    found = common(list(range(k)))
+    if found is not None:
+        return found[0], True, [0.0] * k
+    top = max(priorities)
+    high = [i for i in range(k) if priorities[i] == top]
+    low = [i for i in range(k) if priorities[i] != top]
+    if low:
+        bases = set()
+        for combo in itertools.product(range(1, max_multiple + 1), repeat=len(high)):
+            products = [m * periods[i] for m, i in zip(combo, high, strict=True)]
+            base = sum(products) / len(products)
+            if all(abs(x - base) <= gt_ms + eps for x in products):
+                bases.add(base)
+        for base in sorted(bases):
+            idle = [0.0] * k
+            ok = True
+            for i in low:
+                t = periods[i]
+                if any(abs(m * t - base) <= gt_ms + eps for m in range(1, max_multiple + 1)):
+                    continue
+                options = [base / m - t for m in range(1, max_multiple + 1)
+                           if 0 < base / m - t <= et_frac * t + eps]
+                if not options:
+                    ok = False
+                    break
+                idle[i] = min(options)
+            if ok:
+                return base, True, idle
+    return max(periods), False, [0.0] * k

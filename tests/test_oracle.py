@@ -75,3 +75,29 @@ def test_discretize_matches_interval_arithmetic(seed: int) -> None:
             # Exact overlap preserves the demand over the circle: r d N.
             assert math.isclose(got[i].sum(), rate[i] * duty[i] * bins, rel_tol=1e-9,
                                 abs_tol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_unify_periods_matches_enumeration(seed: int) -> None:
+    """500 random links: the anchored search equals the M^k enumeration of spec §4."""
+    rng = np.random.default_rng(seed)
+    for _ in range(25):
+        k = int(rng.integers(1, 5))
+        base = float(rng.uniform(50, 600))
+        periods = base / rng.integers(1, 5, size=k) + rng.normal(0, 4, size=k)
+        periods = np.maximum(periods, 5.0)
+        priorities = [int(p) for p in rng.integers(0, 3, size=k)]
+        gt, et, m_max = float(rng.uniform(0, 8)), float(rng.uniform(0, 0.2)), 6
+        got = tdmcore.unify_periods(periods, priorities, gt_ms=gt, et_frac=et,
+                                    max_multiple=m_max)
+        want_t, want_ok, want_idle = naive.unify_periods(periods, priorities, gt, et, m_max)
+        where = f"seed={seed} periods={periods.tolist()} prio={priorities} gt={gt} et={et}"
+        assert got.compatible == want_ok, where
+        assert math.isclose(got.period_ms, want_t, rel_tol=1e-12), where
+        np.testing.assert_allclose(got.idle_ms, want_idle, atol=1e-9, err_msg=where)
+        if got.compatible:
+            # The multiples realise T: within G_T as they are, or exactly after idle.
+            stretched = (periods + got.idle_ms) * got.multiples
+            ok = (np.abs(stretched - got.period_ms) <= gt + 1e-9) | (got.idle_ms > 0)
+            assert ok.all(), where
+            assert np.allclose(stretched[got.idle_ms > 0], got.period_ms), where
