@@ -8,8 +8,8 @@ from setuptools import Extension, setup
 
 extensions = [
     Extension(
-        "tdmcore._kernels._discretize",
-        ["src/tdmcore/_kernels/_discretize.pyx"],
+        "tdmcore._kernels._snapshot",
+        ["src/tdmcore/_kernels/_snapshot.pyx"],
         include_dirs=[np.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     ),

@@ -8,9 +8,7 @@ only; failing that, the pods are incompatible on that link.
 
 from __future__ import annotations
 
-import itertools
-import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,12 +16,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import _validation as v
+from ._kernels.base_period import STEP_INCOMPATIBLE, unify_kernel
 
 __all__ = ["BasePeriod", "unify_periods"]
 
 _PRIORITY_NAMES = {"high": 1, "low": 0}
-# Float allowance on the G_T comparisons (ms): real inputs never sit this close.
-_EPS_MS = 1e-9
 
 
 @dataclass(frozen=True)
@@ -71,39 +68,6 @@ def _priorities(priorities: Any, k: int) -> NDArray[np.int64]:
     return np.array(values, dtype=np.int64)
 
 
-def _common_multiples(
-    periods: NDArray[np.float64], gt_ms: float, max_multiple: int
-) -> Iterator[tuple[float, tuple[int, ...]]]:
-    """Every ``(T, m)`` with ``m_p <= M`` and all ``|m_p t_p - T| <= G_T``, ``T = mean``.
-
-    Anchored on pod 0's multiple: every other product must lie within ``2 G_T`` of
-    ``m_0 t_0``, which leaves one or two candidates per pod for realistic periods.
-    """
-    t0 = periods[0]
-    for m0 in range(1, max_multiple + 1):
-        x0 = m0 * t0
-        choices: list[range] = [range(m0, m0 + 1)]
-        for t in periods[1:]:
-            lo = max(1, math.ceil((x0 - 2 * gt_ms - _EPS_MS) / t))
-            hi = min(max_multiple, math.floor((x0 + 2 * gt_ms + _EPS_MS) / t))
-            if lo > hi:
-                break
-            choices.append(range(lo, hi + 1))
-        else:
-            for combo in itertools.product(*choices):
-                products = np.array(combo, dtype=np.float64) * periods
-                base = float(products.mean())
-                if np.all(np.abs(products - base) <= gt_ms + _EPS_MS):
-                    yield base, combo
-
-
-_Candidate = tuple[float, tuple[int, ...]]
-
-
-def _smallest(candidates: Iterator[_Candidate]) -> list[_Candidate]:
-    return sorted(candidates, key=lambda c: c[0])
-
-
 def unify_periods(
     periods_ms: Any,
     priorities: Any,
@@ -143,6 +107,10 @@ def unify_periods(
        ``0 < idle <= E_T`` (the smallest such idle), so that ``m (t + idle) = T``
        exactly.  Implementation choice: idle aligns the stretched period exactly.
     3. Else incompatible: ``T`` = the longest period, every multiple 1, no idle.
+
+    The search is exact: anchored on the first pod's multiple, every other pod's
+    product must lie within ``2 G_T`` of it (see
+    :func:`tdmcore._kernels.base_period.common_multiples`).
     """
     periods = v.as_float_array("periods_ms", np.atleast_1d(np.asarray(periods_ms)), ndim=1)
     k = periods.shape[0]
@@ -163,44 +131,8 @@ def unify_periods(
     if m_max < 1:
         raise ValueError(f"max_multiple: expected an integer >= 1, got {m_max}")
 
-    # Step 1: a common multiple within G_T for every pod.
-    found = _smallest(_common_multiples(periods, gt, m_max))
-    if found:
-        base, combo = found[0]
-        return BasePeriod(base, np.array(combo, dtype=np.int64), np.zeros(k), True)
-
-    # Step 2: idle injection into low-priority pods only.
-    high = prio == prio.max()
-    low_idx = np.flatnonzero(~high)
-    if low_idx.size:
-        high_idx = np.flatnonzero(high)
-        for base, combo in _smallest(_common_multiples(periods[high_idx], gt, m_max)):
-            multiples = np.zeros(k, dtype=np.int64)
-            idle = np.zeros(k)
-            multiples[high_idx] = combo
-            if all(_fit_low(base, periods[i], gt, et, m_max, int(i), multiples, idle)
-                   for i in low_idx):
-                return BasePeriod(base, multiples, idle, True)
-
-    # Step 3: incompatible on this link.
-    return BasePeriod(float(periods.max()), np.ones(k, dtype=np.int64), np.zeros(k), False)
-
-
-def _fit_low(
-    base: float, period: float, gt: float, et: float, m_max: int, i: int,
-    multiples: NDArray[np.int64], idle: NDArray[np.float64],
-) -> bool:
-    """Place low-priority pod i on ``base``: within G_T as is, or with the least idle."""
-    deviations = [(abs(m * period - base), m) for m in range(1, m_max + 1)]
-    within = [(d, m) for d, m in deviations if d <= gt + _EPS_MS]
-    if within:
-        multiples[i] = min(within)[1]
-        return True
-    stretched = [(base / m - period, m) for m in range(1, m_max + 1)
-                 if 0.0 < base / m - period <= et * period + _EPS_MS]
-    if not stretched:
-        return False
-    extra, m = min(stretched)
-    multiples[i] = m
-    idle[i] = extra
-    return True
+    multiples = np.empty(k, dtype=np.int64)
+    idle = np.empty(k)
+    base, step = unify_kernel(np.ascontiguousarray(periods), prio, gt, et, m_max, multiples,
+                              idle)
+    return BasePeriod(float(base), multiples, idle, step != STEP_INCOMPATIBLE)

@@ -94,25 +94,30 @@ def load_link_file(path: str | Path) -> tuple[float, tuple[LinkPod, ...]]:
         raw = json.loads(Path(path).read_text("utf-8"))
     except OSError as exc:
         raise ValueError(f"file: cannot read {path}: {exc.strerror}") from exc
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"file: {path} is not valid JSON (line {exc.lineno}: {exc.msg})") \
-            from exc
-    return _parse_link(raw, str(path))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        detail = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) \
+            else "not UTF-8"
+        raise ValueError(f"file: {path} is not valid JSON ({detail})") from exc
+    try:
+        return _parse_link(raw, "$")
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
 
 
 def parse_pod(text: str, index: int) -> LinkPod:
     """``NAME:PERIOD_MS:DUTY:GBPS[:PRIORITY[:JOB]]`` as given to ``--pod``."""
     parts = text.split(":")
-    where = f"--pod #{index + 1} ({text!r})"
+    where = f"--pod[{index + 1}]"
     if not 4 <= len(parts) <= 6:
-        raise ValueError(f"{where}: expected NAME:PERIOD_MS:DUTY:GBPS[:PRIORITY[:JOB]]")
+        raise ValueError(f"{where}: expected NAME:PERIOD_MS:DUTY:GBPS[:PRIORITY[:JOB]], "
+                         f"got {text!r}")
     raw: dict[str, Any] = {"name": parts[0]}
     for key, part in zip(("period_ms", "duty_cycle", "bandwidth_gbps"), parts[1:4],
                          strict=True):
         try:
             raw[key] = float(part)
         except ValueError:
-            raise ValueError(f"{where}: {key} must be a number, got {part!r}") from None
+            raise ValueError(f"{where}.{key}: expected a number, got {part!r}") from None
     if len(parts) >= 5:
         p = parts[4]
         if p.lower() in ("high", "low"):
@@ -121,7 +126,8 @@ def parse_pod(text: str, index: int) -> LinkPod:
             try:
                 raw["priority"] = int(p)
             except ValueError:
-                raise ValueError(f"{where}: priority must be an integer or high/low") from None
+                raise ValueError(f"{where}.priority: expected an integer or 'high'/'low', "
+                                 f"got {p!r}") from None
     if len(parts) == 6:
         raw["job"] = parts[5]
     return _pod_from_mapping(raw, where)

@@ -52,7 +52,8 @@ def scenarios_cmd() -> None:
                    '"duty_cycle", "bandwidth_gbps", "priority", "job"}]}.')
 @click.option("--capacity", "capacity_gbps", type=float, default=None,
               help="Link capacity in Gbps (default: the scenario's, or 25 with --pod).")
-@click.option("--bins", type=int, default=72, show_default=True, help="Di-Pre.")
+@click.option("--bins", type=int, default=72, show_default=True,
+              help="Di-Pre: bins on the traffic circle (>= 8).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("report"), show_default=True,
               help="Folder for the PNG and JSON report.")
@@ -95,12 +96,15 @@ def link_cmd(scenario: str | None, pod_specs: tuple[str, ...], pod_file: Path | 
             timings[mode] = (time.perf_counter() - start) * 1e3
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
+    report = out_dir / f"link-{name}.json"
+    try:  # fail before printing anything if the report cannot be written
+        out_dir.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps(_report(plans, timings), indent=2) + "\n", "utf-8")
+    except OSError as exc:
+        raise click.ClickException(f"out: cannot write {report}: {exc.strerror}") from None
 
     console = Console()
     _print_plans(console, name, title, plans, timings)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    report = out_dir / f"link-{name}.json"
-    report.write_text(json.dumps(_report(plans, timings), indent=2) + "\n", "utf-8")
     console.print(f"report: {report}")
     if not no_plot:
         from .plots import plot_traffic_circle
@@ -194,12 +198,22 @@ def _report(plans: dict[str, LinkPlan], timings: dict[str, float]) -> dict[str, 
     return out
 
 
-def main() -> None:
-    """Console entry point: no traceback reaches the user."""
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: one ``Error: ...`` line for bad input, no traceback."""
     try:
-        cli.main(standalone_mode=True)
-    except SystemExit:
-        raise
+        cli.main(args=argv, standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        print("Error: aborted", file=sys.stderr)
+        sys.exit(1)
+    except click.UsageError as exc:
+        hint = f" (see: {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
+        print(f"Error: {exc.format_message()}{hint}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        print(f"Error: {exc.format_message()}", file=sys.stderr)
+        sys.exit(exc.exit_code)
     except Exception as exc:  # a bug: say so in one line, keep the traceback for debugging
         if os.environ.get("TDMCORE_DEBUG"):
             raise

@@ -78,6 +78,7 @@ class LinkPlan:
     utilization: float = 0.0
     unshifted_score: float = 0.0
     unshifted_utilization: float = 0.0
+    result_mode: str = "first"
 
     @property
     def job_rotations(self) -> dict[str, int]:
@@ -148,4 +149,5 @@ def plan_link(
         utilization=link_utilization(demand, result.rotations, cap),
         unshifted_score=score(demand, zero, cap),
         unshifted_utilization=link_utilization(demand, zero, cap),
+        result_mode=mode,
     )

@@ -64,15 +64,18 @@ def plot_traffic_circle(plan: LinkPlan, path: str | Path) -> Path:
     _circle(ax1, plan, zero, f"unshifted: score {plan.unshifted_score:.1f}, "
                              f"xi {plan.unshifted_utilization:.3f}")
     _circle(ax2, plan, plan.result.rotations,
-            f"tdmcore: score {plan.result.score:.1f}, xi {plan.utilization:.3f}")
+            f"tdmcore ({plan.result_mode}): score {plan.result.score:.1f}, "
+            f"xi {plan.utilization:.3f}")
     ax2.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
     ax3 = fig.add_subplot(2, 1, 2)
     x = np.arange(plan.bins + 1) / plan.bins * plan.base.period_ms
     for rotations, label, style in ((zero, "unshifted", "--"),
                                     (plan.result.rotations, "tdmcore", "-")):
         total = sum(np.roll(plan.demand[r], int(s)) for r, s in enumerate(rotations))
-        ax3.step(x, np.append(total, total[-1]), where="post", linestyle=style, label=label)
-    ax3.axhline(plan.capacity_gbps, color="red", linewidth=1, label="capacity B")
+        ax3.step(x, np.append(total, total[-1]), where="post", linestyle=style, label=label,
+                 linewidth=2 if style == "-" else 1.2)
+    ax3.axhline(plan.capacity_gbps, color="red", linewidth=1, linestyle=":",
+                label="capacity B")
     ax3.set_xlabel(f"time within the base period T = {plan.base.period_ms:.1f} ms")
     ax3.set_ylabel("demand (Gbps)")
     ax3.legend(fontsize=8)

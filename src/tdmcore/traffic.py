@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import _validation as v
-from ._kernels._discretize import discretize_rows
+from ._kernels.circle import discretize_rows
 
 if TYPE_CHECKING:
     from .base_period import BasePeriod
@@ -42,7 +42,7 @@ def _rows(
     demand = np.zeros((k, bins), dtype=np.float64)
     mids = np.empty(int(offsets[-1]), dtype=np.float64)
     discretize_rows(
-        np.ascontiguousarray(multiples, dtype=np.float64),
+        np.ascontiguousarray(multiples, dtype=np.int64),
         np.ascontiguousarray(duty, dtype=np.float64),
         np.ascontiguousarray(bandwidth, dtype=np.float64),
         demand,

@@ -44,3 +44,39 @@ def excess_and_carried(
         else:
             carried += total[b]
     return excess, carried
+
+
+@jit
+def discretize_rows(
+    multiples: np.ndarray, duty_cycles: np.ndarray, bandwidths: np.ndarray, out: np.ndarray,
+    midpoints: np.ndarray, mid_offsets: np.ndarray,
+) -> None:
+    """Fill ``out[i]`` (zeroed by the caller) with pod i's demand per bin at rotation 0.
+
+    Pod i has ``multiples[i]`` comm units; unit u covers the arc
+    ``[u N / mul, (u + d) N / mul)`` in bin units (Eqs. 1-3).  Bin k gets ``r``
+    times the length of its overlap with ``[k, k + 1)`` **[decision,
+    spec/metronome.md §2]**, so a row sums to ``r d N``.
+    ``midpoints[mid_offsets[i] + u]`` receives ``u N / mul + d N / (2 mul)``.
+    """
+    n_rows, n_bins = out.shape
+    for i in range(n_rows):
+        mul = multiples[i]
+        unit = n_bins / mul
+        comm = duty_cycles[i] * unit
+        rate = bandwidths[i]
+        for u in range(mul):
+            start = u * unit
+            stop = start + comm
+            if stop > n_bins:
+                stop = n_bins
+            midpoints[mid_offsets[i] + u] = start + 0.5 * comm
+            if stop <= start:
+                continue
+            k_lo = int(np.floor(start))
+            k_hi = min(int(np.ceil(stop)), n_bins)
+            for k in range(k_lo, k_hi):
+                lo = start if start > k else float(k)
+                hi = stop if stop < k + 1 else float(k + 1)
+                if hi > lo:
+                    out[i, k] += rate * (hi - lo)

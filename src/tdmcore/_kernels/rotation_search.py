@@ -207,10 +207,13 @@ def search_rotations_kernel(
     tol_psi: float,
     margin: float,
     best_rot: np.ndarray,
+    perfect_only: bool = False,
 ) -> tuple[bool, float, int]:
     """Search rotations; write the chosen vector into ``best_rot``.
 
-    Returns ``(perfect, psi, evaluated)``.  ``psi`` is only meaningful in optimal
+    Returns ``(perfect, psi, evaluated)``.  With ``perfect_only`` the search stops
+    after phase A: a non-perfect answer then leaves ``best_rot`` undefined (the
+    scheduler uses this when another node already scores 100).  ``psi`` is only meaningful in optimal
     mode with ``perfect``.  ``evaluated`` counts rotation vectors whose excess was
     computed at least in part (a pruned prefix contributes none).
     """
@@ -332,8 +335,8 @@ def search_rotations_kernel(
                         best_rot[last] = middles[r]
             if level == 0:
                 break
-    if found:
-        return True, best_psi, evaluated
+    if found or perfect_only:
+        return found, best_psi, evaluated
 
     # ---------------- phase B: highest score, first in order ----------------
     best_e = np.inf

@@ -1,0 +1,209 @@
+"""Metronome's Score phase for every candidate node in one compiled call.
+
+Algorithm 1, lines 14-16, per node n (spec/metronome.md §6): EarlyReturn when the
+node is empty or the summed bandwidth fits; otherwise unify the base period of
+the node's pods and the waiting pod (§4), draw them on the circle, sum each
+job's pods into one row (Eq. 17), put the reference job first (Eq. 16) and run the
+``first`` rotation search (§5).  The same kernels as the single-link API, so a
+node's score here equals :func:`tdmcore.link.plan_link` on that node.
+
+Two passes keep the decision exact and cheap: pass 1 asks every node only
+"is a perfect rotation possible?" (phase A of the search).  If any node is
+perfect or returns early, the maximum score is 100 and the others' exact scores
+cannot change the decision (NormalizeScore zeroes every non-maximal node).  Only
+when no node is perfect does pass 2 compute every node's exact best score.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._config import jit
+from .base_period import STEP_INCOMPATIBLE, unify_kernel
+from .circle import discretize_rows, excess_and_carried
+from .rotation_search import MODE_FIRST, search_rotations_kernel
+
+SCORE_UNKNOWN = -1.0  # "below the maximum": not computed (pass 1 found a perfect node)
+
+
+@jit
+def _node_rows(
+    lo: int, hi: int, period: np.ndarray, duty: np.ndarray, bandwidth: np.ndarray,
+    priority: np.ndarray, job: np.ndarray, order: np.ndarray,
+    w_period: float, w_duty: float, w_bw: float, w_prio: int, w_job: int, w_order: int,
+    bins: int, gt_ms: float, et_frac: float, max_multiple: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Job rows (reference first) and their rotation limits for one node + waiting pod."""
+    k = hi - lo + 1
+    p_period = np.empty(k)
+    p_duty = np.empty(k)
+    p_bw = np.empty(k)
+    p_prio = np.empty(k, dtype=np.int64)
+    p_job = np.empty(k, dtype=np.int64)
+    p_order = np.empty(k, dtype=np.int64)
+    for i in range(k - 1):
+        p_period[i] = period[lo + i]
+        p_duty[i] = duty[lo + i]
+        p_bw[i] = bandwidth[lo + i]
+        p_prio[i] = priority[lo + i]
+        p_job[i] = job[lo + i]
+        p_order[i] = order[lo + i]
+    p_period[k - 1] = w_period
+    p_duty[k - 1] = w_duty
+    p_bw[k - 1] = w_bw
+    p_prio[k - 1] = w_prio
+    p_job[k - 1] = w_job
+    p_order[k - 1] = w_order
+
+    multiples = np.empty(k, dtype=np.int64)
+    idle = np.empty(k)
+    base, step = unify_kernel(p_period, p_prio, gt_ms, et_frac, max_multiple, multiples, idle)
+    circle_duty = np.empty(k)
+    for i in range(k):
+        if step == STEP_INCOMPATIBLE:
+            d = p_duty[i] * p_period[i] / base
+            circle_duty[i] = d if d < 1.0 else 1.0
+        else:
+            circle_duty[i] = p_duty[i] * p_period[i] / (p_period[i] + idle[i])
+    pod_rows = np.zeros((k, bins))
+    mid_off = np.zeros(k + 1, dtype=np.int64)
+    for i in range(k):
+        mid_off[i + 1] = mid_off[i] + multiples[i]
+    mids = np.empty(mid_off[k])
+    discretize_rows(multiples, circle_duty, p_bw, pod_rows, mids, mid_off)
+
+    # Distinct jobs, ordered by (-priority, first deploy order): reference first.
+    n_jobs = 0
+    job_of = np.empty(k, dtype=np.int64)
+    uniq = np.empty(k, dtype=np.int64)
+    for i in range(k):
+        found = -1
+        for j in range(n_jobs):
+            if uniq[j] == p_job[i]:
+                found = j
+                break
+        if found < 0:
+            uniq[n_jobs] = p_job[i]
+            found = n_jobs
+            n_jobs += 1
+        job_of[i] = found
+    key_prio = np.full(n_jobs, np.iinfo(np.int64).min)
+    key_order = np.full(n_jobs, np.iinfo(np.int64).max)
+    for i in range(k):
+        j = job_of[i]
+        if p_prio[i] > key_prio[j]:
+            key_prio[j] = p_prio[i]
+        if p_order[i] < key_order[j]:
+            key_order[j] = p_order[i]
+    rank = np.arange(n_jobs)
+    for a in range(1, n_jobs):  # insertion sort, n_jobs <= k
+        r = rank[a]
+        c = a - 1
+        while c >= 0 and (key_prio[rank[c]] < key_prio[r]
+                          or (key_prio[rank[c]] == key_prio[r]
+                              and key_order[rank[c]] > key_order[r])):
+            rank[c + 1] = rank[c]
+            c -= 1
+        rank[c + 1] = r
+    row_of_job = np.empty(n_jobs, dtype=np.int64)
+    for pos in range(n_jobs):
+        row_of_job[rank[pos]] = pos
+    rows = np.zeros((n_jobs, bins))
+    limits = np.full(n_jobs, bins, dtype=np.int64)
+    for i in range(k):
+        r = row_of_job[job_of[i]]
+        for b in range(bins):
+            rows[r, b] += pod_rows[i, b]
+        lim = (bins + multiples[i] - 1) // multiples[i]
+        if lim < limits[r]:
+            limits[r] = lim
+    limits[0] = 1
+    return rows, limits
+
+
+@jit
+def _score_pending(
+    pending: np.ndarray, node_ptr: np.ndarray, period: np.ndarray, duty: np.ndarray,
+    bandwidth: np.ndarray, priority: np.ndarray, job: np.ndarray, order: np.ndarray,
+    capacity: np.ndarray, w_period: float, w_duty: float, w_bw: float, w_prio: int,
+    w_job: int, w_order: int, bins: int, gt_ms: float, et_frac: float, max_multiple: int,
+    perfect_rtol: float, exact: bool, out_score: np.ndarray, out_perfect: np.ndarray,
+) -> bool:
+    """Search every node in ``pending``; phase A only unless ``exact``."""
+    any_perfect = False
+    empty_mids = np.zeros(0)
+    for c in range(pending.shape[0]):
+        n = pending[c]
+        rows, limits = _node_rows(node_ptr[n], node_ptr[n + 1], period, duty, bandwidth,
+                                  priority, job, order, w_period, w_duty, w_bw, w_prio,
+                                  w_job, w_order, bins, gt_ms, et_frac, max_multiple)
+        k = rows.shape[0]
+        cap = capacity[n]
+        rot = np.zeros(k, dtype=np.int64)
+        mid_off = np.zeros(k + 1, dtype=np.int64)
+        contend = np.zeros((k, k), dtype=np.bool_)
+        total = 0.0
+        for r in range(k):
+            for b in range(bins):
+                total += rows[r, b]
+        margin = 1e-12 * (total + cap * bins)
+        perfect, _, _ = search_rotations_kernel(rows, cap, limits, MODE_FIRST, empty_mids,
+                                                mid_off, contend, perfect_rtol * cap, 1e-9,
+                                                margin, rot, not exact)
+        out_perfect[n] = perfect
+        if perfect:
+            out_score[n] = 100.0
+            any_perfect = True
+        elif exact:
+            excess, _ = excess_and_carried(rows, rot, cap)
+            if excess <= perfect_rtol * cap:
+                out_score[n] = 100.0
+            else:
+                s = 100.0 * (1.0 - excess / (cap * bins))
+                out_score[n] = min(100.0, max(0.0, s))
+        else:
+            out_score[n] = SCORE_UNKNOWN
+    return any_perfect
+
+
+@jit
+def score_nodes_kernel(
+    candidates: np.ndarray, node_ptr: np.ndarray, period: np.ndarray, duty: np.ndarray,
+    bandwidth: np.ndarray, priority: np.ndarray, job: np.ndarray, order: np.ndarray,
+    n_pods: np.ndarray, sum_bw: np.ndarray, capacity: np.ndarray,
+    w_period: float, w_duty: float, w_bw: float, w_prio: int, w_job: int, w_order: int,
+    bins: int, gt_ms: float, et_frac: float, max_multiple: int, perfect_rtol: float,
+    exact: bool, out_score: np.ndarray, out_perfect: np.ndarray, out_early: np.ndarray,
+) -> None:
+    """Score every node in ``candidates`` (Eq. 18) for the waiting pod.
+
+    ``out_*`` are indexed by node.  With ``exact`` every score is the node's best
+    score; otherwise a node below the maximum may get ``SCORE_UNKNOWN``.
+    """
+    n_cand = candidates.shape[0]
+    any_perfect = False
+    pending = np.empty(n_cand, dtype=np.int64)
+    n_pending = 0
+    for c in range(n_cand):
+        n = candidates[c]
+        out_early[n] = False
+        if n_pods[n] == 0 or sum_bw[n] + w_bw <= capacity[n]:
+            out_early[n] = True  # EarlyReturn: no contention possible
+            out_perfect[n] = True
+            out_score[n] = 100.0
+            any_perfect = True
+            continue
+        pending[n_pending] = n
+        n_pending += 1
+    pending = pending[:n_pending]
+    # Pass 1 (the only pass when exact): phase A per node.
+    found = _score_pending(pending, node_ptr, period, duty, bandwidth, priority, job, order,
+                           capacity, w_period, w_duty, w_bw, w_prio, w_job, w_order, bins,
+                           gt_ms, et_frac, max_multiple, perfect_rtol, exact, out_score,
+                           out_perfect)
+    if exact or any_perfect or found:
+        return
+    # Pass 2: no node scores 100, so the maximum needs every node's best score.
+    _score_pending(pending, node_ptr, period, duty, bandwidth, priority, job, order, capacity,
+                   w_period, w_duty, w_bw, w_prio, w_job, w_order, bins, gt_ms, et_frac,
+                   max_multiple, perfect_rtol, True, out_score, out_perfect)
