@@ -213,9 +213,9 @@ def search_rotations_kernel(
 
     Returns ``(perfect, psi, evaluated)``.  With ``perfect_only`` the search stops
     after phase A: a non-perfect answer then leaves ``best_rot`` undefined (the
-    scheduler uses this when another node already scores 100).  ``psi`` is only meaningful in optimal
-    mode with ``perfect``.  ``evaluated`` counts rotation vectors whose excess was
-    computed at least in part (a pruned prefix contributes none).
+    scheduler uses this when another node already scores 100).  ``psi`` is only
+    meaningful in optimal mode with ``perfect``.  ``evaluated`` counts rotation
+    vectors whose excess was computed at least in part (a pruned prefix counts none).
     """
     k, n_bins = demand.shape
     last = k - 1
