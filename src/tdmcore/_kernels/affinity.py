@@ -1,0 +1,65 @@
+"""Affinity-graph loop detection for the Filter phase (Metronome paper §III-B).
+
+The affinity graph is bipartite: jobs on one side, host links on the other, an
+edge when a job has a pod on a contended link (its summed bandwidth exceeds the
+capacity, so rotations there constrain the job's offset).  A placement that
+would close a cycle is filtered out: with a cycle, the global offsets of §III-C
+could not be assigned consistently.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._config import jit
+
+
+@jit
+def loop_filter_kernel(
+    candidates: np.ndarray, node_ptr: np.ndarray, job: np.ndarray, sum_bw: np.ndarray,
+    capacity: np.ndarray, contended: np.ndarray, comp_job: np.ndarray, comp_link: np.ndarray,
+    w_job: int, w_bw: float, out_ok: np.ndarray,
+) -> None:
+    """``out_ok[n] = False`` where placing the waiting pod on node n closes a cycle.
+
+    ``comp_job`` / ``comp_link`` are connected-component labels of the current
+    graph (-1: a vertex without edges, a component of its own); ``w_job`` may be
+    past the end of ``comp_job`` (a job with nothing placed yet).
+    """
+    w_comp = comp_job[w_job] if w_job < comp_job.shape[0] else -1
+    for c in range(candidates.shape[0]):
+        n = candidates[c]
+        out_ok[n] = True
+        lo = node_ptr[n]
+        hi = node_ptr[n + 1]
+        if sum_bw[n] + w_bw <= capacity[n] or hi == lo:
+            continue  # no contention after placement (or only this job): no new edge
+        on_node = False
+        for i in range(lo, hi):
+            if job[i] == w_job:
+                on_node = True
+                break
+        if contended[n]:
+            if on_node:
+                continue  # the edge (job, link) exists already
+            # One new edge: a cycle iff the job already reaches this link.
+            if w_comp >= 0 and w_comp == comp_link[n]:
+                out_ok[n] = False
+            continue
+        # The link becomes contended: edges from every job on it, waiting job included.
+        # A cycle iff two distinct jobs among them are already connected.
+        for i in range(lo, hi + 1):
+            ji = w_job if i == hi else job[i]
+            ci = w_comp if i == hi else comp_job[ji]
+            if ci < 0:
+                continue
+            for j in range(i + 1, hi + 1):
+                jj = w_job if j == hi else job[j]
+                if jj == ji:
+                    continue
+                cj = w_comp if j == hi else comp_job[jj]
+                if cj == ci:
+                    out_ok[n] = False
+                    break
+            if not out_ok[n]:
+                break

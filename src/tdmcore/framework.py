@@ -1,0 +1,188 @@
+"""The scheduling framework every policy plugs into (kube-scheduler's shape).
+
+A policy implements the extension points PreFilter, Filter, Score,
+NormalizeScore and Reserve over *all nodes at once* (arrays indexed by node, the
+cluster's order), so that the kernels behind them see plain arrays.  A status is
+a closed enum: "no node fits" is :attr:`Status.UNSCHEDULABLE`, an expected
+outcome, never an exception.  Gangs (Eqs. 11-12) are placed all or nothing on a
+tentative copy of the state: a rejected gang leaves the state exactly as it was.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .model import ClusterState, Pod
+from .snapshot import Snapshot
+
+__all__ = [
+    "CycleState",
+    "Decision",
+    "GangDecision",
+    "Policy",
+    "ReserveResult",
+    "Scheduler",
+    "Status",
+]
+
+
+class Status(enum.Enum):
+    """Outcome of an extension point or of a whole decision."""
+
+    SUCCESS = "Success"
+    UNSCHEDULABLE = "Unschedulable"
+    ERROR = "Error"
+
+
+@dataclass
+class CycleState:
+    """What one scheduling cycle computes and caches between extension points."""
+
+    pod: Pod
+    snapshot: Snapshot
+    latency: NDArray[np.float64] | None = None  # Delta_n (PreFilter)
+    feasible: NDArray[np.bool_] | None = None  # Filter
+    reasons: dict[str, int] = field(default_factory=dict)  # nodes dropped, by reason
+    raw_scores: NDArray[np.float64] | None = None  # Score
+    early: NDArray[np.bool_] | None = None  # EarlyReturn per node (Metronome)
+    scores: NDArray[np.float64] | None = None  # NormalizeScore
+    max_score: float = 0.0
+
+
+@dataclass(frozen=True)
+class ReserveResult:
+    """What Reserve hands to the controller (Alg. 1 lines 30-40).
+
+    ``shifts_ms`` is empty when no rotation was computed (EarlyReturn, LowComm).
+    """
+
+    node: int
+    shifts_ms: dict[str, float]
+    skip_phase_three: bool
+    link_pods: tuple[str, ...]
+    rotations: dict[str, int] = field(default_factory=dict)
+    base_period_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One pod's scheduling decision."""
+
+    status: Status
+    pod: str
+    node: int | None = None
+    node_name: str | None = None
+    message: str = ""
+    scores: NDArray[np.float64] | None = None
+    raw_scores: NDArray[np.float64] | None = None
+    reserve: ReserveResult | None = None
+
+
+@dataclass(frozen=True)
+class GangDecision:
+    """All-or-nothing placement of a job or workload (Eqs. 11-12)."""
+
+    status: Status
+    decisions: tuple[Decision, ...]
+    message: str = ""
+
+    @property
+    def placements(self) -> dict[str, str]:
+        return {d.pod: d.node_name for d in self.decisions if d.node_name is not None}
+
+
+class Policy(Protocol):
+    """The extension points a scheduling policy provides."""
+
+    name: str
+
+    def pre_filter(self, state: ClusterState, cycle: CycleState) -> Status: ...
+
+    def filter(self, state: ClusterState, cycle: CycleState) -> NDArray[np.bool_]: ...
+
+    def score(self, state: ClusterState, cycle: CycleState) -> NDArray[np.float64]: ...
+
+    def normalize_score(self, state: ClusterState, cycle: CycleState) -> NDArray[np.float64]: ...
+
+    def reserve(self, state: ClusterState, cycle: CycleState, node: int) -> ReserveResult: ...
+
+
+def pick_node(scores: NDArray[np.float64], feasible: NDArray[np.bool_]) -> int:
+    """Highest normalized score among feasible nodes; ties: first in node order."""
+    masked = np.where(feasible, scores, -np.inf)
+    return int(np.argmax(masked))  # argmax returns the first maximum
+
+
+class Scheduler:
+    """Runs a policy's extension points for a pod, a job or a workload."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+
+    def decide(self, state: ClusterState, pod: Pod, snapshot: Snapshot | None = None
+               ) -> tuple[Decision, CycleState]:
+        """PreFilter -> Filter -> Score -> NormalizeScore; nothing is changed."""
+        if pod.name in state.placed:
+            return Decision(Status.ERROR, pod.name, message=f"pod {pod.name!r} is already "
+                            "placed"), CycleState(pod, snapshot or Snapshot.of(state))
+        snap = snapshot if snapshot is not None and snapshot.version == state.version \
+            else Snapshot.of(state)
+        cycle = CycleState(pod=pod, snapshot=snap)
+        status = self.policy.pre_filter(state, cycle)
+        if status is not Status.SUCCESS:
+            return Decision(status, pod.name, message="PreFilter rejected the pod"), cycle
+        feasible = self.policy.filter(state, cycle)
+        cycle.feasible = feasible
+        if not feasible.any():
+            why = ", ".join(f"{count} {reason}" for reason, count in cycle.reasons.items())
+            return Decision(Status.UNSCHEDULABLE, pod.name,
+                            message=f"0/{len(feasible)} nodes are available: {why}"), cycle
+        cycle.raw_scores = self.policy.score(state, cycle)
+        cycle.scores = self.policy.normalize_score(state, cycle)
+        node = pick_node(cycle.scores, feasible)
+        return Decision(Status.SUCCESS, pod.name, node=node,
+                        node_name=state.cluster.nodes[node].name, scores=cycle.scores,
+                        raw_scores=cycle.raw_scores), cycle
+
+    def schedule(self, state: ClusterState, pod: Pod) -> Decision:
+        """Decide and, on success, Reserve: the pod is recorded on its node."""
+        decision, cycle = self.decide(state, pod)
+        if decision.status is not Status.SUCCESS or decision.node is None:
+            return decision
+        reserve = self.policy.reserve(state, cycle, decision.node)
+        return Decision(Status.SUCCESS, pod.name, node=decision.node,
+                        node_name=decision.node_name, scores=decision.scores,
+                        raw_scores=decision.raw_scores, reserve=reserve)
+
+    def schedule_gang(self, state: ClusterState, pods: Sequence[Pod]) -> GangDecision:
+        """Place every pod of a job (or workload) or none of them (Eqs. 11-12).
+
+        Pods are scheduled one by one on a copy of ``state``; the copy replaces
+        the state only if all succeed, so a rejected gang leaves nothing behind.
+        """
+        if not pods:
+            return GangDecision(Status.ERROR, (), "pods: a gang needs at least one pod")
+        names = [p.name for p in pods]
+        if len(set(names)) != len(names):
+            return GangDecision(Status.ERROR, (), "pods: pod names in a gang must be unique")
+        trial = state.copy()
+        decisions = []
+        for pod in pods:
+            decision = self.schedule(trial, pod)
+            decisions.append(decision)
+            if decision.status is not Status.SUCCESS:
+                return GangDecision(decision.status, tuple(decisions),
+                                    f"gang rejected at {pod.name}: {decision.message}")
+        state.__dict__.update(trial.__dict__)
+        return GangDecision(Status.SUCCESS, tuple(decisions))
+
+    def schedule_workload(self, state: ClusterState, jobs: Sequence[Sequence[Pod]]
+                          ) -> GangDecision:
+        """A workload is deployed only if all its jobs are (Eq. 11)."""
+        return self.schedule_gang(state, [pod for job in jobs for pod in job])
