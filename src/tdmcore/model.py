@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -353,6 +353,17 @@ class ClusterState:
         self.version += 1
         self.node_versions[entry.node] += 1
         return entry.pod
+
+    def update_pattern(self, pod_name: str, pattern: TrafficPattern) -> None:
+        """Replace a placed pod's traffic pattern (the controller's pattern update)."""
+        entry = self.placed.get(pod_name)
+        if entry is None:
+            raise ValueError(f"pod_name: {pod_name!r} is not placed")
+        if not isinstance(pattern, TrafficPattern):
+            raise ValueError(f"pattern: expected a TrafficPattern, got {pattern!r}")
+        entry.pod = replace(entry.pod, pattern=pattern)
+        self.version += 1
+        self.node_versions[entry.node] += 1
 
     def set_shifts(self, shifts_ms: Mapping[str, float]) -> None:
         for name in shifts_ms:

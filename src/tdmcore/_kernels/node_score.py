@@ -7,11 +7,11 @@ job's pods into one row (Eq. 17), put the reference job first (Eq. 16) and run t
 ``first`` rotation search (§5).  The same kernels as the single-link API, so a
 node's score here equals :func:`tdmcore.link.plan_link` on that node.
 
-Two passes keep the decision exact and cheap: pass 1 asks every node only
-"is a perfect rotation possible?" (phase A of the search).  If any node is
-perfect or returns early, the maximum score is 100 and the others' exact scores
-cannot change the decision (NormalizeScore zeroes every non-maximal node).  Only
-when no node is perfect does pass 2 compute every node's exact best score.
+The decision stays exact while most nodes are never searched: among nodes
+scoring 100, NormalizeScore picks the best normalized latency (then node order),
+so nodes are visited in that order asking only "is a perfect rotation possible?"
+(phase A of the search), and the first one that is wins.  Only when no node can
+score 100 does pass 2 compute every node's exact best score.
 """
 
 from __future__ import annotations
@@ -122,48 +122,38 @@ def _node_rows(
 
 
 @jit
-def _score_pending(
-    pending: np.ndarray, node_ptr: np.ndarray, period: np.ndarray, duty: np.ndarray,
+def _score_node(
+    n: int, node_ptr: np.ndarray, period: np.ndarray, duty: np.ndarray,
     bandwidth: np.ndarray, priority: np.ndarray, job: np.ndarray, order: np.ndarray,
     capacity: np.ndarray, w_period: float, w_duty: float, w_bw: float, w_prio: int,
     w_job: int, w_order: int, bins: int, gt_ms: float, et_frac: float, max_multiple: int,
-    perfect_rtol: float, exact: bool, out_score: np.ndarray, out_perfect: np.ndarray,
-) -> bool:
-    """Search every node in ``pending``; phase A only unless ``exact``."""
-    any_perfect = False
-    empty_mids = np.zeros(0)
-    for c in range(pending.shape[0]):
-        n = pending[c]
-        rows, limits = _node_rows(node_ptr[n], node_ptr[n + 1], period, duty, bandwidth,
-                                  priority, job, order, w_period, w_duty, w_bw, w_prio,
-                                  w_job, w_order, bins, gt_ms, et_frac, max_multiple)
-        k = rows.shape[0]
-        cap = capacity[n]
-        rot = np.zeros(k, dtype=np.int64)
-        mid_off = np.zeros(k + 1, dtype=np.int64)
-        contend = np.zeros((k, k), dtype=np.bool_)
-        total = 0.0
-        for r in range(k):
-            for b in range(bins):
-                total += rows[r, b]
-        margin = 1e-12 * (total + cap * bins)
-        perfect, _, _ = search_rotations_kernel(rows, cap, limits, MODE_FIRST, empty_mids,
-                                                mid_off, contend, perfect_rtol * cap, 1e-9,
-                                                margin, rot, not exact)
-        out_perfect[n] = perfect
-        if perfect:
-            out_score[n] = 100.0
-            any_perfect = True
-        elif exact:
-            excess, _ = excess_and_carried(rows, rot, cap)
-            if excess <= perfect_rtol * cap:
-                out_score[n] = 100.0
-            else:
-                s = 100.0 * (1.0 - excess / (cap * bins))
-                out_score[n] = min(100.0, max(0.0, s))
-        else:
-            out_score[n] = SCORE_UNKNOWN
-    return any_perfect
+    perfect_rtol: float, exact: bool,
+) -> tuple[bool, float]:
+    """``(perfect, score)`` of one node; phase A only unless ``exact``."""
+    rows, limits = _node_rows(node_ptr[n], node_ptr[n + 1], period, duty, bandwidth,
+                              priority, job, order, w_period, w_duty, w_bw, w_prio, w_job,
+                              w_order, bins, gt_ms, et_frac, max_multiple)
+    k = rows.shape[0]
+    cap = capacity[n]
+    rot = np.zeros(k, dtype=np.int64)
+    mid_off = np.zeros(k + 1, dtype=np.int64)
+    contend = np.zeros((k, k), dtype=np.bool_)
+    total = 0.0
+    for r in range(k):
+        for b in range(bins):
+            total += rows[r, b]
+    margin = 1e-12 * (total + cap * bins)
+    perfect, _, _ = search_rotations_kernel(rows, cap, limits, MODE_FIRST, np.zeros(0), mid_off,
+                                            contend, perfect_rtol * cap, 1e-9, margin, rot,
+                                            not exact)
+    if perfect:
+        return True, 100.0
+    if not exact:
+        return False, SCORE_UNKNOWN
+    excess, _ = excess_and_carried(rows, rot, cap)
+    if excess <= perfect_rtol * cap:
+        return True, 100.0
+    return False, min(100.0, max(0.0, 100.0 * (1.0 - excess / (cap * bins))))
 
 
 @jit
@@ -175,35 +165,51 @@ def score_nodes_kernel(
     bins: int, gt_ms: float, et_frac: float, max_multiple: int, perfect_rtol: float,
     exact: bool, out_score: np.ndarray, out_perfect: np.ndarray, out_early: np.ndarray,
 ) -> None:
-    """Score every node in ``candidates`` (Eq. 18) for the waiting pod.
+    """Score the nodes in ``candidates`` (Eq. 18) for the waiting pod.
 
-    ``out_*`` are indexed by node.  With ``exact`` every score is the node's best
-    score; otherwise a node below the maximum may get ``SCORE_UNKNOWN``.
+    ``out_*`` are indexed by node.  With ``exact`` every candidate gets its best
+    score.  Otherwise ``candidates`` must come in the order NormalizeScore would
+    prefer them among perfect nodes (best normalized latency first, then node
+    order): the scan stops at the first node that scores 100, because that node
+    wins whatever the others score; the rest keep ``SCORE_UNKNOWN``.  If no node
+    scores 100, every node's exact score is computed (pass 2).
     """
     n_cand = candidates.shape[0]
-    any_perfect = False
+    for c in range(n_cand):
+        n = candidates[c]
+        out_early[n] = False
+        out_perfect[n] = False
+        out_score[n] = SCORE_UNKNOWN
     pending = np.empty(n_cand, dtype=np.int64)
     n_pending = 0
     for c in range(n_cand):
         n = candidates[c]
-        out_early[n] = False
         if n_pods[n] == 0 or sum_bw[n] + w_bw <= capacity[n]:
             out_early[n] = True  # EarlyReturn: no contention possible
             out_perfect[n] = True
             out_score[n] = 100.0
-            any_perfect = True
+            if not exact:
+                return
             continue
-        pending[n_pending] = n
-        n_pending += 1
-    pending = pending[:n_pending]
-    # Pass 1 (the only pass when exact): phase A per node.
-    found = _score_pending(pending, node_ptr, period, duty, bandwidth, priority, job, order,
-                           capacity, w_period, w_duty, w_bw, w_prio, w_job, w_order, bins,
-                           gt_ms, et_frac, max_multiple, perfect_rtol, exact, out_score,
-                           out_perfect)
-    if exact or any_perfect or found:
+        perfect, score = _score_node(n, node_ptr, period, duty, bandwidth, priority, job,
+                                     order, capacity, w_period, w_duty, w_bw, w_prio, w_job,
+                                     w_order, bins, gt_ms, et_frac, max_multiple,
+                                     perfect_rtol, exact)
+        out_perfect[n] = perfect
+        out_score[n] = score
+        if perfect and not exact:
+            return
+        if not perfect:
+            pending[n_pending] = n
+            n_pending += 1
+    if exact:
         return
     # Pass 2: no node scores 100, so the maximum needs every node's best score.
-    _score_pending(pending, node_ptr, period, duty, bandwidth, priority, job, order, capacity,
-                   w_period, w_duty, w_bw, w_prio, w_job, w_order, bins, gt_ms, et_frac,
-                   max_multiple, perfect_rtol, True, out_score, out_perfect)
+    for c in range(n_pending):
+        n = pending[c]
+        perfect, score = _score_node(n, node_ptr, period, duty, bandwidth, priority, job,
+                                     order, capacity, w_period, w_duty, w_bw, w_prio, w_job,
+                                     w_order, bins, gt_ms, et_frac, max_multiple,
+                                     perfect_rtol, True)
+        out_perfect[n] = perfect
+        out_score[n] = score

@@ -181,6 +181,33 @@ def _rotation_excess(
 
 
 @jit
+def _rows_fit(
+    prefix_row: np.ndarray, capacity: float, over: np.ndarray, first_row: int, k: int,
+    limits: np.ndarray, supp_ptr: np.ndarray, supp_idx: np.ndarray, supp_val: np.ndarray,
+    tol_excess: float, above_tol: float,
+) -> bool:
+    """Whether every row ``first_row..k-1`` alone has a perfect rotation on the prefix.
+
+    If one has none, no completion of the prefix is perfect (adding the other
+    rows never lowers excess), so phase A may prune the prefix.
+    """
+    base = _over_capacity(prefix_row, capacity, over)
+    for r in range(k - 1, first_row - 1, -1):
+        lo = supp_ptr[r]
+        hi = supp_ptr[r + 1]
+        fits = False
+        for s in range(limits[r]):
+            e = _rotation_excess(prefix_row, over, base, supp_idx[lo:hi], supp_val[lo:hi], s,
+                                 capacity, above_tol)
+            if e <= tol_excess:
+                fits = True
+                break
+        if not fits:
+            return False
+    return True
+
+
+@jit
 def _prefix_psi(
     level: int, rot: np.ndarray, psi_parent: float, contend: np.ndarray, mids: np.ndarray,
     mid_offsets: np.ndarray, n_bins: int,
@@ -236,19 +263,25 @@ def search_rotations_kernel(
         excess, _ = _excess_slack(demand[0], capacity)
         return excess <= tol_excess, np.inf, 1
 
-    # Non-zero bins of the last row: the only bins whose sum depends on its rotation.
-    n_supp = 0
-    for b in range(n_bins):
-        if demand[last, b] > 0.0:
-            n_supp += 1
-    supp_idx = np.empty(n_supp, dtype=np.int64)
-    supp_val = np.empty(n_supp)
-    n_supp = 0
-    for b in range(n_bins):
-        if demand[last, b] > 0.0:
-            supp_idx[n_supp] = b
-            supp_val[n_supp] = demand[last, b]
-            n_supp += 1
+    # Non-zero bins of every row (CSR): the only bins whose sum depends on its rotation.
+    supp_ptr = np.zeros(k + 1, dtype=np.int64)
+    for r in range(k):
+        count = 0
+        for b in range(n_bins):
+            if demand[r, b] > 0.0:
+                count += 1
+        supp_ptr[r + 1] = supp_ptr[r] + count
+    supp_all_idx = np.empty(supp_ptr[k], dtype=np.int64)
+    supp_all_val = np.empty(supp_ptr[k])
+    for r in range(k):
+        t = supp_ptr[r]
+        for b in range(n_bins):
+            if demand[r, b] > 0.0:
+                supp_all_idx[t] = b
+                supp_all_val[t] = demand[r, b]
+                t += 1
+    supp_idx = supp_all_idx[supp_ptr[last]:supp_ptr[k]]
+    supp_val = supp_all_val[supp_ptr[last]:supp_ptr[k]]
 
     n_last = limits[last]
     prefix = np.empty((k, n_bins))
@@ -268,7 +301,9 @@ def search_rotations_kernel(
     found = False
     best_psi = np.inf
     exc0, slack0 = _excess_slack(prefix[0], capacity)
-    if exc0 + max(0.0, rem[1] - slack0) <= tol_excess + margin:
+    if exc0 + max(0.0, rem[1] - slack0) <= tol_excess + margin and _rows_fit(
+            prefix[0], capacity, over, 1, k, limits, supp_ptr, supp_all_idx, supp_all_val,
+            tol_excess, above_tol):
         level = 0 if top == 0 else 1
         if top > 0:
             rot[1] = -1
@@ -291,6 +326,10 @@ def search_rotations_kernel(
                         continue
                     psi_pre[level] = psi
                 if level < top:
+                    if not _rows_fit(prefix[level], capacity, over, level + 1, k, limits,
+                                     supp_ptr, supp_all_idx, supp_all_val, tol_excess,
+                                     above_tol):
+                        continue
                     level += 1
                     rot[level] = -1
                     continue

@@ -16,7 +16,7 @@ from .. import _validation as v
 from .._kernels.node_score import score_nodes_kernel
 from ..affinity import AffinityGraph, loop_free_nodes
 from ..framework import CycleState, ReserveResult, Status
-from ..link import LinkPod, plan_link
+from ..link import LinkPlan, LinkPod, plan_link
 from ..model import ClusterState, Pod
 from ..scoring import PERFECT_RTOL
 from .default import resource_fit
@@ -134,8 +134,15 @@ class MetronomePolicy:
         assert pattern is not None
         perfect = np.zeros(n_nodes, dtype=np.bool_)
         cfg = self.config
+        candidates = np.flatnonzero(cycle.feasible).astype(np.int64)
+        if not cfg.exact_scores:
+            # NormalizeScore's preference among perfect nodes: best Eq. (19) latency
+            # score first, then node order (a stable sort keeps node order).
+            assert cycle.latency is not None
+            preference = normalized_latency(cycle.latency)[candidates]
+            candidates = candidates[np.argsort(-preference, kind="stable")]
         score_nodes_kernel(
-            np.flatnonzero(cycle.feasible).astype(np.int64), snap.node_ptr, snap.period,
+            candidates, snap.node_ptr, snap.period,
             snap.duty, snap.bandwidth, snap.priority, snap.job, snap.order, snap.n_pods,
             snap.sum_bw, snap.capacity, pattern.period_ms, pattern.duty_cycle,
             pattern.bandwidth_gbps, pod.priority, snap.job_id(pod.job), state.next_order,
@@ -189,7 +196,8 @@ def link_pods(state: ClusterState, node: int) -> list[LinkPod]:
     return out
 
 
-def link_plan(state: ClusterState, node: int, config: MetronomeConfig, mode: str = "first"):
+def link_plan(state: ClusterState, node: int, config: MetronomeConfig,
+              mode: str = "first") -> LinkPlan:
     """:func:`tdmcore.link.plan_link` for the pods on ``node`` (first or optimal)."""
     pods = link_pods(state, node)
     return plan_link(pods, float(state.cluster.link_gbps[node]), bins=config.bins,

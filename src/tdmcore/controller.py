@@ -1,0 +1,287 @@
+"""The stop-and-wait controller (paper §III-C, spec/metronome.md §7).
+
+Front-end independent: the simulator feeds it iteration reports from its
+network model, the Kubernetes bridge from the agents; both apply what it returns
+(time shifts, pauses, pattern updates).  It keeps, per contended link, the
+rotations of the jobs on it; turns them into one global offset per job; runs the
+offline recalculation (``optimal`` search, 3rd stage); and regulates pods whose
+iterations keep running long.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import _validation as v
+from .affinity import AffinityGraph
+from .framework import ReserveResult
+from .link import LinkPlan
+from .model import ClusterState, TrafficPattern
+from .policies.metronome import MetronomeConfig, link_plan
+from .snapshot import Snapshot
+
+__all__ = ["Controller", "ControllerConfig", "PatternUpdate", "Readjustment"]
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    """Thresholds with the paper's defaults (§IV-A, §III-C).
+
+    window : iterations kept per pod (10).
+    o_t : more than this many slow iterations in the window trigger a readjustment (5).
+    a_t : an iteration is slow above ``a_t`` x its period (1.10).
+    drift_tol : relative change of the median period or duty cycle that counts as a
+        changed traffic pattern (0.05; the paper gives no number).
+    readjust_limit, readjust_horizon : this many readjustments within that many
+        iterations also count as a changed pattern (3 in 50; the paper: "frequent").
+    phase_three, monitor : the ablations ``metronome-no-phase3`` (never run the
+        offline recalculation) and ``metronome-no-monitor`` (never regulate).
+    """
+
+    window: int = 10
+    o_t: int = 5
+    a_t: float = 1.10
+    drift_tol: float = 0.05
+    readjust_limit: int = 3
+    readjust_horizon: int = 50
+    phase_three: bool = True
+    monitor: bool = True
+    scheduler: MetronomeConfig = field(default_factory=MetronomeConfig)
+
+    def __post_init__(self) -> None:
+        for name in ("window", "o_t", "readjust_limit", "readjust_horizon"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
+        if self.o_t >= self.window + 1:
+            raise ValueError("o_t: must be below the window length")
+        if v.real_number("a_t", self.a_t) < 1.0:
+            raise ValueError("a_t: must be >= 1")
+        if v.real_number("drift_tol", self.drift_tol) <= 0.0:
+            raise ValueError("drift_tol: must be > 0")
+
+    @classmethod
+    def for_policy(cls, config: MetronomeConfig) -> ControllerConfig:
+        return cls(phase_three=config.phase_three, monitor=config.monitor, scheduler=config)
+
+
+@dataclass(frozen=True)
+class Readjustment:
+    """Pause ``pod`` for ``pause_ms`` before its next iteration (low priority only)."""
+
+    pod: str
+    pause_ms: float
+    slow_iterations: int
+
+
+@dataclass(frozen=True)
+class PatternUpdate:
+    """The controller replaced the pattern of ``pods`` (one job) and recomputed."""
+
+    job: str
+    pods: tuple[str, ...]
+    old: TrafficPattern
+    new: TrafficPattern
+    reason: str
+
+
+@dataclass
+class _PodWatch:
+    durations: deque[float]
+    comm: deque[float]
+    iterations: int = 0
+    readjusted_at: list[int] = field(default_factory=list)
+
+
+class Controller:
+    """Global offsets, offline recalculation and continuous regulation."""
+
+    def __init__(self, state: ClusterState, config: ControllerConfig | None = None) -> None:
+        self.state = state
+        self.config = config or ControllerConfig()
+        self.links: dict[int, LinkPlan] = {}
+        self.offsets_ms: dict[str, float] = {}
+        self.recalculations = 0
+        self._watch: dict[str, _PodWatch] = {}
+
+    # ------------------------------------------------------------ scheduling side
+    def on_reserve(self, result: ReserveResult) -> dict[str, float]:
+        """Take the scheduler's Reserve output; return every pod's global shift (ms).
+
+        With ``SkipPhaseThree = 0`` (and the 3rd stage enabled) the link's rotations
+        are recalculated in ``optimal`` mode first.
+        """
+        node = result.node
+        if result.shifts_ms:
+            mode = "optimal" if (not result.skip_phase_three and self.config.phase_three) \
+                else "first"
+            self.links[node] = self._plan(node, mode)
+        else:
+            self.links.pop(node, None)
+        return self.update_offsets()
+
+    def on_removed(self, node: int) -> dict[str, float]:
+        """A pod left ``node``: recompute that link (``optimal`` if enabled)."""
+        self.links.pop(node, None)
+        return self.update_offsets()
+
+    def _plan(self, node: int, mode: str) -> LinkPlan:
+        if mode == "optimal":
+            self.recalculations += 1
+        return link_plan(self.state, node, self.config.scheduler, mode=mode)
+
+    def update_offsets(self) -> dict[str, float]:
+        """Global offsets by BFS over the affinity graph (§III-C "Global offset").
+
+        Each connected component starts from its highest-priority job (ties: the
+        earliest deployed) at shift 0; a job reached over link l gets its parent's
+        shift plus the difference of their shifts on l, modulo its own period.
+        Jobs on no contended link keep shift 0.  Returns pod -> shift (ms).
+        """
+        state = self.state
+        snap = Snapshot.of(state)
+        graph = AffinityGraph.of(snap)
+        names = {i: j for j, i in snap.job_ids.items()}
+        contended = set(graph.edges[:, 1].tolist())
+        for node in list(self.links):
+            current = tuple(p.name for p in state.pods_on(node) if p.pattern is not None)
+            stale = tuple(p.name for p in self.links[node].pods) != current
+            if node not in contended or stale:
+                del self.links[node]
+        for node in contended:
+            if node not in self.links:
+                mode = "optimal" if self.config.phase_three else "first"
+                self.links[node] = self._plan(node, mode)
+        rel: dict[tuple[int, str], float] = {}
+        for node, plan in self.links.items():
+            for job, rot in plan.job_rotations.items():
+                rel[(node, job)] = rot / plan.bins * plan.base.period_ms
+        offsets: dict[str, float] = {job: 0.0 for job in state.job_members}
+        done: set[int] = set()
+        first_order = {job: state.placed[m[0]].order for job, m in state.job_members.items()}
+        jobs_on_edges = sorted(set(graph.edges[:, 0].tolist()),
+                               key=lambda j: (-self._priority(names[j]),
+                                              first_order[names[j]]))
+        for root in jobs_on_edges:
+            if root in done:
+                continue
+            for job_id, via, parent in graph.bfs_order(root):
+                done.add(job_id)
+                if parent < 0:
+                    continue
+                job, up = names[job_id], names[parent]
+                period = self._period(job)
+                offsets[job] = (offsets[up] + rel[(via, job)] - rel[(via, up)]) % period
+        self.offsets_ms = offsets
+        shifts = {name: offsets[p.pod.job] for name, p in state.placed.items()}
+        state.set_shifts(shifts)
+        return shifts
+
+    def _priority(self, job: str) -> int:
+        return self.state.placed[self.state.job_members[job][0]].pod.priority
+
+    def _pattern(self, job: str) -> TrafficPattern | None:
+        return self.state.placed[self.state.job_members[job][0]].pod.pattern
+
+    def _period(self, job: str) -> float:
+        pattern = self._pattern(job)
+        return pattern.period_ms if pattern is not None else 1.0
+
+    def _is_high(self, job: str) -> bool:
+        """High priority: no job sharing a contended link with it ranks above it."""
+        prio = self._priority(job)
+        for plan in self.links.values():
+            if job in plan.jobs and any(self._priority(j) > prio for j in plan.jobs):
+                return False
+        return True
+
+    # --------------------------------------------------------------- monitoring
+    def report_iteration(self, pod: str, start_ms: float, duration_ms: float,
+                         comm_ms: float | None = None) -> list[Readjustment | PatternUpdate]:
+        """One finished iteration of ``pod``; returns what the front end must apply.
+
+        Continuous regulation: in the last ``window`` iterations, more than ``o_t``
+        slower than ``a_t`` x the period -> pause a low-priority pod so that its
+        next iteration starts on its assigned offset (high-priority pods are never
+        paused).  A drifted median period or duty cycle, or ``readjust_limit``
+        readjustments within ``readjust_horizon`` iterations, update the job's
+        pattern and recompute its links.
+        """
+        entry = self.state.placed.get(pod)
+        if entry is None:
+            raise ValueError(f"pod: {pod!r} is not placed")
+        start = v.real_number("start_ms", start_ms)
+        duration = v.real_number("duration_ms", duration_ms)
+        if duration <= 0:
+            raise ValueError("duration_ms: must be > 0")
+        if comm_ms is not None and not 0 <= v.real_number("comm_ms", comm_ms) <= duration:
+            raise ValueError("comm_ms: must lie in [0, duration_ms]")
+        pattern = entry.pod.pattern
+        if not self.config.monitor or pattern is None:
+            return []
+        cfg = self.config
+        watch = self._watch.setdefault(pod, _PodWatch(deque(maxlen=cfg.window),
+                                                      deque(maxlen=cfg.window)))
+        watch.durations.append(duration)
+        if comm_ms is not None:
+            watch.comm.append(float(comm_ms))
+        watch.iterations += 1
+        watch.readjusted_at = [i for i in watch.readjusted_at
+                               if watch.iterations - i < cfg.readjust_horizon]
+        out: list[Readjustment | PatternUpdate] = []
+        job = entry.pod.job
+        if len(watch.durations) == cfg.window:
+            update = self._pattern_change(job, pattern, watch)
+            if update is not None:
+                return [update]
+        slow = sum(d > cfg.a_t * pattern.period_ms for d in watch.durations)
+        if slow > cfg.o_t and not self._is_high(job):
+            offset = self.offsets_ms.get(job, 0.0)
+            pause = (offset - (start + duration)) % pattern.period_ms
+            out.append(Readjustment(pod, float(pause), int(slow)))
+            watch.durations.clear()
+            watch.comm.clear()
+            watch.readjusted_at.append(watch.iterations)
+            if len(watch.readjusted_at) >= cfg.readjust_limit:
+                update = self._apply_update(job, pattern, watch, "repeated readjustments")
+                if update is not None:
+                    out.append(update)
+        return out
+
+    def _pattern_change(self, job: str, pattern: TrafficPattern, watch: _PodWatch
+                        ) -> PatternUpdate | None:
+        period = float(np.median(watch.durations))
+        drifted = abs(period - pattern.period_ms) > self.config.drift_tol * pattern.period_ms
+        if watch.comm:
+            duty = float(np.median(watch.comm)) / period
+            drifted |= abs(duty - pattern.duty_cycle) > self.config.drift_tol \
+                * max(pattern.duty_cycle, 1e-12)
+        if not drifted:
+            return None
+        return self._apply_update(job, pattern, watch, "pattern drift")
+
+    def _apply_update(self, job: str, pattern: TrafficPattern, watch: _PodWatch,
+                      reason: str) -> PatternUpdate | None:
+        period = float(np.median(watch.durations)) if watch.durations else pattern.period_ms
+        if watch.comm:
+            comm = float(np.median(watch.comm))
+        else:
+            comm = pattern.comm_ms  # the all-reduce volume does not change with compute
+        if reason == "repeated readjustments" and not watch.durations:
+            period = pattern.period_ms
+        new = TrafficPattern(period, min(1.0, comm / period), pattern.bandwidth_gbps)
+        if new == pattern:
+            return None
+        members = tuple(self.state.job_members[job])
+        nodes = set()
+        for name in members:
+            self.state.update_pattern(name, new)
+            nodes.add(self.state.placed[name].node)
+            self._watch.pop(name, None)
+        for node in nodes:
+            self.links.pop(node, None)
+        self.update_offsets()
+        return PatternUpdate(job, members, pattern, new, reason)
