@@ -19,6 +19,8 @@ MIN_BINS = 8
 
 def as_float_array(name: str, value: Any, *, ndim: int | None = None) -> NDArray[np.float64]:
     """Coerce ``value`` to a contiguous float64 array; reject NaN/inf and bad shapes."""
+    if np.iscomplexobj(value):
+        raise ValueError(f"{name}: expected real numbers, got complex values")
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as exc:

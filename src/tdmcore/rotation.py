@@ -63,6 +63,8 @@ def _check_limits(limits: Any, k: int, n_bins: int) -> NDArray[np.int64]:
     lim = v.as_int_array("limits", np.atleast_1d(np.asarray(limits)))
     if lim.shape != (k,):
         raise ValueError(f"limits: expected {k} values (one per row), got {lim.shape[0]}")
+    if np.any(np.abs(lim) > np.iinfo(np.int32).max):
+        raise ValueError("limits: values out of range")
     free = lim[1:]
     if np.any(free < 1) or np.any(free > n_bins):
         raise ValueError(f"limits: allowed rotations per row must lie in [1, {n_bins}]")
@@ -146,7 +148,7 @@ def search_rotations(
     k, n_bins = arr.shape
     cap = v.positive_float("capacity_gbps", capacity_gbps)
     lim = _check_limits(limits, k, n_bins)
-    if mode not in _MODES:
+    if not isinstance(mode, str) or mode not in _MODES:
         raise ValueError(f"mode: expected 'first' or 'optimal', got {mode!r}")
     if mode == "optimal" and mids is None:
         raise ValueError("mids: required for mode='optimal' (midpoints of each row's comm units)")

@@ -27,6 +27,8 @@ __all__ = [
 
 #: Relative tolerance for "base period is a multiple of the pod's period".
 MULTIPLE_RTOL = 1e-6
+#: More comm units than this on one circle is certainly a unit mistake.
+MAX_MULTIPLE = 100_000
 
 
 def _rows(
@@ -121,6 +123,9 @@ def discretize(
     base = v.positive_float("base_period_ms", base_period_ms)
     n_bins = v.bins_count(bins)
     ratio = base / periods
+    if np.any(ratio > MAX_MULTIPLE):
+        raise ValueError(f"base_period_ms: more than {MAX_MULTIPLE} comm units of one pod "
+                         "on the circle; the base period is far too long for these periods")
     multiples = np.round(ratio)
     bad = (multiples < 1) | (np.abs(multiples * periods - base) > MULTIPLE_RTOL * base)
     if np.any(bad):
@@ -176,6 +181,11 @@ def discretize_unified(
     periods, duty, bandwidth, _ = _check_pattern(period_ms, duty_cycle, bandwidth_gbps)
     n_bins = v.bins_count(bins)
     k = periods.shape[0]
+    from .base_period import BasePeriod
+
+    if not isinstance(base, BasePeriod) or np.any(base.multiples < 1) \
+            or np.any(base.multiples > MAX_MULTIPLE) or np.any(base.idle_ms < 0):
+        raise ValueError("base: expected a BasePeriod from tdmcore.unify_periods")
     if base.multiples.shape != (k,) or base.idle_ms.shape != (k,):
         raise ValueError(
             f"base: describes {base.multiples.shape[0]} pods but {k} patterns were given"
@@ -195,8 +205,8 @@ def discretize_unified(
 def comm_midpoints(multiple: int, duty_cycle: float, bins: int = 72) -> NDArray[np.float64]:
     """Midpoints (bins, rotation 0) of the ``multiple`` comm units of one pod (Eq. 3)."""
     mul = int(v.as_int_array("multiple", [multiple])[0])
-    if mul < 1:
-        raise ValueError(f"multiple: must be >= 1, got {mul}")
+    if not 1 <= mul <= MAX_MULTIPLE:
+        raise ValueError(f"multiple: must lie in [1, {MAX_MULTIPLE}], got {mul}")
     duty = v.real_number("duty_cycle", duty_cycle)
     if not 0.0 <= duty <= 1.0:
         raise ValueError(f"duty_cycle: must lie in [0, 1], got {duty}")
@@ -208,10 +218,13 @@ def comm_midpoints(multiple: int, duty_cycle: float, bins: int = 72) -> NDArray[
 def rotations_to_shifts(
     rotations: Any, base_period_ms: float, bins: int = 72
 ) -> NDArray[np.float64]:
-    """ConversionToDelay: ``shift_ms = rotation / N * T`` per row (Alg. 1 line 40)."""
+    """ConversionToDelay: ``shift_ms = rotation / N * T`` per row (Alg. 1 line 40).
+
+    Applied literally: a rotation of N bins or more gives a shift of T or more.
+    """
     rot = v.as_int_array("rotations", np.atleast_1d(np.asarray(rotations)))
     base = v.positive_float("base_period_ms", base_period_ms)
     n_bins = v.bins_count(bins)
     if np.any(rot < 0):
         raise ValueError("rotations: must be >= 0 bins")
-    return (rot % n_bins).astype(np.float64) / n_bins * base
+    return rot.astype(np.float64) / n_bins * base
