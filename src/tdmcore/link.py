@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 
 from . import _validation as v
 from .base_period import BasePeriod, unify_periods
+from ._kernels.node_score import INCOMPATIBLE_MAX_SCORE
 from .rotation import RotationResult, search_rotations
 from .scoring import link_utilization, score
 from .traffic import discretize_unified, rotations_to_shifts
@@ -133,6 +134,11 @@ def plan_link(
     limits = np.array([int(min(rows.limits[i] for i in members[j])) for j in jobs])
 
     result = search_rotations(demand, cap, limits, mode=mode, mids=mids)
+    if not base.compatible:
+        # spec §4 step 3: incompatible periods get no perfect score; the circle of
+        # truncated patterns only ranks such links (ceiling just below 100).
+        result = RotationResult(result.rotations, min(result.score, INCOMPATIBLE_MAX_SCORE),
+                                False, None, result.evaluated)
     job_shift = dict(zip(jobs, rotations_to_shifts(result.rotations, base.period_ms, n_bins),
                          strict=True))
     zero = np.zeros(len(jobs), dtype=np.int64)

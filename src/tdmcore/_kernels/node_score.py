@@ -24,6 +24,10 @@ from .circle import discretize_rows, excess_and_carried
 from .rotation_search import MODE_FIRST, search_rotations_kernel
 
 SCORE_UNKNOWN = -1.0  # "below the maximum": not computed (pass 1 found a perfect node)
+#: Score ceiling of a link whose periods cannot be unified (spec §4 step 3: "no
+#: perfect score"): just below 100, beyond the score tie tolerance, so such a node
+#: never ties with a perfect one but still ranks above nodes with real excess.
+INCOMPATIBLE_MAX_SCORE = 100.0 - 1e-6
 
 
 @jit
@@ -32,8 +36,8 @@ def _node_rows(
     priority: np.ndarray, job: np.ndarray, order: np.ndarray,
     w_period: float, w_duty: float, w_bw: float, w_prio: int, w_job: int, w_order: int,
     bins: int, gt_ms: float, et_frac: float, max_multiple: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Job rows (reference first) and their rotation limits for one node + waiting pod."""
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Job rows (reference first), their rotation limits, and whether the periods unify."""
     k = hi - lo + 1
     p_period = np.empty(k)
     p_duty = np.empty(k)
@@ -118,7 +122,7 @@ def _node_rows(
         if lim < limits[r]:
             limits[r] = lim
     limits[0] = 1
-    return rows, limits
+    return rows, limits, step != STEP_INCOMPATIBLE
 
 
 @jit
@@ -130,9 +134,12 @@ def _score_node(
     perfect_rtol: float, exact: bool,
 ) -> tuple[bool, float]:
     """``(perfect, score)`` of one node; phase A only unless ``exact``."""
-    rows, limits = _node_rows(node_ptr[n], node_ptr[n + 1], period, duty, bandwidth,
-                              priority, job, order, w_period, w_duty, w_bw, w_prio, w_job,
-                              w_order, bins, gt_ms, et_frac, max_multiple)
+    rows, limits, compatible = _node_rows(node_ptr[n], node_ptr[n + 1], period, duty,
+                                          bandwidth, priority, job, order, w_period, w_duty,
+                                          w_bw, w_prio, w_job, w_order, bins, gt_ms, et_frac,
+                                          max_multiple)
+    if not compatible and not exact:
+        return False, SCORE_UNKNOWN  # never perfect (spec §4 step 3)
     k = rows.shape[0]
     cap = capacity[n]
     rot = np.zeros(k, dtype=np.int64)
@@ -146,14 +153,17 @@ def _score_node(
     perfect, _, _ = search_rotations_kernel(rows, cap, limits, MODE_FIRST, np.zeros(0), mid_off,
                                             contend, perfect_rtol * cap, 1e-9, margin, rot,
                                             not exact)
-    if perfect:
+    if perfect and compatible:
         return True, 100.0
     if not exact:
         return False, SCORE_UNKNOWN
     excess, _ = excess_and_carried(rows, rot, cap)
-    if excess <= perfect_rtol * cap:
-        return True, 100.0
-    return False, min(100.0, max(0.0, 100.0 * (1.0 - excess / (cap * bins))))
+    score = 100.0
+    if excess > perfect_rtol * cap:
+        score = min(100.0, max(0.0, 100.0 * (1.0 - excess / (cap * bins))))
+    if not compatible:
+        return False, min(score, INCOMPATIBLE_MAX_SCORE)
+    return score == 100.0, score
 
 
 @jit
