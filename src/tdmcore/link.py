@@ -15,8 +15,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import _validation as v
-from .base_period import BasePeriod, unify_periods
 from ._kernels.node_score import INCOMPATIBLE_MAX_SCORE
+from .base_period import BasePeriod, unify_periods
 from .rotation import RotationResult, search_rotations
 from .scoring import link_utilization, score
 from .traffic import discretize_unified, rotations_to_shifts
