@@ -92,6 +92,8 @@ class PatternUpdate:
 class _PodWatch:
     durations: deque[float]
     comm: deque[float]
+    history: deque[float]  # longer memory, for estimating a changed pattern
+    comm_history: deque[float]
     iterations: int = 0
     readjusted_at: list[int] = field(default_factory=list)
 
@@ -223,11 +225,14 @@ class Controller:
         if not self.config.monitor or pattern is None:
             return []
         cfg = self.config
-        watch = self._watch.setdefault(pod, _PodWatch(deque(maxlen=cfg.window),
-                                                      deque(maxlen=cfg.window)))
+        watch = self._watch.setdefault(pod, _PodWatch(
+            deque(maxlen=cfg.window), deque(maxlen=cfg.window),
+            deque(maxlen=cfg.readjust_horizon), deque(maxlen=cfg.readjust_horizon)))
         watch.durations.append(duration)
+        watch.history.append(duration)
         if comm_ms is not None:
             watch.comm.append(float(comm_ms))
+            watch.comm_history.append(float(comm_ms))
         watch.iterations += 1
         watch.readjusted_at = [i for i in watch.readjusted_at
                                if watch.iterations - i < cfg.readjust_horizon]
@@ -265,13 +270,12 @@ class Controller:
 
     def _apply_update(self, job: str, pattern: TrafficPattern, watch: _PodWatch,
                       reason: str) -> PatternUpdate | None:
-        period = float(np.median(watch.durations)) if watch.durations else pattern.period_ms
-        if watch.comm:
-            comm = float(np.median(watch.comm))
+        # Median over the longer history: the window is cleared at each readjustment.
+        period = float(np.median(watch.history))
+        if watch.comm_history:
+            comm = float(np.median(watch.comm_history))
         else:
             comm = pattern.comm_ms  # the all-reduce volume does not change with compute
-        if reason == "repeated readjustments" and not watch.durations:
-            period = pattern.period_ms
         new = TrafficPattern(period, min(1.0, comm / period), pattern.bandwidth_gbps)
         if new == pattern:
             return None

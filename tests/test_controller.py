@@ -1,0 +1,145 @@
+"""The stop-and-wait controller: global offsets, phase 3, regulation, pattern updates."""
+
+from __future__ import annotations
+
+import pytest
+
+from tdmcore.controller import Controller, ControllerConfig, PatternUpdate, Readjustment
+from tdmcore.framework import Scheduler
+from tdmcore.link import LinkPod, plan_link
+from tdmcore.model import Cluster, ClusterState, Node, Pod, TrafficPattern
+from tdmcore.policies import MetronomeConfig, MetronomePolicy
+
+VGG19 = TrafficPattern(422.26, 0.2, 25.0)
+
+
+def s1_on_one_link(phase_three: bool = True):
+    """S1's three VGG19 jobs, one pod each, on a single 25 Gbps node."""
+    state = ClusterState(Cluster([Node("n0", 64, 64, 8, 25.0)]))
+    config = MetronomeConfig(phase_three=phase_three)
+    sched = Scheduler(MetronomePolicy(config))
+    ctl = Controller(state, ControllerConfig.for_policy(config))
+    shifts = {}
+    for job, prio in (("a", 1), ("b", 0), ("c", 0)):
+        decision = sched.schedule(state, Pod(f"{job}-0", job, pattern=VGG19, priority=prio))
+        shifts = ctl.on_reserve(decision.reserve)
+    return state, ctl, shifts
+
+
+def test_phase_three_runs_the_optimal_search() -> None:
+    # The third pod leaves SkipPhaseThree = 0: the controller maximizes Psi.
+    # Three 14.4-bin arcs on 72 bins: midpoints 24 bins apart -> rotations 0, 24, 48
+    # -> shifts 0, 24/72 x 422.26 = 140.75, 281.51 ms.
+    state, ctl, shifts = s1_on_one_link()
+    assert ctl.recalculations == 1
+    assert shifts == pytest.approx({"a-0": 0.0, "b-0": 140.7533, "c-0": 281.5067}, abs=1e-3)
+    assert state.placed["b-0"].shift_ms == pytest.approx(140.7533, abs=1e-3)
+
+
+def test_without_phase_three_the_scheduler_rotations_stay() -> None:
+    # 'first' search: b at the middle of 15..57 for two rows was 36, but with c the
+    # first perfect prefix is b = 15 (just clear of a's arc), c in 30..57 -> middle 43:
+    # shifts 15/72 x 422.26 = 87.97 and 43/72 x 422.26 = 252.18 ms.
+    _, ctl, shifts = s1_on_one_link(phase_three=False)
+    assert ctl.recalculations == 0
+    assert shifts == pytest.approx({"a-0": 0.0, "b-0": 87.9708, "c-0": 252.1831}, abs=1e-3)
+
+
+def test_global_offsets_follow_the_affinity_graph() -> None:
+    # a (high) and b share link n0; b and c share link n1.  BFS from a:
+    # off(b) = rel0(b) - rel0(a); off(c) = off(b) + rel1(c) - rel1(b)  (mod period)
+    state = ClusterState(Cluster([Node(f"n{i}", 64, 64, 8, 25.0) for i in range(2)]))
+    pa = TrafficPattern(400.0, 0.2, 25.0)
+    pb = TrafficPattern(400.0, 0.25, 25.0)
+    pc = TrafficPattern(200.0, 0.2, 25.0)
+    for name, job, pattern, prio, node in (("a-0", "a", pa, 1, 0), ("b-0", "b", pb, 0, 0),
+                                           ("b-1", "b", pb, 0, 1), ("c-0", "c", pc, 0, 1)):
+        state.place(Pod(name, job, pattern=pattern, priority=prio), node)
+    ctl = Controller(state)
+    shifts = ctl.update_offsets()
+    link0 = plan_link([LinkPod("a-0", 400.0, 0.2, 25.0, 1, "a"),
+                       LinkPod("b-0", 400.0, 0.25, 25.0, 0, "b")], 25.0, mode="optimal")
+    link1 = plan_link([LinkPod("b-1", 400.0, 0.25, 25.0, 0, "b"),
+                       LinkPod("c-0", 200.0, 0.2, 25.0, 0, "c")], 25.0, mode="optimal")
+    rel0 = {j: r / 72 * link0.base.period_ms for j, r in link0.job_rotations.items()}
+    rel1 = {j: r / 72 * link1.base.period_ms for j, r in link1.job_rotations.items()}
+    off_b = rel0["b"] - rel0["a"]
+    off_c = (off_b + rel1["c"] - rel1["b"]) % 200.0
+    assert shifts["a-0"] == 0.0
+    assert shifts["b-0"] == shifts["b-1"] == pytest.approx(off_b % 400.0)
+    assert shifts["c-0"] == pytest.approx(off_c)
+    # link n1's reference is b (same priority as c, deployed earlier): rel1(b) = 0
+    assert link1.jobs[0] == "b"
+
+
+def test_slow_low_priority_pod_is_paused_back_onto_its_phase() -> None:
+    _, ctl, shifts = s1_on_one_link()
+    out: list = []
+    start = 10_000.0
+    for _ in range(6):  # 6 > O_T = 5 iterations above 1.10 x 422.26 = 464.5 ms
+        out = ctl.report_iteration("b-0", start, 500.0)
+        start += 500.0
+    assert len(out) == 1 and isinstance(out[0], Readjustment)
+    # next start = 10,000 + 6 x 500 = 13,000 = 30 x 422.26 + 332.2 ->
+    # pause = (140.753 - 332.2) mod 422.26 = 230.81 ms
+    expected = (shifts["b-0"] - 13_000.0) % 422.26
+    assert out[0].pause_ms == pytest.approx(expected)
+    assert out[0].pause_ms == pytest.approx(230.8133, abs=1e-3)
+
+
+def test_high_priority_pods_are_never_paused() -> None:
+    _, ctl, _ = s1_on_one_link()
+    outs = [ctl.report_iteration("a-0", 500.0 * i, 500.0) for i in range(20)]
+    assert not any(isinstance(x, Readjustment) for out in outs for x in out)
+
+
+def test_monitoring_off_regulates_nothing() -> None:
+    state, _, _ = s1_on_one_link()
+    ctl = Controller(state, ControllerConfig(monitor=False))
+    ctl.update_offsets()
+    assert all(ctl.report_iteration("b-0", 500.0 * i, 500.0) == [] for i in range(20))
+
+
+def test_drifted_period_updates_the_pattern_and_recomputes() -> None:
+    state, ctl, _ = s1_on_one_link()
+    # 460 ms is below 1.10 x 422.26 (no readjustment) but 8.9 % above the period
+    # (> 5 % drift): after a full window of 10 the pattern is updated; the comm time
+    # (0.2 x 422.26 = 84.45 ms) is kept -> duty = 84.452 / 460 = 0.1836.
+    out: list = []
+    for i in range(10):
+        out = ctl.report_iteration("c-0", 460.0 * i, 460.0)
+    assert len(out) == 1 and isinstance(out[0], PatternUpdate)
+    update = out[0]
+    assert update.reason == "pattern drift" and update.pods == ("c-0",)
+    assert update.new.period_ms == 460.0
+    assert update.new.duty_cycle == pytest.approx(0.2 * 422.26 / 460.0)
+    assert state.placed["c-0"].pod.pattern == update.new
+
+
+def test_repeated_readjustments_update_the_pattern() -> None:
+    _, ctl, _ = s1_on_one_link()
+    events = []
+    t = 0.0
+    for _ in range(3 * 6):  # three readjustments (6 slow iterations each)
+        events += ctl.report_iteration("b-0", t, 520.0, comm_ms=84.0)
+        t += 520.0
+    kinds = [type(e).__name__ for e in events]
+    assert kinds.count("Readjustment") == 3 and kinds[-1] == "PatternUpdate"
+    assert events[-1].reason == "repeated readjustments"
+    # the median of the 18 observed iterations (520 ms) and comm times (84 ms)
+    assert events[-1].new.period_ms == 520.0
+    assert events[-1].new.duty_cycle == pytest.approx(84.0 / 520.0)
+
+
+def test_bad_reports_raise_and_change_nothing() -> None:
+    state, ctl, _ = s1_on_one_link()
+    before = state.copy()
+    with pytest.raises(ValueError, match="^pod:"):
+        ctl.report_iteration("nope", 0.0, 1.0)
+    with pytest.raises(ValueError, match="^duration_ms:"):
+        ctl.report_iteration("b-0", 0.0, -1.0)
+    with pytest.raises(ValueError, match="^comm_ms:"):
+        ctl.report_iteration("b-0", 0.0, 10.0, comm_ms=20.0)
+    assert state.same_as(before)
+    with pytest.raises(ValueError, match="^o_t:"):
+        ControllerConfig(window=5, o_t=7)
