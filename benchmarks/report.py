@@ -1,6 +1,6 @@
 """One-shot table of the rotation-search targets (spec/performance.md), per seed.
 
-Usage: python benchmarks/report.py [--seeds 0 1 2 3 4]
+Usage: python benchmarks/report.py [--seeds 0 1 2 3 4] [--decision]
 Each instance is solved by tdmcore (median of 20 runs) and by the naive peer
 (one run) in the same process, after checking that both give the same answer.
 """
@@ -15,6 +15,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from asv_bench.bench_decision import decision_latencies  # noqa: E402
 from asv_bench.bench_rotation import speedup  # noqa: E402
 
 CASES = [("first", 4, 72), ("optimal", 5, 72), ("first", 5, 72), ("optimal", 4, 72),
@@ -24,7 +25,16 @@ CASES = [("first", 4, 72), ("optimal", 5, 72), ("first", 5, 72), ("optimal", 4, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--decision", action="store_true",
+                        help="also time one pod's full decision on 10..5,000 nodes "
+                             "(clusters seeded 0..19)")
     args = parser.parse_args()
+    if args.decision:
+        print(f"{'nodes':>6} {'median ms':>10} {'p99 ms':>8} {'max ms':>8}  (seeds 0-19)")
+        for nodes in (10, 100, 1000, 5000):
+            lat = np.array(decision_latencies(nodes)) * 1e3
+            print(f"{nodes:>6} {np.median(lat):>10.2f} {np.percentile(lat, 99):>8.2f} "
+                  f"{lat.max():>8.2f}")
     print(f"{'mode':8} {'k':>2} {'bins':>4} {'seed':>4} {'tdmcore ms':>11} {'naive ms':>10} "
           f"{'ratio':>8}")
     for mode, k, bins in CASES:
