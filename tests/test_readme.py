@@ -20,6 +20,17 @@ def test_readme_python_example_runs() -> None:
     assert 0.0 < namespace["gamma"] <= 1.0
 
 
+def test_readme_scheduler_example_runs() -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    assert len(blocks) >= 2, "the README lost its scheduler example"
+    namespace: dict = {}
+    exec(compile(blocks[1], "README.md", "exec"), namespace)
+    state = namespace["state"]
+    assert len(state.placed) == 6
+    assert set(namespace["shifts_ms"]) == set(state.placed)
+    assert namespace["actions"] == []  # one normal iteration: nothing to do
+
+
 def test_ci_runs_the_readme_test_command() -> None:
     text = README.read_text()
     start = text.index("## Quick start")
