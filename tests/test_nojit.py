@@ -38,3 +38,37 @@ def test_pure_python_kernels_match_oracle() -> None:
                          text=True, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     assert int(out.stdout.strip()) == 5 * 4 * 2 * 4
+
+
+SCHEDULE = """
+import json, sys
+sys.path.insert(0, {bench!r})
+from asv_bench.clusters import random_cluster
+from tdmcore.framework import Scheduler
+from tdmcore.policies import make_policy
+from tdmcore import unify_periods
+out = []
+for seed in range(6):
+    state, pod = random_cluster(25, seed, max_pods=3)
+    decision, cycle = Scheduler(make_policy("metronome")).decide(state, pod)
+    out.append([decision.node, [round(float(x), 9) for x in cycle.raw_scores]])
+base = unify_periods([200.0, 185.0, 97.0], ["high", "low", "low"])
+out.append([base.period_ms, base.multiples.tolist(), base.idle_ms.tolist()])
+print(json.dumps(out))
+"""
+
+
+def test_pure_python_scheduler_kernels_match_compiled() -> None:
+    """Node scoring, unification and the loop filter: same answers without Numba."""
+    import json
+
+    bench = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    script = SCHEDULE.format(bench=bench)
+    results = []
+    for disable in ("1", "0"):
+        env = dict(os.environ, NUMBA_DISABLE_JIT=disable)
+        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                             text=True, timeout=600, check=False)
+        assert out.returncode == 0, out.stderr[-2000:]
+        results.append(json.loads(out.stdout))
+    assert results[0] == results[1]

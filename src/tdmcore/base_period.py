@@ -110,7 +110,10 @@ def unify_periods(
 
     The search is exact: anchored on the first pod's multiple, every other pod's
     product must lie within ``2 G_T`` of it (see
-    :func:`tdmcore._kernels.base_period.common_multiples`).
+    :func:`tdmcore._kernels.base_period.common_multiples`).  That leaves one or two
+    candidates per pod for realistic periods (tens of ms and more); periods far
+    shorter than ``G_T`` make the candidate count grow like ``M^k`` (k = 6 pods of
+    ~1 ms take seconds).
     """
     periods = v.as_float_array("periods_ms", np.atleast_1d(np.asarray(periods_ms)), ndim=1)
     k = periods.shape[0]
