@@ -1,0 +1,131 @@
+"""OASiS's best-schedule subroutine (Alg. 2) as compiled loops.
+
+spec/oasis.md §2.  The DP runs over *worker counts*: a slot's cost depends on its
+worker count y only (COST_t greedily fills the cheapest servers, then adds the
+fewest parameter servers), and a worker trains ``c`` chunks per slot, so covering
+``V`` chunks is covering ``Y = ceil(V / c)`` worker-slots.  One table
+``D[t, w]`` = cheapest way to place ``w`` worker-slots in slots ``start..t``
+serves every end slot.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._config import jit
+
+
+@jit
+def slot_cost_curve(
+    price: np.ndarray, cap: np.ndarray, ps_price: np.ndarray, ps_cap: np.ndarray,
+    y_max: int, worker_bw: float, ps_bw: float, out: np.ndarray,
+) -> None:
+    """``out[y]`` = COST_t(y) for y = 0..y_max (inf where infeasible).
+
+    Workers fill the servers cheapest first (ties: server index); then
+    ``z = ceil(b y / B)`` parameter servers (constraint (6)), at most y (7),
+    cheapest first.  Greedy is optimal: per-unit prices are constant per server.
+    """
+    order = np.argsort(price, kind="mergesort")
+    ps_order = np.argsort(ps_price, kind="mergesort")
+    # cheapest cost of z PSs, z = 0..y_max
+    ps_cost = np.full(y_max + 1, np.inf)
+    ps_cost[0] = 0.0
+    z = 0
+    acc = 0.0
+    for j in range(ps_order.shape[0]):
+        k = ps_order[j]
+        for _ in range(ps_cap[k]):
+            if z >= y_max:
+                break
+            z += 1
+            acc += ps_price[k]
+            ps_cost[z] = acc
+    out[0] = 0.0
+    y = 0
+    acc = 0.0
+    for j in range(order.shape[0]):
+        h = order[j]
+        for _ in range(cap[h]):
+            if y >= y_max:
+                break
+            y += 1
+            acc += price[h]
+            need = ps_needed(y, worker_bw, ps_bw)
+            if need > y or need > y_max:
+                out[y] = np.inf
+            else:
+                out[y] = acc + ps_cost[need]
+    for rest in range(y + 1, y_max + 1):
+        out[rest] = np.inf
+
+
+@jit
+def ps_needed(y: int, worker_bw: float, ps_bw: float) -> int:
+    """The fewest PSs with ``B z >= b y`` (constraint (6)), 1e-9 relative slack."""
+    z = int(np.ceil(worker_bw * y / ps_bw * (1.0 - 1e-12) - 1e-9))
+    return max(z, 0)
+
+
+@jit
+def best_schedule_kernel(
+    price: np.ndarray, cap: np.ndarray, ps_price: np.ndarray, ps_cap: np.ndarray,
+    start: int, arrival: int, need: int, max_workers: int, worker_bw: float, ps_bw: float,
+    g1: float, g2: float, g3: float, workers_out: np.ndarray,
+) -> tuple[int, float, float]:
+    """Fill ``workers_out[t]`` (worker count per slot); return ``(end, payoff, cost)``.
+
+    ``end = -1`` when no end slot is feasible.  ``price``/``cap``: (T, H) per-worker
+    price and capacity in workers; ``ps_*``: (T, K).  Utility:
+    ``g1 / (1 + exp(g2 (delay - g3)))`` with ``delay = end - arrival``.
+    """
+    n_slots = price.shape[0]
+    inf = np.inf
+    prev = np.full(need + 1, inf)
+    prev[0] = 0.0
+    cur = np.empty(need + 1)
+    choice = np.zeros((n_slots, need + 1), dtype=np.int32)
+    curve = np.empty(need + 1)
+    best_end = -1
+    best_payoff = -inf
+    best_cost = inf
+    for t in range(start, n_slots):
+        total_cap = 0
+        for h in range(cap.shape[1]):
+            total_cap += cap[t, h]
+        y_max = min(max_workers, need, total_cap)
+        slot_cost_curve(price[t], cap[t], ps_price[t], ps_cap[t], y_max, worker_bw, ps_bw,
+                        curve)
+        for w in range(need + 1):
+            best = prev[w]
+            arg = 0
+            top = min(w, y_max)
+            for y in range(1, top + 1):
+                c = curve[y]
+                if c == inf:
+                    break  # COST_t is infeasible beyond here (capacity runs out)
+                v = c + prev[w - y]
+                if v < best:
+                    best = v
+                    arg = y
+            cur[w] = best
+            choice[t, w] = arg
+        if cur[need] < inf:
+            utility = g1 / (1.0 + np.exp(g2 * ((t - arrival) - g3)))
+            payoff = utility - cur[need]
+            if payoff > best_payoff:
+                best_payoff = payoff
+                best_end = t
+                best_cost = cur[need]
+        for w in range(need + 1):
+            prev[w] = cur[w]
+    for t in range(n_slots):
+        workers_out[t] = 0
+    if best_end < 0:
+        return -1, -inf, inf
+    w = need
+    for t in range(best_end, start - 1, -1):
+        y = choice[t, w]
+        workers_out[t] = y
+        w -= y
+    return best_end, best_payoff, best_cost

@@ -1,0 +1,215 @@
+"""OASiS: a job's best worker/PS schedule under resource prices (spec/oasis.md §2).
+
+Bao et al., INFOCOM 2018 (``../papers/001_*``), Algorithm 2 and problem (27).  Our
+copy of the paper lost its math; spec/oasis.md restates it and is what this
+module implements.  Slots are ``0..T-1``; prices and free capacities are given per
+slot, server and resource.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from . import _validation as v
+from ._kernels.oasis_dp import best_schedule_kernel, ps_needed
+
+__all__ = ["Job", "Schedule", "best_schedule", "chunks_per_worker_slot", "sigmoid_utility"]
+
+#: Free capacity is floored to whole tasks with this slack (float prices/capacities).
+_FLOOR_EPS = 1e-9
+
+
+def sigmoid_utility(delay: float, g1: float, g2: float, g3: float) -> float:
+    """``f(t) = g1 / (1 + exp(g2 (t - g3)))`` (spec §4): g1 priority, g2 decay
+    (0: time-insensitive), g3 target completion delay."""
+    x = g2 * (delay - g3)
+    if x > 700.0:
+        return 0.0
+    return g1 / (1.0 + math.exp(x))
+
+
+@dataclass(frozen=True)
+class Job:
+    """A training job as OASiS sees it (spec/oasis.md §1).
+
+    Units: slots for ``tau`` (compute time per mini-batch) and for
+    ``grad_size / worker_bw`` (one gradient push or pull); ``worker_res`` /
+    ``ps_res`` per resource type, in the same units as the servers' capacities.
+    """
+
+    arrival: int
+    epochs: int
+    chunks: int
+    minibatches: int
+    tau: float
+    grad_size: float
+    worker_bw: float
+    ps_bw: float
+    worker_res: tuple[float, ...]
+    ps_res: tuple[float, ...]
+    utility: tuple[float, float, float] = (1.0, 0.0, 0.0)
+
+    def __post_init__(self) -> None:
+        for name in ("arrival",):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+                raise ValueError(f"{name}: expected an integer slot >= 0, got {value!r}")
+        for name in ("epochs", "chunks", "minibatches"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+                raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
+        if v.real_number("tau", self.tau) <= 0:
+            raise ValueError(f"tau: must be > 0, got {self.tau}")
+        if v.real_number("grad_size", self.grad_size) < 0:
+            raise ValueError(f"grad_size: must be >= 0, got {self.grad_size}")
+        for name in ("worker_bw", "ps_bw"):
+            if v.real_number(name, getattr(self, name)) <= 0:
+                raise ValueError(f"{name}: must be > 0, got {getattr(self, name)}")
+        for name in ("worker_res", "ps_res"):
+            arr = v.as_float_array(name, getattr(self, name), ndim=1)
+            if arr.size == 0 or np.any(arr < 0) or not np.any(arr > 0):
+                raise ValueError(f"{name}: expected >= 0 amounts, at least one > 0")
+            object.__setattr__(self, name, tuple(float(x) for x in arr))
+        if len(self.worker_res) != len(self.ps_res):
+            raise ValueError("ps_res: must list the same resource types as worker_res")
+        if not isinstance(self.utility, tuple | list) or len(self.utility) != 3:
+            raise ValueError("utility: expected (g1, g2, g3)")
+        g1, g2, g3 = (v.real_number(f"utility[{i}]", x) for i, x in enumerate(self.utility))
+        if g1 < 0 or g2 < 0 or g3 < 0:
+            raise ValueError("utility: g1 (priority), g2 (decay) and g3 (target) must be >= 0")
+        object.__setattr__(self, "utility", (g1, g2, g3))
+
+    @property
+    def iteration_slots(self) -> float:
+        """Slots one worker needs for one mini-batch: compute, push and pull (Eq. 2)."""
+        return self.tau + 2.0 * self.grad_size / self.worker_bw
+
+    @property
+    def workload_chunks(self) -> int:
+        """``V_i = E_i N_i``: chunks to train over all epochs."""
+        return self.epochs * self.chunks
+
+
+def chunks_per_worker_slot(job: Job) -> int:
+    """``c_i = floor(1 / (M_i (tau_i + 2 e_i / b_i)))`` **[decision, spec/oasis.md §2]**."""
+    return int(math.floor(1.0 / (job.minibatches * job.iteration_slots) + 1e-12))
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A job's schedule: workers ``(T, H)`` and PSs ``(T, K)`` per slot and server."""
+
+    end_slot: int
+    payoff: float
+    cost: float
+    workers: NDArray[np.int64]
+    ps: NDArray[np.int64]
+
+
+def _prices(name_p: str, name_f: str, price: Any, free: Any, res: tuple[float, ...],
+            n_slots: int | None) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    p = v.as_float_array(name_p, price, ndim=3)
+    f = v.as_float_array(name_f, free, ndim=3)
+    if p.shape != f.shape:
+        raise ValueError(f"{name_f}: shape {f.shape} differs from {name_p}'s {p.shape}")
+    if n_slots is not None and p.shape[0] != n_slots:
+        raise ValueError(f"{name_p}: expected {n_slots} slots, got {p.shape[0]}")
+    if p.shape[2] != len(res):
+        raise ValueError(f"{name_p}: expected {len(res)} resource types, got {p.shape[2]}")
+    if p.shape[1] == 0:
+        raise ValueError(f"{name_p}: at least one server is required")
+    if np.any(p < 0):
+        raise ValueError(f"{name_p}: prices must be >= 0")
+    if np.any(f < 0):
+        raise ValueError(f"{name_f}: free capacities must be >= 0")
+    demand = np.asarray(res)
+    per_task = np.ascontiguousarray((p * demand).sum(axis=2))  # sum_r alpha^r p^r(t)
+    used = demand > 0
+    fits = np.floor(f[:, :, used] / demand[used] + _FLOOR_EPS).min(axis=2)
+    return per_task, np.ascontiguousarray(fits.astype(np.int64))
+
+
+def best_schedule(
+    job: Job,
+    worker_price: Any,
+    worker_free: Any,
+    ps_price: Any,
+    ps_free: Any,
+    *,
+    now: int | None = None,
+) -> Schedule | None:
+    """The payoff-maximizing schedule of ``job`` under the given prices (Alg. 2).
+
+    Parameters
+    ----------
+    job : Job
+    worker_price, worker_free : array_like (T, H, R)
+        ``p_h^r(t)`` and the free capacity of worker server h in slot t.
+    ps_price, ps_free : array_like (T, K, R)
+        ``q_k^r(t)`` and the free capacity of PS server k.
+    now : int, optional
+        First slot that may be used (default: the job's arrival).
+
+    Returns
+    -------
+    Schedule or None
+        None when no end slot admits a feasible schedule.  The payoff is
+        ``f(end - arrival) - cost`` and is exactly the optimum of problem (27).
+
+    Notes
+    -----
+    COST_t(y): y workers on the cheapest servers (per-worker price
+    ``sum_r alpha^r p_h^r(t)``, ties by index), then ``z = ceil(b y / B)`` PSs
+    (at most y) on the cheapest PS servers.  DP over worker counts, one table for
+    every end slot; ties between end slots go to the earliest.
+    """
+    if not isinstance(job, Job):
+        raise ValueError(f"job: expected a tdmcore.oasis.Job, got {type(job).__name__}")
+    price, cap = _prices("worker_price", "worker_free", worker_price, worker_free,
+                         job.worker_res, None)
+    n_slots = price.shape[0]
+    ps_p, ps_cap = _prices("ps_price", "ps_free", ps_price, ps_free, job.ps_res, n_slots)
+    start = job.arrival if now is None else now
+    if isinstance(start, bool) or not isinstance(start, int | np.integer) or start < 0:
+        raise ValueError(f"now: expected an integer slot >= 0, got {now!r}")
+    start = max(int(start), job.arrival)
+    if job.arrival >= n_slots:
+        raise ValueError(f"job: arrives at slot {job.arrival}, past the {n_slots} slots given")
+    c = chunks_per_worker_slot(job)
+    if c < 1:
+        raise ValueError(
+            f"job: one chunk of {job.minibatches} mini-batches takes "
+            f"{job.minibatches * job.iteration_slots:.3g} slots, more than one slot; "
+            "OASiS needs at least one chunk per worker-slot (spec/oasis.md §2)"
+        )
+    need = -(-job.workload_chunks // c)  # ceil(V / c) worker-slots
+    workers = np.zeros(n_slots, dtype=np.int64)
+    g1, g2, g3 = job.utility
+    end, payoff, cost = best_schedule_kernel(price, cap, ps_p, ps_cap, start, job.arrival,
+                                             need, job.chunks, job.worker_bw, job.ps_bw,
+                                             g1, g2, g3, workers)
+    if end < 0:
+        return None
+    per_server = np.zeros(price.shape, dtype=np.int64)
+    per_ps = np.zeros(ps_p.shape, dtype=np.int64)
+    for t in np.flatnonzero(workers):
+        _fill(per_server[t], price[t], cap[t], int(workers[t]))
+        _fill(per_ps[t], ps_p[t], ps_cap[t], int(ps_needed(int(workers[t]), job.worker_bw,
+                                                           job.ps_bw)))
+    return Schedule(int(end), float(payoff), float(cost), per_server, per_ps)
+
+
+def _fill(out: NDArray[np.int64], price: NDArray[np.float64], cap: NDArray[np.int64],
+          count: int) -> None:
+    """Greedy cheapest-first placement of ``count`` tasks (as COST_t does)."""
+    for h in np.argsort(price, kind="stable"):
+        take = min(count, int(cap[h]))
+        out[h] = take
+        count -= take
+        if count == 0:
+            return

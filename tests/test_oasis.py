@@ -1,0 +1,187 @@
+"""OASiS's best schedule against an independent MILP of problem (27) (HiGHS).
+
+For every end slot the MILP minimizes the cost of covering the job's work within
+[start, end] under constraints (2)-(7) written straight from spec/oasis.md §1; the
+best payoff over end slots must equal tdmcore's.  The schedule tdmcore returns is
+also checked against (2)-(10) on its own.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import Bounds, LinearConstraint, milp
+
+from tdmcore.oasis import Job, best_schedule, chunks_per_worker_slot, sigmoid_utility
+
+
+def random_instance(seed: int):
+    rng = np.random.default_rng(seed)
+    n_slots, n_workers, n_ps, n_res = (int(rng.integers(3, 8)), int(rng.integers(1, 4)),
+                                       int(rng.integers(1, 3)), 2)
+    ps_res = rng.integers(0, 3, size=n_res).astype(float)
+    ps_res[int(rng.integers(0, n_res))] += 1.0  # at least one resource type is used
+    job = Job(
+        arrival=int(rng.integers(0, n_slots - 1)),
+        epochs=int(rng.integers(1, 4)),
+        chunks=int(rng.integers(1, 5)),
+        minibatches=int(rng.integers(1, 3)),
+        tau=float(rng.choice([0.15, 0.2, 0.3, 0.45])),
+        grad_size=float(rng.choice([0.0, 0.025, 0.05])),
+        worker_bw=float(rng.choice([1.0, 2.0])),
+        ps_bw=float(rng.choice([1.0, 2.0, 3.0, 4.0])),
+        worker_res=tuple(float(x) for x in rng.integers(1, 3, size=n_res)),
+        ps_res=tuple(float(x) for x in ps_res),
+        utility=(float(rng.uniform(5, 40)), float(rng.choice([0.0, 0.5, 3.0])),
+                 float(rng.integers(0, 4))),
+    )
+    if chunks_per_worker_slot(job) < 1:  # keep at least one chunk per worker-slot
+        job = Job(**{**job.__dict__, "minibatches": 1})
+    wp = rng.uniform(0.1, 2.0, size=(n_slots, n_workers, n_res))
+    wf = rng.integers(0, 5, size=(n_slots, n_workers, n_res)).astype(float)
+    pp = rng.uniform(0.1, 2.0, size=(n_slots, n_ps, n_res))
+    pf = rng.integers(0, 4, size=(n_slots, n_ps, n_res)).astype(float)
+    return job, wp, wf, pp, pf
+
+
+def milp_payoff(job: Job, wp, wf, pp, pf) -> float | None:
+    """max over end slots of f(end - a) - min cost, each by an independent MILP."""
+    n_slots, n_w, n_res = wp.shape
+    n_p = pp.shape[1]
+    alpha, beta = np.array(job.worker_res), np.array(job.ps_res)
+    c = chunks_per_worker_slot(job)
+    best = None
+    for end in range(job.arrival, n_slots):
+        slots = list(range(job.arrival, end + 1))
+        ny, nz = len(slots) * n_w, len(slots) * n_p
+        cost = np.concatenate([(wp[slots] * alpha).sum(axis=2).ravel(),
+                               (pp[slots] * beta).sum(axis=2).ravel()])
+        rows, lo, hi = [], [], []
+
+        def add(row, lower, upper):
+            rows.append(row)
+            lo.append(lower)
+            hi.append(upper)
+
+        work = np.zeros(ny + nz)
+        work[:ny] = c  # (2): c chunks per worker-slot must cover E N chunks
+        add(work, job.epochs * job.chunks, np.inf)
+        for i in range(len(slots)):
+            y = np.zeros(ny + nz)
+            y[i * n_w:(i + 1) * n_w] = 1
+            z = np.zeros(ny + nz)
+            z[ny + i * n_p: ny + (i + 1) * n_p] = 1
+            add(y, 0, job.chunks)  # (3)
+            add(job.worker_bw * y - job.ps_bw * z, -np.inf, 0)  # (6)
+            add(z - y, -np.inf, 0)  # (7)
+            for h in range(n_w):
+                for r in range(n_res):
+                    row = np.zeros(ny + nz)
+                    row[i * n_w + h] = alpha[r]
+                    add(row, 0, wf[slots[i], h, r])  # (4)
+            for k in range(n_p):
+                for r in range(n_res):
+                    row = np.zeros(ny + nz)
+                    row[ny + i * n_p + k] = beta[r]
+                    add(row, 0, pf[slots[i], k, r])  # (5)
+        res = milp(cost, constraints=LinearConstraint(np.array(rows), lo, hi),
+                   integrality=np.ones(ny + nz), bounds=Bounds(0, np.inf))
+        if res.status != 0:
+            continue
+        payoff = sigmoid_utility(end - job.arrival, *job.utility) - res.fun
+        if best is None or payoff > best + 1e-9:
+            best = payoff
+    return best
+
+
+def check_feasible(job: Job, sched, wp, wf, pp, pf) -> None:
+    """Constraints (2)-(10) on the returned schedule, independently."""
+    alpha, beta = np.array(job.worker_res), np.array(job.ps_res)
+    y, z = sched.workers, sched.ps
+    assert y[: job.arrival].sum() == 0 and z[: job.arrival].sum() == 0  # (9)-(10)
+    assert y[sched.end_slot + 1:].sum() == 0  # (8): nothing after the end slot
+    assert y[sched.end_slot].sum() > 0
+    c = chunks_per_worker_slot(job)
+    assert c * y.sum() >= job.epochs * job.chunks  # (2)
+    per_slot_y, per_slot_z = y.sum(axis=1), z.sum(axis=1)
+    assert np.all(per_slot_y <= job.chunks)  # (3)
+    assert np.all(y[:, :, None] * alpha <= wf + 1e-9)  # (4)
+    assert np.all(z[:, :, None] * beta <= pf + 1e-9)  # (5)
+    assert np.all(job.worker_bw * per_slot_y <= job.ps_bw * per_slot_z + 1e-9)  # (6)
+    assert np.all(per_slot_z <= per_slot_y)  # (7)
+    cost = float((y * (wp * alpha).sum(axis=2)).sum() + (z * (pp * beta).sum(axis=2)).sum())
+    assert cost == pytest.approx(sched.cost, abs=1e-9)
+    utility = sigmoid_utility(sched.end_slot - job.arrival, *job.utility)
+    assert sched.payoff == pytest.approx(utility - cost, abs=1e-9)
+
+
+@pytest.mark.parametrize("chunk", range(8))
+def test_best_schedule_equals_milp(chunk: int) -> None:
+    """320 random instances (40 per chunk): the same optimal payoff as the MILP."""
+    feasible = 0
+    for seed in range(chunk * 40, (chunk + 1) * 40):
+        job, wp, wf, pp, pf = random_instance(seed)
+        got = best_schedule(job, wp, wf, pp, pf)
+        want = milp_payoff(job, wp, wf, pp, pf)
+        if want is None:
+            assert got is None, seed
+            continue
+        feasible += 1
+        assert got is not None, seed
+        assert got.payoff == pytest.approx(want, abs=1e-6), seed
+        check_feasible(job, got, wp, wf, pp, pf)
+    assert feasible >= 10  # the generator must produce mostly feasible instances
+
+
+def test_hand_example() -> None:
+    # 2 slots, one worker server (price 1 per worker, room for 2), one PS server
+    # (price 0.5, room for 1); job: V = 1 epoch x 2 chunks, c = floor(1/(1 x 0.5)) = 2
+    # chunks per worker-slot -> 1 worker-slot; b = B -> 1 PS.  Utility with g2 = 0
+    # (time-insensitive): 10 / (1 + e^0) = 5.  Best: slot 0, cost 1 + 0.5 ->
+    # payoff 5 - 1.5 = 3.5, end slot 0.
+    job = Job(0, 1, 2, 1, 0.5, 0.0, 1.0, 1.0, (1.0,), (1.0,), (10.0, 0.0, 0.0))
+    sched = best_schedule(job, np.ones((2, 1, 1)), np.full((2, 1, 1), 2.0),
+                          np.full((2, 1, 1), 0.5), np.ones((2, 1, 1)))
+    assert sched is not None
+    assert (sched.end_slot, sched.cost, sched.payoff) == (0, 1.5, 3.5)
+    assert sched.workers[:, 0].tolist() == [1, 0] and sched.ps[:, 0].tolist() == [1, 0]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"epochs": 0}, "epochs"),
+        ({"tau": -1.0}, "tau"),
+        ({"worker_bw": 0.0}, "worker_bw"),
+        ({"grad_size": -1.0}, "grad_size"),
+        ({"utility": (1.0, -1.0, 0.0)}, "utility"),
+        ({"worker_res": (-1.0,)}, "worker_res"),
+        ({"ps_res": (1.0, 1.0)}, "ps_res"),
+        ({"arrival": -1}, "arrival"),
+    ],
+)
+def test_bad_jobs_name_the_argument(kwargs, name) -> None:
+    base = {"arrival": 0, "epochs": 1, "chunks": 2, "minibatches": 1, "tau": 0.5,
+            "grad_size": 0.0, "worker_bw": 1.0, "ps_bw": 1.0, "worker_res": (1.0,),
+            "ps_res": (1.0,), "utility": (10.0, 0.0, 0.0)}
+    with pytest.raises(ValueError, match=f"^{name}"):
+        Job(**{**base, **kwargs})
+
+
+def test_bad_price_arrays_name_the_argument() -> None:
+    job = Job(0, 1, 2, 1, 0.5, 0.0, 1.0, 1.0, (1.0,), (1.0,), (10.0, 0.0, 0.0))
+    ok = np.ones((2, 1, 1))
+    for args, name in (((np.ones((2, 1)), ok, ok, ok), "worker_price"),
+                       ((ok, np.ones((3, 1, 1)), ok, ok), "worker_free"),
+                       ((ok, ok, np.ones((3, 1, 1)), np.ones((3, 1, 1))), "ps_price"),
+                       ((ok, ok, ok, -ok), "ps_free"),
+                       ((np.full((2, 1, 1), np.nan), ok, ok, ok), "worker_price"),
+                       ((np.ones((2, 1, 2)), np.ones((2, 1, 2)), ok, ok), "worker_price")):
+        with pytest.raises(ValueError, match=f"^{name}"):
+            best_schedule(job, *args)
+    slow = Job(0, 1, 2, 4, 0.5, 0.0, 1.0, 1.0, (1.0,), (1.0,))  # 4 x 0.5 slots per chunk
+    with pytest.raises(ValueError, match="^job: .*more than one slot"):
+        best_schedule(slow, ok, ok, ok, ok)
+    assert math.isfinite(sigmoid_utility(1e9, 1.0, 1.0, 0.0))
