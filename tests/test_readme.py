@@ -37,3 +37,11 @@ def test_ci_runs_the_readme_test_command() -> None:
     commands = re.findall(r"```bash\n(.*?)\n```", text[start:], flags=re.S)
     ci = (README.parent / ".ci" / "run").read_text()
     assert commands[1].strip() in ci
+
+
+def test_readme_oasis_example_runs() -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    namespace: dict = {}
+    exec(compile(blocks[2], "README.md", "exec"), namespace)
+    schedule = namespace["schedule"]
+    assert schedule is not None and schedule.workers.sum() > 0
