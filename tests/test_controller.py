@@ -143,3 +143,51 @@ def test_bad_reports_raise_and_change_nothing() -> None:
     assert state.same_as(before)
     with pytest.raises(ValueError, match="^o_t:"):
         ControllerConfig(window=5, o_t=7)
+
+
+# ------------------------------------------- regressions from the spec review
+def test_contention_pauses_before_it_counts_as_drift() -> None:
+    # normal iterations, then contention: 6 slow ones trigger a pause, not an update
+    _, ctl, _ = s1_on_one_link()
+    events = []
+    t = 0.0
+    for duration in [422.0] * 12 + [500.0] * 6:
+        events += ctl.report_iteration("b-0", t, duration)
+        t += duration
+    assert [type(e).__name__ for e in events] == ["Readjustment"]
+
+
+def test_offsets_use_the_period_of_a_traffic_pod_of_the_job() -> None:
+    # job X's first pod is LowComm; its offset must use the traffic pod's 100 ms period
+    state = ClusterState(Cluster([Node("n0", 64, 64, 8, 10.0), Node("n1", 64, 64, 8, 10.0)]))
+    state.place(Pod("a-0", "A", pattern=TrafficPattern(100, 0.3, 10.0), priority=1), 0)
+    state.place(Pod("x-0", "X", pattern=None), 1)
+    state.place(Pod("x-1", "X", pattern=TrafficPattern(100, 0.3, 10.0)), 0)
+    shifts = Controller(state).update_offsets()
+    plan = plan_link([LinkPod("a-0", 100, 0.3, 10.0, 1, "A"),
+                      LinkPod("x-1", 100, 0.3, 10.0, 0, "X")], 10.0, mode="optimal")
+    expected = plan.job_rotations["X"] / 72 * 100.0
+    assert expected > 1.0
+    assert shifts["x-0"] == shifts["x-1"] == pytest.approx(expected)
+
+
+def test_lowcomm_reserve_triggers_no_recalculation() -> None:
+    state, ctl, _ = s1_on_one_link()
+    runs = ctl.recalculations
+    decision = Scheduler(MetronomePolicy()).schedule(state, Pod("l-0", "l", pattern=None))
+    ctl.on_reserve(decision.reserve)
+    assert ctl.recalculations == runs
+
+
+def test_ablation_policies_configure_their_controller() -> None:
+    from tdmcore.policies import make_policy
+
+    state = ClusterState(Cluster([Node("n0", 64, 64, 8, 25.0)]))
+    assert not Controller.for_policy(state, make_policy("metronome-no-phase3")) \
+        .config.phase_three
+    assert not Controller.for_policy(state, make_policy("metronome-no-monitor")).config.monitor
+    assert Controller.for_policy(state, make_policy("default")).config.monitor
+    with pytest.raises(ValueError, match="^scheduler:"):
+        ControllerConfig(scheduler=None)
+    with pytest.raises(ValueError, match="^o_t:"):
+        ControllerConfig(o_t=10)

@@ -450,3 +450,61 @@ def test_every_pair_of_policies_shares_the_framework() -> None:
 def test_make_policy_rejects_unknown_names() -> None:
     with pytest.raises(ValueError, match="^name: unknown policy"):
         make_policy("random")
+
+
+# ------------------------------------------- regressions from the spec review
+def test_a_node_below_the_maximum_never_wins() -> None:
+    # Nodes 1 and 2 tie at the maximum (80) and both sit at Delta_max, so Eq. 19 gives
+    # them 0 -- the same as the non-maximal node 0 (60).  Node 0 must not win.
+    tau = np.full((4, 4), 2.0)
+    np.fill_diagonal(tau, 1.0)
+    nodes = [Node(f"n{i}", 4, 4, 0, 10) for i in range(3)] + [Node("n3", 0.5, 4, 0, 10)]
+    state = ClusterState(Cluster(nodes, tau))
+    state.place(Pod("x0", "X", cpu=0, pattern=TrafficPattern(100, 0.1, 1)), 3)
+    for n, (job, duty) in enumerate((("A", 0.8), ("B", 0.6), ("C", 0.6))):
+        state.place(Pod(job.lower(), job, cpu=1, pattern=TrafficPattern(100, duty, 10)), n)
+    for exact in (False, True):
+        sched = Scheduler(MetronomePolicy(MetronomeConfig(exact_scores=exact)))
+        decision = sched.decide(state, Pod("x1", "X", cpu=1,
+                                           pattern=TrafficPattern(100, 0.6, 10)))[0]
+        assert decision.raw_scores[1] == decision.raw_scores[2] > decision.raw_scores[0]
+        assert decision.node == 1, exact
+
+
+def test_decide_rejects_another_states_snapshot_and_bad_arguments() -> None:
+    full = ClusterState(paper_testbed())
+    full.place(pod("big", "big", gpu=4), 0)
+    empty = ClusterState(paper_testbed())
+    sched = Scheduler(make_policy("metronome"))
+    snap_of_empty = Snapshot.of(empty)
+    decision, _ = sched.decide(full, pod("a-0", "a", gpu=1), snap_of_empty)
+    assert decision.node != 0  # node 0 is full in *this* state
+    with pytest.raises(ValueError, match="^pod:"):
+        sched.schedule(full, "a-0")
+    with pytest.raises(ValueError, match="^node:"):
+        full.place(pod("a-1", "a"), True)
+    with pytest.raises(ValueError, match="^node:"):
+        full.place(pod("a-1", "a"), 1.0)
+    with pytest.raises(ValueError, match="^shifts_ms:"):
+        full.set_shifts({"big": float("nan")})
+
+
+def test_job_pods_must_share_priority_before_anything_is_reserved() -> None:
+    state = ClusterState(paper_testbed())
+    sched = Scheduler(make_policy("metronome"))
+    sched.schedule(state, pod("a-0", "a", prio=1))
+    before = state.copy()
+    decision = sched.schedule(state, pod("a-1", "a", prio=0))
+    assert decision.status is Status.ERROR and decision.message.startswith("priority:")
+    assert state.same_as(before)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [({"jobs": "abc"}, "jobs"), ({"jobs": ("a", 3)}, "jobs"),
+     ({"dependencies": (("a",),)}, "dependencies"),
+     ({"dependencies": (("a", "z"),)}, "dependencies")],
+)
+def test_workload_validation(kwargs, name) -> None:
+    with pytest.raises(ValueError, match=f"^{name}:"):
+        Workload(**{"name": "w", "jobs": ("a", "b"), **kwargs})

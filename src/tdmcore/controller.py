@@ -56,8 +56,11 @@ class ControllerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
-        if self.o_t >= self.window + 1:
-            raise ValueError("o_t: must be below the window length")
+        if self.o_t >= self.window:
+            raise ValueError("o_t: must be below the window length (more than o_t of "
+                             "window iterations trigger)")
+        if not isinstance(self.scheduler, MetronomeConfig):
+            raise ValueError("scheduler: expected a MetronomeConfig")
         if v.real_number("a_t", self.a_t) < 1.0:
             raise ValueError("a_t: must be >= 1")
         if v.real_number("drift_tol", self.drift_tol) <= 0.0:
@@ -102,12 +105,28 @@ class Controller:
     """Global offsets, offline recalculation and continuous regulation."""
 
     def __init__(self, state: ClusterState, config: ControllerConfig | None = None) -> None:
+        if not isinstance(state, ClusterState):
+            raise ValueError(f"state: expected a ClusterState, got {type(state).__name__}")
+        if config is not None and not isinstance(config, ControllerConfig):
+            raise ValueError(f"config: expected a ControllerConfig, got {type(config).__name__}")
         self.state = state
         self.config = config or ControllerConfig()
         self.links: dict[int, LinkPlan] = {}
         self.offsets_ms: dict[str, float] = {}
         self.recalculations = 0
         self._watch: dict[str, _PodWatch] = {}
+
+    @classmethod
+    def for_policy(cls, state: ClusterState, policy: object) -> Controller:
+        """The controller of a Metronome policy, with its ablation flags.
+
+        ``metronome-no-phase3`` never runs the offline recalculation and
+        ``metronome-no-monitor`` never regulates; other policies get the defaults.
+        """
+        config = getattr(policy, "config", None)
+        if isinstance(config, MetronomeConfig):
+            return cls(state, ControllerConfig.for_policy(config))
+        return cls(state)
 
     # ------------------------------------------------------------ scheduling side
     def on_reserve(self, result: ReserveResult) -> dict[str, float]:
@@ -121,8 +140,7 @@ class Controller:
             mode = "optimal" if (not result.skip_phase_three and self.config.phase_three) \
                 else "first"
             self.links[node] = self._plan(node, mode)
-        else:
-            self.links.pop(node, None)
+        # Without shifts (EarlyReturn, LowComm) the link's rotations stand as they are.
         return self.update_offsets()
 
     def on_removed(self, node: int) -> dict[str, float]:
@@ -186,7 +204,12 @@ class Controller:
         return self.state.placed[self.state.job_members[job][0]].pod.priority
 
     def _pattern(self, job: str) -> TrafficPattern | None:
-        return self.state.placed[self.state.job_members[job][0]].pod.pattern
+        """The traffic pattern of the job's first pod that has one (LowComm: None)."""
+        for name in self.state.job_members[job]:
+            pattern = self.state.placed[name].pod.pattern
+            if pattern is not None:
+                return pattern
+        return None
 
     def _period(self, job: str) -> float:
         pattern = self._pattern(job)
@@ -208,9 +231,10 @@ class Controller:
         Continuous regulation: in the last ``window`` iterations, more than ``o_t``
         slower than ``a_t`` x the period -> pause a low-priority pod so that its
         next iteration starts on its assigned offset (high-priority pods are never
-        paused).  A drifted median period or duty cycle, or ``readjust_limit``
-        readjustments within ``readjust_horizon`` iterations, update the job's
-        pattern and recompute its links.
+        paused).  Otherwise, with a full window whose middle half (25th to 75th
+        percentile) of periods or duty cycles lies beyond ``drift_tol`` on one side,
+        or after ``readjust_limit`` readjustments within ``readjust_horizon``
+        iterations, the job's pattern is updated (medians) and its links recomputed.
         """
         entry = self.state.placed.get(pod)
         if entry is None:
@@ -238,32 +262,38 @@ class Controller:
                                if watch.iterations - i < cfg.readjust_horizon]
         out: list[Readjustment | PatternUpdate] = []
         job = entry.pod.job
-        if len(watch.durations) == cfg.window:
-            update = self._pattern_change(job, pattern, watch)
-            if update is not None:
-                return [update]
         slow = sum(d > cfg.a_t * pattern.period_ms for d in watch.durations)
-        if slow > cfg.o_t and not self._is_high(job):
-            offset = self.offsets_ms.get(job, 0.0)
-            pause = (offset - (start + duration)) % pattern.period_ms
-            out.append(Readjustment(pod, float(pause), int(slow)))
-            watch.durations.clear()
-            watch.comm.clear()
-            watch.readjusted_at.append(watch.iterations)
-            if len(watch.readjusted_at) >= cfg.readjust_limit:
-                update = self._apply_update(job, pattern, watch, "repeated readjustments")
+        if slow <= cfg.o_t or self._is_high(job):
+            # No readjustment due (or allowed): has the pattern itself changed?
+            if len(watch.durations) == cfg.window:
+                update = self._pattern_change(job, pattern, watch)
                 if update is not None:
-                    out.append(update)
+                    return [update]
+            return out
+        offset = self.offsets_ms.get(job, 0.0)
+        pause = (offset - (start + duration)) % pattern.period_ms
+        out.append(Readjustment(pod, float(pause), int(slow)))
+        watch.durations.clear()
+        watch.comm.clear()
+        watch.readjusted_at.append(watch.iterations)
+        if len(watch.readjusted_at) >= cfg.readjust_limit:
+            update = self._apply_update(job, pattern, watch, "repeated readjustments")
+            if update is not None:
+                out.append(update)
         return out
 
     def _pattern_change(self, job: str, pattern: TrafficPattern, watch: _PodWatch
                         ) -> PatternUpdate | None:
-        period = float(np.median(watch.durations))
-        drifted = abs(period - pattern.period_ms) > self.config.drift_tol * pattern.period_ms
+        # Drift moves the whole window; a contention episode only its slow tail.  So
+        # require the middle half (p25..p75) to lie beyond the tolerance on one side.
+        tol = self.config.drift_tol
+        lo, hi = np.percentile(np.asarray(watch.durations), [25, 75])
+        drifted = lo > pattern.period_ms * (1 + tol) or hi < pattern.period_ms * (1 - tol)
         if watch.comm:
-            duty = float(np.median(watch.comm)) / period
-            drifted |= abs(duty - pattern.duty_cycle) > self.config.drift_tol \
-                * max(pattern.duty_cycle, 1e-12)
+            duty = np.asarray(watch.comm) / np.asarray(watch.durations)[-len(watch.comm):]
+            d_lo, d_hi = np.percentile(duty, [25, 75])
+            drifted |= d_lo > pattern.duty_cycle * (1 + tol) \
+                or d_hi < pattern.duty_cycle * (1 - tol)
         if not drifted:
             return None
         return self._apply_update(job, pattern, watch, "pattern drift")

@@ -52,6 +52,7 @@ class CycleState:
     raw_scores: NDArray[np.float64] | None = None  # Score
     early: NDArray[np.bool_] | None = None  # EarlyReturn per node (Metronome)
     scores: NDArray[np.float64] | None = None  # NormalizeScore
+    finalists: NDArray[np.bool_] | None = None  # nodes NormalizeScore lets win (None: all)
     max_score: float = 0.0
 
 
@@ -128,11 +129,14 @@ class Scheduler:
     def decide(self, state: ClusterState, pod: Pod, snapshot: Snapshot | None = None
                ) -> tuple[Decision, CycleState]:
         """PreFilter -> Filter -> Score -> NormalizeScore; nothing is changed."""
-        if pod.name in state.placed:
-            return Decision(Status.ERROR, pod.name, message=f"pod {pod.name!r} is already "
-                            "placed"), CycleState(pod, snapshot or Snapshot.of(state))
-        snap = snapshot if snapshot is not None and snapshot.version == state.version \
+        if not isinstance(pod, Pod):
+            raise ValueError(f"pod: expected a tdmcore.model.Pod, got {type(pod).__name__}")
+        snap = snapshot if snapshot is not None and snapshot.matches(state) \
             else Snapshot.of(state)
+        try:
+            state.check_pod(pod)
+        except ValueError as exc:
+            return Decision(Status.ERROR, pod.name, message=str(exc)), CycleState(pod, snap)
         cycle = CycleState(pod=pod, snapshot=snap)
         status = self.policy.pre_filter(state, cycle)
         if status is not Status.SUCCESS:
@@ -145,7 +149,8 @@ class Scheduler:
                             message=f"0/{len(feasible)} nodes are available: {why}"), cycle
         cycle.raw_scores = self.policy.score(state, cycle)
         cycle.scores = self.policy.normalize_score(state, cycle)
-        node = pick_node(cycle.scores, feasible)
+        finalists = feasible if cycle.finalists is None else feasible & cycle.finalists
+        node = pick_node(cycle.scores, finalists)
         return Decision(Status.SUCCESS, pod.name, node=node,
                         node_name=state.cluster.nodes[node].name, scores=cycle.scores,
                         raw_scores=cycle.raw_scores), cycle
@@ -168,6 +173,10 @@ class Scheduler:
         """
         if not pods:
             return GangDecision(Status.ERROR, (), "pods: a gang needs at least one pod")
+        for p in pods:
+            if not isinstance(p, Pod):
+                raise ValueError(f"pods: expected tdmcore.model.Pod items, got "
+                                 f"{type(p).__name__}")
         names = [p.name for p in pods]
         if len(set(names)) != len(names):
             return GangDecision(Status.ERROR, (), "pods: pod names in a gang must be unique")

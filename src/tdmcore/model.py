@@ -146,10 +146,16 @@ class Workload:
 
     def __post_init__(self) -> None:
         _name("name", self.name)
+        if isinstance(self.jobs, str) or not isinstance(self.jobs, Sequence):
+            raise ValueError("jobs: expected a list of job names")
         jobs = tuple(self.jobs)
-        if not jobs or len(set(jobs)) != len(jobs):
+        if not jobs or len(set(jobs)) != len(jobs) or not all(
+                isinstance(j, str) and j for j in jobs):
             raise ValueError("jobs: expected a non-empty list of distinct job names")
-        for a, b in self.dependencies:
+        for pair in self.dependencies:
+            if isinstance(pair, str) or not isinstance(pair, Sequence) or len(pair) != 2:
+                raise ValueError(f"dependencies: expected (job, job) pairs, got {pair!r}")
+            a, b = pair
             if a not in jobs or b not in jobs:
                 raise ValueError(f"dependencies: ({a!r}, {b!r}) names a job outside the workload")
         object.__setattr__(self, "jobs", jobs)
@@ -300,28 +306,39 @@ class ClusterState:
         )
 
     # ---------------------------------------------------------------- mutations
+    def check_pod(self, pod: Pod) -> None:
+        """Raise ValueError if ``pod`` is placed already or disagrees with its job."""
+        if not isinstance(pod, Pod):
+            raise ValueError(f"pod: expected a Pod, got {type(pod).__name__}")
+        if pod.name in self.placed:
+            raise ValueError(f"pod: {pod.name!r} is already placed")
+        members = self.job_members.get(pod.job)
+        if members:
+            other = self.placed[members[0]].pod
+            if other.priority != pod.priority:
+                raise ValueError(f"priority: pod {pod.name!r} has {pod.priority}, its job "
+                                 f"{pod.job!r} has {other.priority}")
+            if other.workload != pod.workload:
+                raise ValueError(f"workload: pod {pod.name!r} is in {pod.workload!r}, its "
+                                 f"job {pod.job!r} in {other.workload!r}")
+
     def check_fits(self, pod: Pod, node: int) -> None:
         """Raise ValueError unless ``pod`` can be placed on ``node`` (Eq. 13).
 
         Eq. (14) (bandwidth) is Metronome's Filter, not a physical limit: a
         network-unaware baseline may put a 25 Gbps pod behind a 10 Gbps link.
         """
-        if pod.name in self.placed:
-            raise ValueError(f"pod: {pod.name!r} is already placed")
-        if not 0 <= node < len(self.cluster):
-            raise ValueError(f"node: index {node} outside the cluster")
+        self.check_pod(pod)
+        if isinstance(node, bool) or not isinstance(node, int | np.integer) \
+                or not 0 <= node < len(self.cluster):
+            raise ValueError(f"node: expected a node index in [0, {len(self.cluster)}), "
+                             f"got {node!r}")
         eps = 1e-9
         if (pod.cpu > self.cluster.cpu[node] - self.used_cpu[node] + eps
                 or pod.mem_gib > self.cluster.mem_gib[node] - self.used_mem[node] + eps
                 or pod.gpu > self.cluster.gpu[node] - self.used_gpu[node] + eps):
             raise ValueError(f"pod: {pod.name!r} does not fit on node "
                              f"{self.cluster.nodes[node].name!r} (Eq. 13)")
-        members = self.job_members.get(pod.job)
-        if members:
-            other = self.placed[members[0]].pod
-            if other.priority != pod.priority or other.workload != pod.workload:
-                raise ValueError(f"pod: {pod.name!r} disagrees with its job {pod.job!r} on "
-                                 "priority or workload")
 
     def place(self, pod: Pod, node: int, shift_ms: float = 0.0) -> None:
         """Record ``pod`` on ``node``; all checks happen before anything changes."""
@@ -361,14 +378,18 @@ class ClusterState:
             raise ValueError(f"pod_name: {pod_name!r} is not placed")
         if not isinstance(pattern, TrafficPattern):
             raise ValueError(f"pattern: expected a TrafficPattern, got {pattern!r}")
+        if pattern.bandwidth_gbps != entry.pod.bandwidth_gbps:
+            raise ValueError("pattern: a pattern update keeps the pod's bandwidth")
         entry.pod = replace(entry.pod, pattern=pattern)
         self.version += 1
         self.node_versions[entry.node] += 1
 
     def set_shifts(self, shifts_ms: Mapping[str, float]) -> None:
-        for name in shifts_ms:
+        for name, shift in shifts_ms.items():
             if name not in self.placed:
                 raise ValueError(f"shifts_ms: {name!r} is not placed")
+            if not math.isfinite(float(shift)):
+                raise ValueError(f"shifts_ms: the shift of {name!r} must be finite")
         for name, shift in shifts_ms.items():
             self.placed[name].shift_ms = float(shift)
 

@@ -30,6 +30,7 @@ class Snapshot:
     """
 
     version: int
+    state_id: int
     free_cpu: NDArray[np.float64]
     free_mem: NDArray[np.float64]
     free_gpu: NDArray[np.float64]
@@ -63,6 +64,7 @@ class Snapshot:
                               bandwidth, priority, job, order, n_pods, sum_bw)
         return cls(
             version=state.version,
+            state_id=id(state),
             free_cpu=state.free_cpu,
             free_mem=state.free_mem,
             free_gpu=state.free_gpu,
@@ -78,6 +80,10 @@ class Snapshot:
             order=order[:rows],
             job_ids=job_ids,
         )
+
+    def matches(self, state: ClusterState) -> bool:
+        """Whether this snapshot shows ``state`` as it is now."""
+        return self.state_id == id(state) and self.version == state.version
 
     def job_id(self, job: str) -> int:
         """The id of ``job`` in this snapshot, or a fresh one past every known id."""

@@ -22,8 +22,9 @@ from ..scoring import PERFECT_RTOL
 from .default import resource_fit
 
 NAME = "metronome"
-#: Two node scores are the same maximum when they differ by at most this.
-SCORE_TIE = 1e-9
+#: Two node scores are the same maximum when their excesses differ by at most
+#: 1e-9 B (spec §3): 100 x 1e-9 B / (B N) in score units, N >= 8.
+SCORE_TIE_PER_BIN = 1e-7
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,9 @@ def latency_scores(state: ClusterState, pod: Pod) -> NDArray[np.float64]:
     if not nodes:
         return cluster.mean_latency.copy()
     counts = np.bincount(np.asarray(nodes), minlength=len(cluster)).astype(np.float64)
-    return np.asarray(cluster.latency @ counts, dtype=np.float64)
+    total = cluster.latency @ counts
+    # "If that sum is 0": per node, literally (possible when tau has zero entries).
+    return np.asarray(np.where(total == 0.0, cluster.mean_latency, total), dtype=np.float64)
 
 
 def normalized_latency(delta: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -159,7 +162,8 @@ class MetronomePolicy:
         raw, feasible = cycle.raw_scores, cycle.feasible
         best = float(raw[feasible].max())
         cycle.max_score = best
-        at_max = feasible & (raw >= best - SCORE_TIE)
+        at_max = feasible & (raw >= best - SCORE_TIE_PER_BIN / self.config.bins)
+        cycle.finalists = at_max  # only a node at the maximum may win
         if int(at_max.sum()) == 1:
             return np.where(at_max, raw, np.where(feasible, np.maximum(raw, 0.0), 0.0))
         latency = normalized_latency(cycle.latency)
@@ -174,7 +178,7 @@ class MetronomePolicy:
         early = pod.low_comm or bool(cycle.early is not None and cycle.early[node])
         link = [p for p in state.pods_on(node) if p.pattern is not None]
         link_names = tuple(p.name for p in link)
-        perfect_max = cycle.max_score >= 100.0 - SCORE_TIE
+        perfect_max = cycle.max_score >= 100.0 - SCORE_TIE_PER_BIN / self.config.bins
         skip = early or not perfect_max or len(link) == 2
         if early:
             return ReserveResult(node, {}, True, link_names)
