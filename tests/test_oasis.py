@@ -185,3 +185,77 @@ def test_bad_price_arrays_name_the_argument() -> None:
     with pytest.raises(ValueError, match="^job: .*more than one slot"):
         best_schedule(slow, ok, ok, ok, ok)
     assert math.isfinite(sigmoid_utility(1e9, 1.0, 1.0, 0.0))
+
+
+# ------------------------------------------------------------- online (Alg. 1)
+from tdmcore.oasis import OnlineScheduler, PriceBounds, min_completion_slots  # noqa: E402
+
+
+def small_job(arrival=0, chunks=4, utility=(40.0, 0.5, 4.0), epochs=2):
+    return Job(arrival, epochs, chunks, 1, 0.3, 0.05, 1.0, 2.0, (1.0, 2.0), (1.0, 1.0), utility)
+
+
+def test_prices_follow_eqs_22_26() -> None:
+    # U = 16, L = 1, half the capacity used -> price = 1 x 16^(1/2) = 4; empty -> L = 1
+    bounds = PriceBounds((16.0, 16.0), 1.0, (4.0, 4.0), 1.0)
+    online = OnlineScheduler(np.full((1, 2), 4.0), np.full((1, 2), 2.0), 3, bounds)
+    online.worker_used[0, 0] = [2.0, 0.0]
+    online.ps_used[1, 0] = [2.0, 1.0]
+    p, q = online.prices()
+    assert p[0, 0].tolist() == [4.0, 1.0] and p[1, 0].tolist() == [1.0, 1.0]
+    assert q[1, 0].tolist() == [4.0, 2.0]  # 4^(2/2) and 4^(1/2)
+    # alpha = max(1, ln 16, ln 4) = 2.77 -> ratio 2 alpha = 5.55
+    assert bounds.competitive_ratio == pytest.approx(2 * math.log(16))
+
+
+def test_bounds_from_jobs() -> None:
+    job = small_job()
+    # t_min = ceil(E M (tau + 2e/b)) = ceil(2 x 1 x 0.4) = 1; f(1) = 40 / (1 + e^(0.5 (1-4)))
+    assert min_completion_slots(job) == 1
+    best = sigmoid_utility(1, 40.0, 0.5, 4.0)
+    bounds = PriceBounds.from_jobs([job], 10)
+    assert bounds.u1 == pytest.approx((best / 1.0, best / 2.0))
+    # L1 = f(T - a) / (4 sum(alpha) ceil(E N M (tau + 2e/b))) = f(10) / (4 x 3 x ceil(3.2))
+    assert bounds.l1 == pytest.approx(sigmoid_utility(10, 40.0, 0.5, 4.0) / (4 * 3 * 4))
+    with pytest.raises(ValueError, match="^jobs:"):
+        PriceBounds.from_jobs([], 10)
+    with pytest.raises(ValueError, match="^l1:"):
+        PriceBounds((1.0,), 0.0, (1.0,), 1.0)
+
+
+def test_online_admits_commits_and_never_overcommits() -> None:
+    rng = np.random.default_rng(5)
+    n_slots = 12
+    jobs = [small_job(arrival=int(a), chunks=int(rng.integers(2, 6)),
+                      utility=(float(rng.uniform(5, 60)), float(rng.choice([0.0, 0.5, 2.0])),
+                               float(rng.integers(1, 6))))
+            for a in sorted(rng.integers(0, 10, size=25))]
+    bounds = PriceBounds.from_jobs(jobs, n_slots)
+    online = OnlineScheduler(np.full((2, 2), 4.0), np.full((1, 2), 2.0), n_slots, bounds)
+    outcomes = []
+    for job in jobs:
+        before = (online.worker_used.copy(), online.ps_used.copy())
+        result = online.submit(job)
+        outcomes.append(result.admitted)
+        if result.admitted:
+            assert result.schedule.payoff > 0
+            used = result.schedule.workers[:, :, None] * np.array(job.worker_res)
+            np.testing.assert_allclose(online.worker_used - before[0], used)
+        else:
+            np.testing.assert_array_equal(online.worker_used, before[0])
+            np.testing.assert_array_equal(online.ps_used, before[1])
+        assert np.all(online.worker_used <= online.worker_capacity + 1e-9)
+        assert np.all(online.ps_used <= online.ps_capacity + 1e-9)
+    assert any(outcomes) and not all(outcomes)  # capacity runs out for some
+    assert online.total_utility == pytest.approx(sum(
+        sigmoid_utility(s.end_slot - j.arrival, *j.utility) for j, s in online.admitted))
+
+
+def test_online_rejects_a_job_whose_payoff_is_not_positive() -> None:
+    # L = 1: one worker-slot costs at least 1 x (1 + 2) + PS 1 x (1 + 1) = 5 > f <= 0.5
+    bounds = PriceBounds((10.0, 10.0), 1.0, (10.0, 10.0), 1.0)
+    online = OnlineScheduler(np.full((2, 2), 4.0), np.full((1, 2), 2.0), 6, bounds)
+    result = online.submit(small_job(utility=(1.0, 0.0, 0.0)))
+    assert not result.admitted and result.reason.startswith("payoff")
+    assert result.schedule is not None and result.schedule.payoff <= 0
+    assert not online.worker_used.any()

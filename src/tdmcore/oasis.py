@@ -18,7 +18,17 @@ from numpy.typing import NDArray
 from . import _validation as v
 from ._kernels.oasis_dp import best_schedule_kernel, ps_needed
 
-__all__ = ["Job", "Schedule", "best_schedule", "chunks_per_worker_slot", "sigmoid_utility"]
+__all__ = [
+    "Admission",
+    "Job",
+    "OnlineScheduler",
+    "PriceBounds",
+    "Schedule",
+    "best_schedule",
+    "chunks_per_worker_slot",
+    "min_completion_slots",
+    "sigmoid_utility",
+]
 
 #: Free capacity is floored to whole tasks with this slack (float prices/capacities).
 _FLOOR_EPS = 1e-9
@@ -213,3 +223,153 @@ def _fill(out: NDArray[np.int64], price: NDArray[np.float64], cap: NDArray[np.in
         count -= take
         if count == 0:
             return
+
+
+# ----------------------------------------------------------------- online loop
+def min_completion_slots(job: Job) -> int:
+    """``t_min = ceil(E M (tau + 2 e / b))``: the delay with N workers all along."""
+    return int(math.ceil(job.epochs * job.minibatches * job.iteration_slots - 1e-12))
+
+
+@dataclass(frozen=True)
+class PriceBounds:
+    """``U_1^r, L_1`` (workers) and ``U_2^r, L_2`` (PSs) of the price functions (22)-(26)."""
+
+    u1: tuple[float, ...]
+    l1: float
+    u2: tuple[float, ...]
+    l2: float
+
+    def __post_init__(self) -> None:
+        for name in ("l1", "l2"):
+            if v.real_number(name, getattr(self, name)) <= 0:
+                raise ValueError(f"{name}: must be > 0, got {getattr(self, name)}")
+        for name, lower in (("u1", self.l1), ("u2", self.l2)):
+            arr = v.as_float_array(name, getattr(self, name), ndim=1)
+            if np.any(arr < lower):
+                raise ValueError(f"{name}: every U must be >= L ({lower})")
+            object.__setattr__(self, name, tuple(float(x) for x in arr))
+
+    @property
+    def alpha(self) -> float:
+        """``max_r(1, ln(U_1^r / L_1), ln(U_2^r / L_2))``."""
+        logs = [math.log(u / self.l1) for u in self.u1] + [math.log(u / self.l2)
+                                                             for u in self.u2]
+        return max([1.0, *logs])
+
+    @property
+    def competitive_ratio(self) -> float:
+        """OASiS is ``2 alpha``-competitive (the paper's Theorem)."""
+        return 2.0 * self.alpha
+
+    @classmethod
+    def from_jobs(cls, jobs: list[Job], n_slots: int, *, eta1: float = 1.0,
+                  eta2: float = 1.0) -> PriceBounds:
+        """Estimate U and L from a job population (spec/oasis.md §3).
+
+        ``U_1^r = max_i f_i(t_min_i) / alpha_i^r``;
+        ``L_1 = min_i f_i(T - a_i) / (4 eta_1 sum_r alpha_i^r ceil(E N M (tau + 2e/b)))``;
+        likewise ``U_2``, ``L_2`` with ``beta``.  **[decision]** ``eta = 1``.
+        """
+        if not jobs:
+            raise ValueError("jobs: at least one job is needed to estimate the bounds")
+        for name, eta in (("eta1", eta1), ("eta2", eta2)):
+            if v.real_number(name, eta) <= 0:
+                raise ValueError(f"{name}: must be > 0")
+        n_res = len(jobs[0].worker_res)
+        u1, u2 = np.zeros(n_res), np.zeros(n_res)
+        l1 = l2 = math.inf
+        for job in jobs:
+            if len(job.worker_res) != n_res:
+                raise ValueError("jobs: every job must list the same resource types")
+            best = sigmoid_utility(min_completion_slots(job), *job.utility)
+            worst = sigmoid_utility(n_slots - job.arrival, *job.utility)
+            alpha, beta = np.array(job.worker_res), np.array(job.ps_res)
+            u1 = np.maximum(u1, np.where(alpha > 0, best / np.where(alpha > 0, alpha, 1), 0))
+            u2 = np.maximum(u2, np.where(beta > 0, best / np.where(beta > 0, beta, 1), 0))
+            work = math.ceil(job.workload_chunks * job.minibatches * job.iteration_slots
+                             - 1e-12)
+            if worst > 0:
+                l1 = min(l1, worst / (4 * eta1 * alpha.sum() * work))
+                l2 = min(l2, worst / (4 * eta2 * beta.sum() * work))
+        if not math.isfinite(l1):
+            raise ValueError("jobs: every job's utility is 0 by the horizon; L is undefined")
+        return cls(tuple(np.maximum(u1, l1)), l1, tuple(np.maximum(u2, l2)), l2)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The online decision on one job: admitted with a schedule, or rejected and why."""
+
+    admitted: bool
+    schedule: Schedule | None
+    reason: str
+
+
+class OnlineScheduler:
+    """Alg. 1: on each arrival, price the resources, compute the best schedule, and
+    admit (committing its resources) only if its payoff is positive.
+
+    Prices (22)-(26): ``p_h^r(t) = L_1 (U_1^r / L_1)^(g_h^r(t) / C_h^r)`` and likewise
+    ``q_k^r(t)`` with ``U_2``, ``L_2`` and the PS usage.
+    """
+
+    def __init__(self, worker_capacity: Any, ps_capacity: Any, n_slots: int,
+                 bounds: PriceBounds) -> None:
+        self.worker_capacity = v.as_float_array("worker_capacity", worker_capacity, ndim=2)
+        self.ps_capacity = v.as_float_array("ps_capacity", ps_capacity, ndim=2)
+        for name, cap in (("worker_capacity", self.worker_capacity),
+                          ("ps_capacity", self.ps_capacity)):
+            if np.any(cap < 0) or cap.shape[0] == 0:
+                raise ValueError(f"{name}: expected (servers, resources) amounts >= 0")
+        if isinstance(n_slots, bool) or not isinstance(n_slots, int) or n_slots < 1:
+            raise ValueError(f"n_slots: expected an integer >= 1, got {n_slots!r}")
+        if not isinstance(bounds, PriceBounds):
+            raise ValueError("bounds: expected a PriceBounds")
+        n_res = self.worker_capacity.shape[1]
+        if self.ps_capacity.shape[1] != n_res or len(bounds.u1) != n_res \
+                or len(bounds.u2) != n_res:
+            raise ValueError("bounds: resource types differ between capacities and bounds")
+        self.n_slots = n_slots
+        self.bounds = bounds
+        self.worker_used = np.zeros((n_slots, *self.worker_capacity.shape))
+        self.ps_used = np.zeros((n_slots, *self.ps_capacity.shape))
+        self.total_utility = 0.0
+        self.admitted: list[tuple[Job, Schedule]] = []
+
+    @staticmethod
+    def _price(low: float, high: NDArray[np.float64], used: NDArray[np.float64],
+               cap: NDArray[np.float64]) -> NDArray[np.float64]:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(cap > 0, used / np.where(cap > 0, cap, 1.0), 0.0)
+        return np.asarray(low * (high / low) ** share, dtype=np.float64)
+
+    def prices(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Current ``p (T, H, R)`` and ``q (T, K, R)``."""
+        b = self.bounds
+        return (self._price(b.l1, np.asarray(b.u1), self.worker_used, self.worker_capacity),
+                self._price(b.l2, np.asarray(b.u2), self.ps_used, self.ps_capacity))
+
+    def submit(self, job: Job) -> Admission:
+        """Decide on ``job`` at its arrival (Alg. 1); commit it if admitted."""
+        if not isinstance(job, Job):
+            raise ValueError(f"job: expected a tdmcore.oasis.Job, got {type(job).__name__}")
+        if len(job.worker_res) != self.worker_capacity.shape[1]:
+            raise ValueError("job: its resource types differ from the servers'")
+        if job.arrival >= self.n_slots:
+            return Admission(False, None, "arrives after the horizon")
+        if chunks_per_worker_slot(job) < 1:
+            return Admission(False, None, "one chunk takes more than a slot (c = 0)")
+        p, q = self.prices()
+        free_w = np.maximum(self.worker_capacity - self.worker_used, 0.0)
+        free_p = np.maximum(self.ps_capacity - self.ps_used, 0.0)
+        schedule = best_schedule(job, p, free_w, q, free_p)
+        if schedule is None:
+            return Admission(False, None, "no feasible schedule before the horizon")
+        if schedule.payoff <= 0:
+            return Admission(False, schedule, f"payoff {schedule.payoff:.4g} <= 0")
+        self.worker_used += schedule.workers[:, :, None] * np.asarray(job.worker_res)
+        self.ps_used += schedule.ps[:, :, None] * np.asarray(job.ps_res)
+        self.total_utility += sigmoid_utility(schedule.end_slot - job.arrival, *job.utility)
+        self.admitted.append((job, schedule))
+        return Admission(True, schedule, "admitted")
