@@ -1,6 +1,6 @@
 """One-shot table of the rotation-search targets (spec/performance.md), per seed.
 
-Usage: python benchmarks/report.py [--seeds 0 1 2 3 4] [--decision]
+Usage: python benchmarks/report.py [--seeds 0 1 2 3 4] [--decision] [--oasis]
 Each instance is solved by tdmcore (median of 20 runs) and by the naive peer
 (one run) in the same process, after checking that both give the same answer.
 """
@@ -16,6 +16,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 
 from asv_bench.bench_decision import decision_latencies  # noqa: E402
+from asv_bench.bench_oasis import speedup as oasis_speedup  # noqa: E402
 from asv_bench.bench_rotation import speedup  # noqa: E402
 
 CASES = [("first", 4, 72), ("optimal", 5, 72), ("first", 5, 72), ("optimal", 4, 72),
@@ -28,7 +29,15 @@ def main() -> None:
     parser.add_argument("--decision", action="store_true",
                         help="also time one pod's full decision on 10..5,000 nodes "
                              "(clusters seeded 0..19)")
+    parser.add_argument("--oasis", action="store_true",
+                        help="also time OASiS's best schedule (T=100, 100+100 servers) "
+                             "against the straightforward DP")
     args = parser.parse_args()
+    if args.oasis:
+        print(f"{'oasis seed':>10} {'tdmcore ms':>11} {'straight DP ms':>15} {'ratio':>7}")
+        for seed in args.seeds:
+            fast, slow, ratio = oasis_speedup(seed)
+            print(f"{seed:>10} {fast * 1e3:>11.3f} {slow * 1e3:>15.1f} {ratio:>6.0f}x")
     if args.decision:
         print(f"{'nodes':>6} {'median ms':>10} {'p99 ms':>8} {'max ms':>8}  (seeds 0-19)")
         for nodes in (10, 100, 1000, 5000):

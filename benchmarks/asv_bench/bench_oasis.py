@@ -1,0 +1,62 @@
+"""OASiS's best schedule: tdmcore against the straightforward DP of Alg. 2.
+
+Instance of spec/performance.md: T = 100 slots, 100 worker + 100 PS servers;
+``time_*`` sweep T, servers and workload; ``track_speedup`` records the ratio to
+the straightforward DP measured in the same run (same payoff checked first).
+"""
+
+from __future__ import annotations
+
+import timeit
+
+import numpy as np
+
+from tdmcore.oasis import Job, best_schedule
+
+from . import naive_oasis
+
+
+def instance(n_slots: int = 100, servers: int = 100, chunks: int = 16, epochs: int = 10,
+             seed: int = 0):
+    rng = np.random.default_rng([seed, n_slots, servers, chunks, epochs])
+    job = Job(0, epochs, chunks, 2, 0.1, 0.05, 1.0, 2.0, (1.0, 2.0), (1.0, 1.0),
+              (200.0, 0.1, float(n_slots) / 2))
+    wp = rng.uniform(0.01, 0.1, size=(n_slots, servers, 2))
+    wf = rng.integers(0, 8, size=(n_slots, servers, 2)).astype(float)
+    pp = rng.uniform(0.01, 0.1, size=(n_slots, servers, 2))
+    pf = rng.integers(0, 8, size=(n_slots, servers, 2)).astype(float)
+    return job, wp, wf, pp, pf
+
+
+class TimeBestSchedule:
+    params = ([25, 50, 100], [10, 100], [(16, 10), (32, 50)])
+    param_names = ["slots", "servers", "chunks_epochs"]
+
+    def setup(self, slots, servers, chunks_epochs):
+        self.args = instance(slots, servers, *chunks_epochs)
+        best_schedule(*self.args)
+
+    def time_best_schedule(self, slots, servers, chunks_epochs):
+        best_schedule(*self.args)
+
+
+def speedup(seed: int = 0) -> tuple[float, float, float]:
+    """(tdmcore s, straightforward s, ratio) on the spec's instance (T=100, 100+100)."""
+    args = instance(seed=seed)
+    got = best_schedule(*args)
+    want = naive_oasis.straightforward_dp(*args)
+    if got is None or want is None or abs(got.payoff - want) > 1e-6:
+        raise AssertionError(f"best_schedule and the straightforward DP disagree: "
+                             f"{got and got.payoff} vs {want}")
+    fast = float(np.median(timeit.repeat(lambda: best_schedule(*args), number=1, repeat=20)))
+    slow = min(timeit.repeat(lambda: naive_oasis.straightforward_dp(*args), number=1,
+                             repeat=1))
+    return fast, slow, slow / fast
+
+
+class TrackOasisSpeedup:
+    timeout = 1800
+    unit = "x"
+
+    def track_speedup_vs_straightforward_dp(self):
+        return speedup(0)[2]
