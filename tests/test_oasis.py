@@ -259,3 +259,50 @@ def test_online_rejects_a_job_whose_payoff_is_not_positive() -> None:
     assert not result.admitted and result.reason.startswith("payoff")
     assert result.schedule is not None and result.schedule.payoff <= 0
     assert not online.worker_used.any()
+
+
+# ------------------------------------------------------------ offline optimum
+from tdmcore.oasis import offline_optimum  # noqa: E402
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_offline_optimum_bounds_the_online_algorithm(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    n_slots = int(rng.integers(4, 7))
+    jobs = [small_job(arrival=int(a), chunks=int(rng.integers(1, 4)), epochs=1,
+                      utility=(float(rng.uniform(5, 40)), float(rng.choice([0.0, 1.0])),
+                               float(rng.integers(0, 3))))
+            for a in sorted(rng.integers(0, n_slots - 1, size=int(rng.integers(2, 5))))]
+    cap_w, cap_p = np.full((2, 2), 4.0), np.full((1, 2), 2.0)
+    offline = offline_optimum(jobs, cap_w, cap_p, n_slots)
+    online = OnlineScheduler(cap_w, cap_p, n_slots, PriceBounds.from_jobs(jobs, n_slots))
+    for job in jobs:
+        online.submit(job)
+    assert offline.total_utility >= online.total_utility - 1e-6
+    # the offline schedules are feasible: (2)-(7) per job, (4)-(5) summed over jobs
+    used_w = np.zeros((n_slots, 2, 2))
+    used_p = np.zeros((n_slots, 1, 2))
+    total = 0.0
+    for job, ok, sched in zip(jobs, offline.admitted, offline.schedules, strict=True):
+        if not ok:
+            continue
+        y, z = sched.workers.sum(axis=1), sched.ps.sum(axis=1)
+        assert chunks_per_worker_slot(job) * y.sum() >= job.workload_chunks
+        assert np.all(y <= job.chunks) and np.all(z <= y)
+        assert np.all(job.worker_bw * y <= job.ps_bw * z + 1e-9)
+        assert y[: job.arrival].sum() == 0 and y[sched.end_slot + 1:].sum() == 0
+        used_w += sched.workers[:, :, None] * np.array(job.worker_res)
+        used_p += sched.ps[:, :, None] * np.array(job.ps_res)
+        total += sched.payoff
+    assert np.all(used_w <= cap_w + 1e-9) and np.all(used_p <= cap_p + 1e-9)
+    assert total == pytest.approx(offline.total_utility, abs=1e-6)
+
+
+def test_offline_optimum_of_one_job_is_its_best_utility() -> None:
+    # one job alone, free resources: the offline optimum is f at the earliest end
+    job = small_job(utility=(30.0, 1.0, 2.0))
+    offline = offline_optimum([job], np.full((2, 2), 8.0), np.full((1, 2), 4.0), 5)
+    assert offline.admitted == (True,)
+    assert offline.total_utility == pytest.approx(sigmoid_utility(offline.schedules[0].end_slot,
+                                                                  30.0, 1.0, 2.0))
+    assert offline.schedules[0].end_slot == 0  # 8 chunks, c = 2 -> 4 workers, all fit

@@ -21,12 +21,14 @@ from ._kernels.oasis_dp import best_schedule_kernel, ps_needed
 __all__ = [
     "Admission",
     "Job",
+    "OfflineResult",
     "OnlineScheduler",
     "PriceBounds",
     "Schedule",
     "best_schedule",
     "chunks_per_worker_slot",
     "min_completion_slots",
+    "offline_optimum",
     "sigmoid_utility",
 ]
 
@@ -373,3 +375,123 @@ class OnlineScheduler:
         self.total_utility += sigmoid_utility(schedule.end_slot - job.arrival, *job.utility)
         self.admitted.append((job, schedule))
         return Admission(True, schedule, "admitted")
+
+
+# ------------------------------------------------------------- offline optimum
+@dataclass(frozen=True)
+class OfflineResult:
+    """The offline optimum of problem (1) on a (small) job set, by MILP."""
+
+    total_utility: float
+    admitted: tuple[bool, ...]
+    schedules: tuple[Schedule | None, ...]
+
+
+def offline_optimum(jobs: list[Job], worker_capacity: Any, ps_capacity: Any, n_slots: int,
+                    *, time_limit_s: float = 60.0) -> OfflineResult:
+    """Maximize total utility over all jobs at once (problem (1)) with scipy's HiGHS.
+
+    Exact, and exponential in the worst case: for small instances and as the
+    yardstick of the online algorithm's competitive ratio.  Variables per job: its
+    workers and PSs per slot and server, and one binary per possible end slot
+    (utility ``f(end - arrival)``); constraints (2)-(10).
+    """
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import lil_matrix
+
+    cap_w = v.as_float_array("worker_capacity", worker_capacity, ndim=2)
+    cap_p = v.as_float_array("ps_capacity", ps_capacity, ndim=2)
+    if np.any(cap_w < 0) or np.any(cap_p < 0):
+        raise ValueError("worker_capacity: capacities must be >= 0")
+    if isinstance(n_slots, bool) or not isinstance(n_slots, int) or n_slots < 1:
+        raise ValueError(f"n_slots: expected an integer >= 1, got {n_slots!r}")
+    if not jobs or not all(isinstance(j, Job) for j in jobs):
+        raise ValueError("jobs: expected a non-empty list of tdmcore.oasis.Job")
+    n_h, n_res = cap_w.shape
+    n_k = cap_p.shape[0]
+    # variable layout per job: y[t, h], z[t, k], u[end]  (t, end in arrival..T-1)
+    layout = []
+    offset = 0
+    for job in jobs:
+        slots = max(0, n_slots - job.arrival)
+        ny, nz = slots * n_h, slots * n_k
+        layout.append((offset, ny, nz, slots))
+        offset += ny + nz + slots
+    n_var = offset
+    cost = np.zeros(n_var)
+    rows: list[tuple[dict[int, float], float, float]] = []
+    usage_w: dict[tuple[int, int, int], dict[int, float]] = {}
+    usage_p: dict[tuple[int, int, int], dict[int, float]] = {}
+    upper = np.full(n_var, np.inf)
+    for i, job in enumerate(jobs):
+        base, ny, nz, slots = layout[i]
+        if slots == 0:
+            continue
+        c = chunks_per_worker_slot(job)
+        y0, z0, u0 = base, base + ny, base + ny + nz
+        for e in range(slots):
+            cost[u0 + e] = -sigmoid_utility(e, *job.utility)
+            upper[u0 + e] = 1.0
+        rows.append(({u0 + e: 1.0 for e in range(slots)}, -np.inf, 1.0))
+        if c < 1:  # cannot run at this slot length
+            rows.append(({u0 + e: 1.0 for e in range(slots)}, -np.inf, 0.0))
+            continue
+        work = {y0 + s * n_h + h: float(c) for s in range(slots) for h in range(n_h)}
+        for e in range(slots):
+            work[u0 + e] = -float(job.workload_chunks)
+        rows.append((work, 0.0, np.inf))  # (2)
+        for s in range(slots):
+            ys = {y0 + s * n_h + h: 1.0 for h in range(n_h)}
+            zs = {z0 + s * n_k + k: 1.0 for k in range(n_k)}
+            limit = dict(ys)
+            for e in range(s, slots):  # (3), and nothing after the end slot (8)
+                limit[u0 + e] = -float(job.chunks)
+            rows.append((limit, -np.inf, 0.0))
+            six = {key: job.worker_bw for key in ys}
+            six.update({key: -job.ps_bw for key in zs})
+            rows.append((six, -np.inf, 0.0))  # (6)
+            seven = {key: 1.0 for key in zs}
+            seven.update({key: -1.0 for key in ys})
+            rows.append((seven, -np.inf, 0.0))  # (7)
+            t = job.arrival + s
+            for h in range(n_h):
+                for r in range(n_res):
+                    if job.worker_res[r] > 0:
+                        usage_w.setdefault((t, h, r), {})[y0 + s * n_h + h] = job.worker_res[r]
+            for k in range(n_k):
+                for r in range(n_res):
+                    if job.ps_res[r] > 0:
+                        usage_p.setdefault((t, k, r), {})[z0 + s * n_k + k] = job.ps_res[r]
+    for (_, h, r), coeffs in usage_w.items():
+        rows.append((coeffs, -np.inf, float(cap_w[h, r])))  # (4)
+    for (_, k, r), coeffs in usage_p.items():
+        rows.append((coeffs, -np.inf, float(cap_p[k, r])))  # (5)
+    matrix = lil_matrix((len(rows), n_var))
+    lo, hi = np.empty(len(rows)), np.empty(len(rows))
+    for row, (coeffs, low, high) in enumerate(rows):
+        for col, value in coeffs.items():
+            matrix[row, col] = value
+        lo[row], hi[row] = low, high
+    res = milp(cost, constraints=LinearConstraint(matrix.tocsr(), lo, hi),
+               integrality=np.ones(n_var), bounds=Bounds(0, upper),
+               options={"time_limit": time_limit_s})
+    if res.x is None:
+        raise ValueError(f"time_limit_s: the MILP found no solution ({res.message})")
+    x = np.round(res.x).astype(np.int64)
+    admitted, schedules = [], []
+    for i, job in enumerate(jobs):
+        base, ny, nz, slots = layout[i]
+        ends = x[base + ny + nz: base + ny + nz + slots]
+        if slots == 0 or ends.sum() == 0:
+            admitted.append(False)
+            schedules.append(None)
+            continue
+        workers = np.zeros((n_slots, n_h), dtype=np.int64)
+        ps = np.zeros((n_slots, n_k), dtype=np.int64)
+        workers[job.arrival:] = x[base: base + ny].reshape(slots, n_h)
+        ps[job.arrival:] = x[base + ny: base + ny + nz].reshape(slots, n_k)
+        end = job.arrival + int(np.flatnonzero(ends)[0])
+        admitted.append(True)
+        schedules.append(Schedule(end, sigmoid_utility(end - job.arrival, *job.utility), 0.0,
+                                  workers, ps))
+    return OfflineResult(float(-res.fun), tuple(admitted), tuple(schedules))
