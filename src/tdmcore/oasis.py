@@ -478,7 +478,8 @@ def offline_optimum(jobs: list[Job], worker_capacity: Any, ps_capacity: Any, n_s
     if res.x is None:
         raise ValueError(f"time_limit_s: the MILP found no solution ({res.message})")
     x = np.round(res.x).astype(np.int64)
-    admitted, schedules = [], []
+    admitted: list[bool] = []
+    schedules: list[Schedule | None] = []
     for i, job in enumerate(jobs):
         base, ny, nz, slots = layout[i]
         ends = x[base + ny + nz: base + ny + nz + slots]
