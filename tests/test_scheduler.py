@@ -11,6 +11,8 @@ import itertools
 import numpy as np
 import pytest
 
+from asv_bench.clusters import random_cluster
+from asv_bench.naive_pipeline import _has_cycle as brute_force_has_cycle
 from tdmcore.affinity import AffinityGraph, loop_free_nodes
 from tdmcore.framework import CycleState, Scheduler, Status
 from tdmcore.link import LinkPod, plan_link
@@ -119,31 +121,10 @@ def test_loop_filter_matches_brute_force_cycle_check() -> None:
             continue
         w = int(rng.integers(0, n_jobs + 1))
         ok = loop_free_nodes(snap, graph, np.arange(n_nodes), snap.job_id(f"j{w}"), 15.0)
+        waiting = pod("w", f"j{w}", pattern=TrafficPattern(100, 0.2, 15.0))
         for n in range(n_nodes):
-            trial = state.copy()
-            trial.place(pod("w", f"j{w}", pattern=TrafficPattern(100, 0.2, 15.0)), n)
-            assert ok[n] == (not _has_cycle_brute(trial)), (n, w)
-
-
-def _has_cycle_brute(state: ClusterState) -> bool:
-    """Union-find over job-link edges of contended links (sum r > B)."""
-    parent: dict = {}
-
-    def find(x):
-        while parent.setdefault(x, x) != x:
-            x = parent[x]
-        return x
-
-    for n in range(len(state.cluster)):
-        pods = [p for p in state.pods_on(n) if p.pattern is not None]
-        if sum(p.bandwidth_gbps for p in pods) <= state.cluster.link_gbps[n]:
-            continue
-        for job in sorted({p.job for p in pods}):
-            a, b = find(("job", job)), find(("link", n))
-            if a == b:
-                return True
-            parent[a] = b
-    return False
+            # brute force: a union-find over job-link edges of contended links
+            assert ok[n] == (not brute_force_has_cycle(state, (waiting, n))), (n, w)
 
 
 # ---------------------------------------------------------------------- Score
@@ -178,12 +159,6 @@ def test_score_lowcomm_early_return_and_search() -> None:
 
 def test_node_scores_equal_plan_link_on_random_clusters() -> None:
     """The batch Score kernel gives each node the score plan_link gives that link."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    from asv_bench.clusters import random_cluster
-
     policy = MetronomePolicy(MetronomeConfig(exact_scores=True))
     for seed in range(3):
         state, waiting = random_cluster(40, seed)
@@ -239,12 +214,6 @@ def test_normalize_unique_max_wins_and_ties_use_latency() -> None:
 
 def test_lazy_scoring_decides_like_exact_scoring() -> None:
     """Stopping at the first perfect node in NormalizeScore order changes no decision."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    from asv_bench.clusters import random_cluster
-
     lazy = Scheduler(MetronomePolicy())
     exact = Scheduler(MetronomePolicy(MetronomeConfig(exact_scores=True)))
     for seed in range(40):

@@ -16,48 +16,47 @@ from .._config import jit
 
 
 @jit
+def cheapest_costs(price: np.ndarray, cap: np.ndarray, n_max: int, out: np.ndarray) -> int:
+    """``out[n]`` = cheapest cost of n tasks, filling servers cheapest first (ties:
+    index), for n = 0..n_max; ``inf`` past the total capacity.  Returns that capacity
+    (capped at ``n_max``).  Greedy is optimal: per-task prices are constant per server.
+    """
+    out[0] = 0.0
+    n = 0
+    acc = 0.0
+    order = np.argsort(price, kind="mergesort")
+    for j in range(order.shape[0]):
+        s = order[j]
+        for _ in range(cap[s]):
+            if n >= n_max:
+                return n
+            n += 1
+            acc += price[s]
+            out[n] = acc
+    for rest in range(n + 1, n_max + 1):
+        out[rest] = np.inf
+    return n
+
+
+@jit
 def slot_cost_curve(
     price: np.ndarray, cap: np.ndarray, ps_price: np.ndarray, ps_cap: np.ndarray,
     y_max: int, worker_bw: float, ps_bw: float, out: np.ndarray,
 ) -> None:
     """``out[y]`` = COST_t(y) for y = 0..y_max (inf where infeasible).
 
-    Workers fill the servers cheapest first (ties: server index); then
-    ``z = ceil(b y / B)`` parameter servers (constraint (6)), at most y (7),
-    cheapest first.  Greedy is optimal: per-unit prices are constant per server.
+    Workers on the cheapest servers, then ``z = ceil(b y / B)`` parameter servers
+    (constraint (6)), at most y (7), on the cheapest PS servers.
     """
-    order = np.argsort(price, kind="mergesort")
-    ps_order = np.argsort(ps_price, kind="mergesort")
-    # cheapest cost of z PSs, z = 0..y_max
-    ps_cost = np.full(y_max + 1, np.inf)
-    ps_cost[0] = 0.0
-    z = 0
-    acc = 0.0
-    for j in range(ps_order.shape[0]):
-        k = ps_order[j]
-        for _ in range(ps_cap[k]):
-            if z >= y_max:
-                break
-            z += 1
-            acc += ps_price[k]
-            ps_cost[z] = acc
-    out[0] = 0.0
-    y = 0
-    acc = 0.0
-    for j in range(order.shape[0]):
-        h = order[j]
-        for _ in range(cap[h]):
-            if y >= y_max:
-                break
-            y += 1
-            acc += price[h]
-            need = ps_needed(y, worker_bw, ps_bw)
-            if need > y or need > y_max:
-                out[y] = np.inf
-            else:
-                out[y] = acc + ps_cost[need]
-    for rest in range(y + 1, y_max + 1):
-        out[rest] = np.inf
+    ps_cost = np.empty(y_max + 1)
+    cheapest_costs(ps_price, ps_cap, y_max, ps_cost)
+    cheapest_costs(price, cap, y_max, out)
+    for y in range(1, y_max + 1):
+        need = ps_needed(y, worker_bw, ps_bw)
+        if need > y:
+            out[y] = np.inf
+        elif out[y] < np.inf:
+            out[y] += ps_cost[need]
 
 
 @jit

@@ -181,6 +181,24 @@ def _rotation_excess(
 
 
 @jit
+def _next_prefix(
+    level: int, rot: np.ndarray, limits: np.ndarray, prefix: np.ndarray, demand: np.ndarray,
+    capacity: float,
+) -> tuple[int, bool, float, float]:
+    """Advance the depth-first walk at ``level``: next rotation, or back up a level.
+
+    Returns ``(level, built, excess, slack)``; when ``built`` the prefix row of
+    ``level`` holds the new partial sum and its excess and slack.
+    """
+    rot[level] += 1
+    if rot[level] >= limits[level]:
+        return level - 1, False, 0.0, 0.0
+    _add_rotated(prefix[level - 1], demand[level], rot[level], prefix[level])
+    exc, slack = _excess_slack(prefix[level], capacity)
+    return level, True, exc, slack
+
+
+@jit
 def _rows_fit(
     prefix_row: np.ndarray, capacity: float, over: np.ndarray, first_row: int, k: int,
     limits: np.ndarray, supp_ptr: np.ndarray, supp_idx: np.ndarray, supp_val: np.ndarray,
@@ -309,14 +327,12 @@ def search_rotations_kernel(
             rot[1] = -1
         while True:
             if level > 0:
-                rot[level] += 1
-                if rot[level] >= limits[level]:
-                    level -= 1
+                level, built, exc, slack = _next_prefix(level, rot, limits, prefix, demand,
+                                                        capacity)
+                if not built:
                     if level == 0:
                         break
                     continue
-                _add_rotated(prefix[level - 1], demand[level], rot[level], prefix[level])
-                exc, slack = _excess_slack(prefix[level], capacity)
                 if exc + max(0.0, rem[level + 1] - slack) > tol_excess + margin:
                     continue
                 if optimal:
@@ -386,14 +402,12 @@ def search_rotations_kernel(
         rot[1] = -1
     while True:
         if level > 0:
-            rot[level] += 1
-            if rot[level] >= limits[level]:
-                level -= 1
+            level, built, exc, slack = _next_prefix(level, rot, limits, prefix, demand,
+                                                    capacity)
+            if not built:
                 if level == 0:
                     break
                 continue
-            _add_rotated(prefix[level - 1], demand[level], rot[level], prefix[level])
-            exc, slack = _excess_slack(prefix[level], capacity)
             if exc + max(0.0, rem[level + 1] - slack) - margin >= best_e - tol_excess:
                 continue
             if level < top:
