@@ -1,8 +1,12 @@
 """One-shot table of the rotation-search targets (spec/performance.md), per seed.
 
 Usage: python benchmarks/report.py [--seeds 0 1 2 3 4] [--decision] [--oasis]
+       [--milp [--milp-sizes 20 50 100] [--milp-time-limit 600]]
 Each instance is solved by tdmcore (median of 20 runs) and by the naive peer
 (one run) in the same process, after checking that both give the same answer.
+The MILP of OASiS's problem (27) can stop at its time limit: its status says
+whether it proved optimality; only then must the payoffs agree (1e-6 relative),
+otherwise its incumbent must not beat tdmcore's optimum.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 
 from asv_bench.bench_decision import decision_latencies  # noqa: E402
+from asv_bench.bench_oasis import agree, milp_comparison  # noqa: E402
 from asv_bench.bench_oasis import speedup as oasis_speedup  # noqa: E402
 from asv_bench.bench_rotation import speedup  # noqa: E402
 
@@ -32,7 +37,16 @@ def main() -> None:
     parser.add_argument("--oasis", action="store_true",
                         help="also time OASiS's best schedule (T=100, 100+100 servers) "
                              "against the straightforward DP")
+    parser.add_argument("--milp", action="store_true",
+                        help="also time OASiS's best schedule against the MILP of "
+                             "problem (27) (HiGHS), T = servers = each of --milp-sizes")
+    parser.add_argument("--milp-sizes", type=int, nargs="+", default=[20, 50, 100],
+                        help="T = worker servers = PS servers (default: 20 50 100)")
+    parser.add_argument("--milp-time-limit", type=float, default=600.0,
+                        help="MILP time limit per instance, seconds (default: 600)")
     args = parser.parse_args()
+    if args.milp:
+        milp_table(args.seeds, args.milp_sizes, args.milp_time_limit)
     if args.oasis:
         print(f"{'oasis seed':>10} {'tdmcore ms':>11} {'straight DP ms':>15} {'ratio':>7}")
         for seed in args.seeds:
@@ -54,6 +68,33 @@ def main() -> None:
         med_t = np.median([r[1] for r in rows]) * 1e3
         med_r = np.median([r[3] for r in rows])
         print(f"{mode:8} {k:>2} {bins:>4} {'med':>4} {med_t:>11.3f} {'':>10} {med_r:>7.0f}x")
+
+
+def _payoff(x: float | None) -> str:
+    return f"{x:>15.6f}" if x is not None else f"{'none':>15}"
+
+
+def milp_table(seeds, sizes, time_limit_s) -> None:
+    print(f"{'milp seed':>9} {'T':>4} {'servers':>7} {'tdmcore ms':>11} {'MILP s':>8} "
+          f"{'status':>10} {'ends':>7} {'tdmcore payoff':>15} {'MILP payoff':>15} "
+          f"{'agree':>6} {'ratio':>9}", flush=True)
+    wrong = []
+    for size in sizes:
+        for seed in seeds:
+            fast, got, res = milp_comparison(size, size, seed, time_limit_s)
+            if res.optimal:
+                ok = agree(got, res.payoff)
+                mark = "yes" if ok else "NO"
+            else:  # an incumbent: a lower bound of the optimum
+                ok = res.payoff is None or (got is not None and res.payoff <= got + 1e-6)
+                mark = "bound" if ok else "NO"
+            if not ok:
+                wrong.append((seed, size))
+            print(f"{seed:>9} {size:>4} {size:>7} {fast * 1e3:>11.3f} {res.seconds:>8.2f} "
+                  f"{res.status:>10} {res.ends_solved:>3}/{res.ends:<3} {_payoff(got)} "
+                  f"{_payoff(res.payoff)} {mark:>6} {res.seconds / fast:>8.0f}x", flush=True)
+    if wrong:
+        raise AssertionError(f"best_schedule and the MILP disagree on (seed, size) {wrong}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """OASiS's best schedule against an independent MILP of problem (27) (HiGHS).
 
-For every end slot the MILP minimizes the cost of covering the job's work within
-[start, end] under constraints (2)-(7) written straight from spec/oasis.md §1; the
-best payoff over end slots must equal tdmcore's.  The schedule tdmcore returns is
+For every end slot the MILP (``milp_payoff``, shared with the benchmarks in
+benchmarks/asv_bench/naive_oasis.py) minimizes the cost of covering the job's work
+within [start, end] under constraints (2)-(7) written straight from spec/oasis.md §1;
+the best payoff over end slots must equal tdmcore's.  The schedule tdmcore returns is
 also checked against (2)-(10) on its own.
 """
 
@@ -12,8 +13,8 @@ import math
 
 import numpy as np
 import pytest
-from scipy.optimize import Bounds, LinearConstraint, milp
 
+from asv_bench.naive_oasis import milp_payoff
 from tdmcore.oasis import Job, best_schedule, chunks_per_worker_slot, sigmoid_utility
 
 
@@ -44,56 +45,6 @@ def random_instance(seed: int):
     pp = rng.uniform(0.1, 2.0, size=(n_slots, n_ps, n_res))
     pf = rng.integers(0, 4, size=(n_slots, n_ps, n_res)).astype(float)
     return job, wp, wf, pp, pf
-
-
-def milp_payoff(job: Job, wp, wf, pp, pf) -> float | None:
-    """max over end slots of f(end - a) - min cost, each by an independent MILP."""
-    n_slots, n_w, n_res = wp.shape
-    n_p = pp.shape[1]
-    alpha, beta = np.array(job.worker_res), np.array(job.ps_res)
-    c = chunks_per_worker_slot(job)
-    best = None
-    for end in range(job.arrival, n_slots):
-        slots = list(range(job.arrival, end + 1))
-        ny, nz = len(slots) * n_w, len(slots) * n_p
-        cost = np.concatenate([(wp[slots] * alpha).sum(axis=2).ravel(),
-                               (pp[slots] * beta).sum(axis=2).ravel()])
-        rows, lo, hi = [], [], []
-
-        def add(row, lower, upper):
-            rows.append(row)
-            lo.append(lower)
-            hi.append(upper)
-
-        work = np.zeros(ny + nz)
-        work[:ny] = c  # (2): c chunks per worker-slot must cover E N chunks
-        add(work, job.epochs * job.chunks, np.inf)
-        for i in range(len(slots)):
-            y = np.zeros(ny + nz)
-            y[i * n_w:(i + 1) * n_w] = 1
-            z = np.zeros(ny + nz)
-            z[ny + i * n_p: ny + (i + 1) * n_p] = 1
-            add(y, 0, job.chunks)  # (3)
-            add(job.worker_bw * y - job.ps_bw * z, -np.inf, 0)  # (6)
-            add(z - y, -np.inf, 0)  # (7)
-            for h in range(n_w):
-                for r in range(n_res):
-                    row = np.zeros(ny + nz)
-                    row[i * n_w + h] = alpha[r]
-                    add(row, 0, wf[slots[i], h, r])  # (4)
-            for k in range(n_p):
-                for r in range(n_res):
-                    row = np.zeros(ny + nz)
-                    row[ny + i * n_p + k] = beta[r]
-                    add(row, 0, pf[slots[i], k, r])  # (5)
-        res = milp(cost, constraints=LinearConstraint(np.array(rows), lo, hi),
-                   integrality=np.ones(ny + nz), bounds=Bounds(0, np.inf))
-        if res.status != 0:
-            continue
-        payoff = sigmoid_utility(end - job.arrival, *job.utility) - res.fun
-        if best is None or payoff > best + 1e-9:
-            best = payoff
-    return best
 
 
 def check_feasible(job: Job, sched, wp, wf, pp, pf) -> None:

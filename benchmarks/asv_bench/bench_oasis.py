@@ -1,8 +1,11 @@
-"""OASiS's best schedule: tdmcore against the straightforward DP of Alg. 2.
+"""OASiS's best schedule: tdmcore against the straightforward DP of Alg. 2 and the MILP.
 
 Instance of spec/performance.md: T = 100 slots, 100 worker + 100 PS servers;
 ``time_*`` sweep T, servers and workload; ``track_speedup`` records the ratio to
 the straightforward DP measured in the same run (same payoff checked first).
+``TimeMilpBestSchedule`` times the MILP of problem (27) (HiGHS, one MILP per end
+slot) on small instances only: at T = 100, 100 + 100 servers it takes minutes
+(``benchmarks/report.py --milp`` measures it there, with a time limit).
 """
 
 from __future__ import annotations
@@ -52,6 +55,50 @@ def speedup(seed: int = 0) -> tuple[float, float, float]:
     slow = min(timeit.repeat(lambda: naive_oasis.straightforward_dp(*args), number=1,
                              repeat=1))
     return fast, slow, slow / fast
+
+
+def agree(got: float | None, want: float | None, rel: float = 1e-6) -> bool:
+    """Same payoff (both None, or within ``rel`` relative, 1 absolute floor)."""
+    if got is None or want is None:
+        return got is None and want is None
+    return abs(got - want) <= rel * max(1.0, abs(want))
+
+
+def milp_comparison(slots: int = 100, servers: int = 100, seed: int = 0,
+                    time_limit_s: float = 600.0):
+    """(tdmcore s, tdmcore payoff, MilpResult) on ``instance(slots, servers, seed=seed)``.
+
+    tdmcore: median of 20 runs; the MILP: one run, proved down to a zero relative
+    gap (HiGHS's absolute gap 1e-6), stopped after ``time_limit_s`` in total.
+    """
+    args = instance(slots, servers, seed=seed)
+    got = best_schedule(*args)
+    fast = float(np.median(timeit.repeat(lambda: best_schedule(*args), number=1, repeat=20)))
+    res = naive_oasis.milp_solve(*args, time_limit_s=time_limit_s, mip_rel_gap=0.0)
+    return fast, got and got.payoff, res
+
+
+class TimeMilpBestSchedule:
+    """The MILP peer, T = servers = 10 and 20 (about 0.05 s and 0.5 s per call)."""
+
+    params = [10, 20]
+    param_names = ["slots_and_servers"]
+    number = 1
+    repeat = (1, 5, 10.0)
+    rounds = 1
+    warmup_time = 0.0
+    timeout = 120  # setup (one checked solve) + up to 10 s of samples, with margin
+
+    def setup(self, size):
+        self.args = instance(size, size)
+        got = best_schedule(*self.args)
+        res = naive_oasis.milp_solve(*self.args, time_limit_s=60.0, mip_rel_gap=0.0)
+        if not res.optimal or not agree(got and got.payoff, res.payoff):
+            raise AssertionError(f"best_schedule and the MILP disagree: "
+                                 f"{got and got.payoff} vs {res}")
+
+    def time_milp(self, size):
+        naive_oasis.milp_solve(*self.args, mip_rel_gap=0.0)
 
 
 class TrackOasisSpeedup:
