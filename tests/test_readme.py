@@ -45,3 +45,12 @@ def test_readme_oasis_example_runs() -> None:
     exec(compile(blocks[2], "README.md", "exec"), namespace)
     schedule = namespace["schedule"]
     assert schedule is not None and schedule.workers.sum() > 0
+
+
+def test_readme_oasis_comparison_example_runs() -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    namespace: dict = {}
+    exec(compile(blocks[3], "README.md", "exec"), namespace)
+    utility = namespace["utility"]
+    assert set(utility) == {"oasis", "fifo", "drf", "oasis-L0.9"}
+    assert all(u >= 0 for u in utility.values()) and utility["oasis"] > 0

@@ -113,6 +113,152 @@ def link_cmd(scenario: str | None, pod_specs: tuple[str, ...], pod_file: Path | 
         console.print(f"traffic circle: {png}")
 
 
+def _csv_list(text: str, kind: type, name: str) -> list[Any]:
+    try:
+        return [kind(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated {kind.__name__}s, got {text!r}",
+                                 param_hint=name) from None
+
+
+def _write_rows(out_dir: Path, stem: str, rows: list[dict[str, Any]]) -> list[Path]:
+    import csv
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv_path, json_path = out_dir / f"{stem}.csv", out_dir / f"{stem}.json"
+    with csv_path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    json_path.write_text(json.dumps(rows, indent=2) + "\n", "utf-8")
+    return [csv_path, json_path]
+
+
+def _num(value: Any, digits: int = 1) -> str:
+    if isinstance(value, float):
+        return "-" if value != value else f"{value:,.{digits}f}"
+    return str(value)
+
+
+@cli.command("oasis")
+@click.option("--jobs", "n_jobs", type=click.IntRange(min=1), default=250, show_default=True)
+@click.option("--worker-servers", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--ps-servers", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--slots", "n_slots", type=click.IntRange(min=1), default=200, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--policies", default="oasis,fifo,drf,rrh,dorm", show_default=True,
+              help="Comma-separated policy names.")
+@click.option("--l-quantile", type=click.FloatRange(0.0, 1.0, max_open=True), default=None,
+              help="Also run OASiS with L from this quantile of the jobs' values "
+                   "(PriceBounds.from_jobs(quantile=...)) as 'oasis-L<q>'.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("report"), show_default=True)
+def oasis_cmd(n_jobs: int, worker_servers: int, ps_servers: int, n_slots: int, seed: int,
+              policies: str, l_quantile: float | None, out_dir: Path) -> None:
+    """OASiS and its baselines on the paper's simulation setting (§V-A, Fig. 4-5).
+
+    Columns: total utility, relative to oasis, share of jobs admitted, jobs done,
+    utility of the time-critical jobs, their median completion delay minus target
+    (slots), median decision time.  oasis-compare.csv/.json in --out has every class.
+    """
+    from rich.progress import Progress
+
+    from .admission import AdmissionPolicy, OasisPolicy
+    from .sim.oasis_setting import oasis_setting
+    from .sim.oasis_study import compare_admission, summarize
+
+    names: list[str | AdmissionPolicy] = list(_csv_list(policies, str, "--policies"))
+    if l_quantile is not None:
+        names.append(OasisPolicy(l_quantile=l_quantile, name=f"oasis-L{l_quantile:g}"))
+    try:
+        setting = oasis_setting(n_jobs, worker_servers, ps_servers, n_slots, seed)
+        with Progress(transient=True) as bar:
+            task = bar.add_task("policies", total=len(names))
+            runs = compare_admission(setting, names,
+                                     progress=lambda _name: bar.advance(task))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    rows = summarize(runs)
+    console = Console()
+    table = Table(title=f"OASiS setting: {n_jobs} jobs, {worker_servers}+{ps_servers} "
+                        f"servers, {n_slots} slots, seed {seed}")
+    for col in ("policy", "utility", "vs oasis", "accepted", "done", "critical",
+                "late p50", "ms p50"):
+        table.add_column(col, justify="left" if col == "policy" else "right")
+    for row in rows:
+        table.add_row(str(row["policy"]), _num(row["total_utility"]), _num(row["vs_oasis"], 3),
+                      _num(row["accepted"], 2), str(row["finished"]),
+                      _num(row["utility_critical"]), _num(row["lateness_critical_p50"]),
+                      _num(row["decision_ms_p50"], 2))
+    console.print(table)
+    try:
+        paths = _write_rows(out_dir, "oasis-compare", rows)
+    except OSError as exc:
+        raise click.ClickException(f"out: cannot write to {out_dir}: {exc.strerror}") from None
+    console.print("report: " + ", ".join(str(p) for p in paths))
+
+
+@cli.command("oasis-ratio")
+@click.option("--servers", default="4,6,8", show_default=True,
+              help="Total servers (split evenly into worker and PS servers).")
+@click.option("--priorities", default="10,50,100", show_default=True,
+              help="Upper ends of the priority range g1 in [1, high].")
+@click.option("--scales", default="0.25,0.5,1,2,4", show_default=True,
+              help="Estimates of U and L as fractions of their values.")
+@click.option("--seeds", default="0,1,2", show_default=True)
+@click.option("--jobs", "n_jobs", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--slots", "n_slots", type=click.IntRange(min=1), default=15, show_default=True)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("report"), show_default=True)
+def oasis_ratio_cmd(servers: str, priorities: str, scales: str, seeds: str, n_jobs: int,
+                    n_slots: int, out_dir: Path) -> None:
+    """Offline optimum / OASiS utility with estimated U and L (the paper's Fig. 6).
+
+    Writes oasis-ratio.csv/.json (one row per instance and scale) to --out.
+    """
+    from rich.progress import Progress
+
+    from .sim.oasis_study import performance_ratio_study
+
+    server_list = _csv_list(servers, int, "--servers")
+    prio_list = _csv_list(priorities, float, "--priorities")
+    scale_list = _csv_list(scales, float, "--scales")
+    seed_list = _csv_list(seeds, int, "--seeds")
+    total = len(server_list) * len(prio_list) * len(scale_list) * len(seed_list)
+    try:
+        with Progress(transient=True) as bar:
+            task = bar.add_task("instances", total=total)
+            rows = performance_ratio_study(server_list, prio_list, scale_list, seed_list,
+                                           n_jobs=n_jobs, n_slots=n_slots,
+                                           progress=lambda: bar.advance(task))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    console = Console()
+    table = Table(title=f"offline optimum / OASiS ({n_jobs} jobs, {n_slots} slots, "
+                        f"mean over seeds {','.join(map(str, seed_list))})")
+    table.add_column("servers", justify="right")
+    table.add_column("g1 range", justify="right")
+    for scale in scale_list:
+        table.add_column(f"U,L x{scale:g}", justify="right")
+    for srv in server_list:
+        for high in prio_list:
+            cells = []
+            for scale in scale_list:
+                ratios = [r.ratio for r in rows if r.servers == srv and r.priority_high == high
+                          and r.scale == scale]
+                cells.append(f"{sum(ratios) / len(ratios):.3f}")
+            table.add_row(str(srv), f"[1, {high:g}]", *cells)
+    console.print(table)
+    out_rows = [{"servers": r.servers, "priority_high": r.priority_high, "scale": r.scale,
+                 "seed": r.seed, "offline": round(r.offline, 6), "online": round(r.online, 6),
+                 "ratio": round(r.ratio, 6)} for r in rows]
+    try:
+        paths = _write_rows(out_dir, "oasis-ratio", out_rows)
+    except OSError as exc:
+        raise click.ClickException(f"out: cannot write to {out_dir}: {exc.strerror}") from None
+    console.print("report: " + ", ".join(str(p) for p in paths))
+
+
 def _fmt_psi(value: float | None) -> str:
     if value is None:
         return "-"

@@ -266,22 +266,38 @@ class PriceBounds:
 
     @classmethod
     def from_jobs(cls, jobs: list[Job], n_slots: int, *, eta1: float = 1.0,
-                  eta2: float = 1.0) -> PriceBounds:
+                  eta2: float = 1.0, quantile: float = 0.0) -> PriceBounds:
         """Estimate U and L from a job population (spec/oasis.md §3).
 
         ``U_1^r = max_i f_i(t_min_i) / alpha_i^r``;
         ``L_1 = min_i f_i(T - a_i) / (4 eta_1 sum_r alpha_i^r ceil(E N M (tau + 2e/b)))``;
         likewise ``U_2``, ``L_2`` with ``beta``.  **[decision]** ``eta = 1``.
+
+        ``quantile`` (default 0, the spec's minimum): **[decision]** take the
+        q-quantile of the per-job values inside ``L``'s ``min`` instead.  With steep
+        (time-critical) sigmoids ``f_i(T - a_i)`` underflows towards 0, the minimum
+        drives ``L`` to ~1e-200 and the prices stay flat until a server is nearly
+        full; a quantile is the robust estimate the paper's Fig. 6 study motivates.
+        It only moves ``L`` up, never ``U``.
         """
         if not jobs:
             raise ValueError("jobs: at least one job is needed to estimate the bounds")
         for name, eta in (("eta1", eta1), ("eta2", eta2)):
             if v.real_number(name, eta) <= 0:
                 raise ValueError(f"{name}: must be > 0")
+        q = v.real_number("quantile", quantile)
+        if not 0.0 <= q < 1.0:
+            raise ValueError(f"quantile: expected 0 <= quantile < 1, got {quantile}")
+        if isinstance(n_slots, bool) or not isinstance(n_slots, int | np.integer) \
+                or n_slots < 1:
+            raise ValueError(f"n_slots: expected an integer >= 1, got {n_slots!r}")
         n_res = len(jobs[0].worker_res)
         u1, u2 = np.zeros(n_res), np.zeros(n_res)
-        l1 = l2 = math.inf
+        low1: list[float] = []
+        low2: list[float] = []
         for job in jobs:
+            if not isinstance(job, Job):
+                raise ValueError(f"jobs: expected tdmcore.oasis.Job, got {type(job).__name__}")
             if len(job.worker_res) != n_res:
                 raise ValueError("jobs: every job must list the same resource types")
             best = sigmoid_utility(min_completion_slots(job), *job.utility)
@@ -292,10 +308,15 @@ class PriceBounds:
             work = math.ceil(job.workload_chunks * job.minibatches * job.iteration_slots
                              - 1e-12)
             if worst > 0:
-                l1 = min(l1, worst / (4 * eta1 * alpha.sum() * work))
-                l2 = min(l2, worst / (4 * eta2 * beta.sum() * work))
-        if not math.isfinite(l1):
+                low1.append(worst / (4 * eta1 * alpha.sum() * work))
+                low2.append(worst / (4 * eta2 * beta.sum() * work))
+        if not low1:
             raise ValueError("jobs: every job's utility is 0 by the horizon; L is undefined")
+        if q == 0.0:
+            l1, l2 = min(low1), min(low2)
+        else:
+            l1 = float(np.quantile(low1, q, method="lower"))
+            l2 = float(np.quantile(low2, q, method="lower"))
         return cls(tuple(np.maximum(u1, l1)), l1, tuple(np.maximum(u2, l2)), l2)
 
 

@@ -3,8 +3,8 @@
 The decisions are :class:`tdmcore.oasis.OnlineScheduler`'s; this module only feeds it
 the arrivals of each slot and replays each admitted job's schedule slot by slot.
 ``U`` and ``L`` (Eqs. 22-26) are given, or estimated from the run's job population
-with :meth:`tdmcore.oasis.PriceBounds.from_jobs`, optionally scaled to study
-under- and over-estimation (the paper's Fig. 6).
+with :meth:`tdmcore.oasis.PriceBounds.from_jobs` (``l_quantile``: its robust
+``L``), optionally scaled to study under- and over-estimation (the paper's Fig. 6).
 """
 
 from __future__ import annotations
@@ -34,20 +34,28 @@ class OasisPolicy:
     name = "oasis"
 
     def __init__(self, bounds: PriceBounds | None = None, *, u_scale: float = 1.0,
-                 l_scale: float = 1.0, eta: float = 1.0) -> None:
+                 l_scale: float = 1.0, eta: float = 1.0, l_quantile: float = 0.0,
+                 name: str = "oasis") -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError("name: expected a non-empty string")
+        self.name = name
         if bounds is not None and not isinstance(bounds, PriceBounds):
             raise ValueError("bounds: expected a PriceBounds or None")
         self.bounds = bounds
         self.u_scale = v.positive_float("u_scale", u_scale)
         self.l_scale = v.positive_float("l_scale", l_scale)
         self.eta = v.positive_float("eta", eta)
+        self.l_quantile = v.real_number("l_quantile", l_quantile)
+        if not 0.0 <= self.l_quantile < 1.0:
+            raise ValueError(f"l_quantile: expected 0 <= l_quantile < 1, got {l_quantile}")
 
     def reset(self, cluster: SlottedCluster, jobs: tuple[Job, ...]) -> None:
         bounds = self.bounds
         if bounds is None:
             runnable = [j for j in jobs if j.arrival < cluster.n_slots]
             bounds = PriceBounds.from_jobs(runnable or list(jobs), cluster.n_slots,
-                                           eta1=self.eta, eta2=self.eta)
+                                           eta1=self.eta, eta2=self.eta,
+                                           quantile=self.l_quantile)
         self.used_bounds = scaled_bounds(bounds, self.u_scale, self.l_scale)
         self.scheduler = OnlineScheduler(cluster.worker_capacity, cluster.ps_capacity,
                                          cluster.n_slots, self.used_bounds)

@@ -7,28 +7,42 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ..admission import ADMISSION_POLICIES, OasisPolicy, make_admission_policy
+from ..admission import (
+    ADMISSION_POLICIES,
+    AdmissionPolicy,
+    OasisPolicy,
+    make_admission_policy,
+)
 from ..oasis import PriceBounds, offline_optimum
 from .oasis_setting import OasisSetting, oasis_setting
 from .slotted import SlottedRun, run_slotted
 
-__all__ = ["RatioRow", "compare_admission", "performance_ratio_study"]
+__all__ = ["RatioRow", "compare_admission", "performance_ratio_study", "summarize"]
 
 
-def compare_admission(setting: OasisSetting, policies: Iterable[str] | None = None,
+def compare_admission(setting: OasisSetting,
+                      policies: Iterable[str | AdmissionPolicy] | None = None,
                       progress: Callable[[str], None] | None = None) -> dict[str, SlottedRun]:
-    """Run each named policy (default: all of :data:`ADMISSION_POLICIES`) on the same
-    cluster and jobs."""
-    names = list(ADMISSION_POLICIES if policies is None else policies)
-    for name in names:
-        if name not in ADMISSION_POLICIES:
-            raise ValueError(f"policies: unknown policy {name!r}; choose from "
-                             f"{', '.join(ADMISSION_POLICIES)}")
+    """Run each policy — a name of :data:`ADMISSION_POLICIES` (default: all of them) or
+    a configured policy object — on the same cluster and jobs; results by policy name."""
+    chosen: list[AdmissionPolicy] = []
+    for item in (ADMISSION_POLICIES if policies is None else policies):
+        if isinstance(item, str):
+            if item not in ADMISSION_POLICIES:
+                raise ValueError(f"policies: unknown policy {item!r}; choose from "
+                                 f"{', '.join(ADMISSION_POLICIES)}")
+            chosen.append(make_admission_policy(item))
+        elif hasattr(item, "step") and hasattr(item, "reset"):
+            chosen.append(item)
+        else:
+            raise ValueError(f"policies: expected names or policies, got {item!r:.60}")
+    if len({p.name for p in chosen}) != len(chosen):
+        raise ValueError("policies: two policies share a name")
     runs = {}
-    for name in names:
-        runs[name] = run_slotted(make_admission_policy(name), setting.cluster, setting.jobs)
+    for policy in chosen:
+        runs[policy.name] = run_slotted(policy, setting.cluster, setting.jobs)
         if progress is not None:
-            progress(name)
+            progress(policy.name)
     return runs
 
 
@@ -88,4 +102,33 @@ def performance_ratio_study(
                                          online))
                     if progress is not None:
                         progress()
+    return rows
+
+
+def summarize(runs: dict[str, SlottedRun]) -> list[dict[str, float | int | str]]:
+    """One row per policy: total utility (and relative to ``oasis`` when it ran),
+    acceptance, finished jobs, utility and median lateness per class, decision time."""
+    import numpy as np
+
+    base = runs["oasis"].total_utility if "oasis" in runs else None
+    rows: list[dict[str, float | int | str]] = []
+    for name, run in runs.items():
+        row: dict[str, float | int | str] = {
+            "policy": name,
+            "total_utility": round(run.total_utility, 3),
+            "vs_oasis": (round(run.total_utility / base, 4) if base else float("nan")),
+            "accepted": round(run.acceptance_rate, 4),
+            "finished": run.finished,
+            "jobs": len(run.jobs),
+        }
+        by_class = run.utility_by_class()
+        for cls in ("insensitive", "sensitive", "critical"):
+            row[f"utility_{cls}"] = round(by_class.get(cls, 0.0), 3)
+        for cls in ("sensitive", "critical"):
+            late = run.lateness(cls)
+            row[f"lateness_{cls}_p50"] = float(np.median(late)) if late.size else float("nan")
+        row["decision_ms_p50"] = round(float(np.median(run.decision_s)) * 1e3, 4)
+        row["decision_ms_p99"] = round(float(np.quantile(run.decision_s, 0.99)) * 1e3, 4)
+        row["wall_s"] = round(run.wall_s, 3)
+        rows.append(row)
     return rows
