@@ -112,3 +112,41 @@ def test_console_script_exit_status() -> None:
     assert out.returncode == 1
     assert out.stderr.strip().splitlines()[-1].startswith("Error: ")
     assert "Traceback" not in out.stderr
+
+
+def test_oasis_compare_writes_table_and_report(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, [
+        "oasis", "--jobs", "20", "--worker-servers", "4", "--ps-servers", "4", "--slots", "40",
+        "--policies", "oasis,fifo,drf", "--l-quantile", "0.5", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    rows = json.loads((tmp_path / "oasis-compare.json").read_text())
+    assert [r["policy"] for r in rows] == ["oasis", "fifo", "drf", "oasis-L0.5"]
+    assert rows[0]["vs_oasis"] == 1.0 and all(r["jobs"] == 20 for r in rows)
+    header = (tmp_path / "oasis-compare.csv").read_text().splitlines()[0]
+    assert header.startswith("policy,total_utility,vs_oasis,accepted,finished")
+
+
+def test_oasis_ratio_offline_bounds_online(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, [
+        "oasis-ratio", "--servers", "4", "--priorities", "10", "--scales", "0.5,2",
+        "--seeds", "0", "--jobs", "6", "--slots", "10", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    rows = json.loads((tmp_path / "oasis-ratio.json").read_text())
+    assert [r["scale"] for r in rows] == [0.5, 2.0]
+    assert all(r["ratio"] >= 1 - 1e-6 for r in rows)  # the offline optimum bounds OASiS
+
+
+@pytest.mark.parametrize("args, message", [
+    (["oasis", "--policies", "oasis,nope"], "policies: unknown policy 'nope'"),
+    (["oasis", "--jobs", "0"], "Invalid value for '--jobs'"),
+    (["oasis", "--l-quantile", "1"], "Invalid value for '--l-quantile'"),
+    (["oasis-ratio", "--scales", "x"], "expected comma-separated floats"),
+    (["oasis-ratio", "--servers", "1"], "server_counts: expected integers >= 2"),
+])
+def test_oasis_bad_input_is_one_line_error(args, message, tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args, "--out", str(tmp_path / "out")])
+    assert exit_info.value.code in (1, 2)
+    err = capsys.readouterr().err
+    assert err.startswith("Error: ") and message in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
