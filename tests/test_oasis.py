@@ -257,3 +257,58 @@ def test_offline_optimum_of_one_job_is_its_best_utility() -> None:
     assert offline.total_utility == pytest.approx(sigmoid_utility(offline.schedules[0].end_slot,
                                                                   30.0, 1.0, 2.0))
     assert offline.schedules[0].end_slot == 0  # 8 chunks, c = 2 -> 4 workers, all fit
+
+
+def test_bounds_quantile_only_raises_l() -> None:
+    jobs = [small_job(utility=(float(g1), 2.0, 3.0)) for g1 in (1, 10, 100)]
+    jobs.append(small_job(utility=(50.0, 0.0, 0.0)))
+    spec = PriceBounds.from_jobs(jobs, 40)
+    robust = PriceBounds.from_jobs(jobs, 40, quantile=0.75)
+    # per-job values f(T - a) / (4 sum(alpha) work): the three critical ones ~e^-74,
+    # the insensitive one 50 / (4 x 3 x 4): the minimum is a critical job, the 0.75
+    # quantile ("lower") the largest critical value
+    assert spec.l1 < 1e-30 and spec.l1 < robust.l1 < 50 / 48
+    assert robust.u1 == pytest.approx(spec.u1)
+
+
+_GOOD_CAP = np.full((2, 2), 4.0)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda b: OnlineScheduler(np.full((2,), 4.0), _GOOD_CAP, 5, b), "worker_capacity"),
+    (lambda b: OnlineScheduler(_GOOD_CAP, -_GOOD_CAP, 5, b), "ps_capacity"),
+    (lambda b: OnlineScheduler(_GOOD_CAP, _GOOD_CAP, 0, b), "n_slots"),
+    (lambda b: OnlineScheduler(_GOOD_CAP, _GOOD_CAP, 5, "bounds"), "bounds"),
+    (lambda b: OnlineScheduler(np.full((2, 3), 4.0), np.full((2, 3), 4.0), 5, b), "bounds"),
+    (lambda b: OnlineScheduler(_GOOD_CAP, _GOOD_CAP, 5, b).submit("job"), "job"),
+    (lambda b: OnlineScheduler(_GOOD_CAP, _GOOD_CAP, 5, b).submit(
+        Job(0, 1, 1, 1, 0.1, 0.0, 1.0, 1.0, (1.0, 1.0, 1.0), (1.0, 1.0, 1.0))), "job"),
+    (lambda b: PriceBounds((1.0, 2.0), 4.0, (8.0, 8.0), 1.0), "u1"),
+    (lambda b: PriceBounds((8.0, 8.0), 1.0, (8.0, float("nan")), 1.0), "u2"),
+    (lambda b: PriceBounds.from_jobs([small_job()], 0), "n_slots"),
+    (lambda b: PriceBounds.from_jobs([small_job()], 10, eta1=0.0), "eta1"),
+    (lambda b: PriceBounds.from_jobs([small_job()], 10, quantile=1.0), "quantile"),
+    (lambda b: PriceBounds.from_jobs(["job"], 10), "jobs"),
+    (lambda b: offline_optimum([], _GOOD_CAP, _GOOD_CAP, 5), "jobs"),
+    (lambda b: offline_optimum([small_job()], -_GOOD_CAP, _GOOD_CAP, 5), "worker_capacity"),
+    (lambda b: offline_optimum([small_job()], _GOOD_CAP, _GOOD_CAP, 0), "n_slots"),
+    (lambda b: best_schedule(small_job(), np.ones((5, 2, 2)), np.ones((5, 2, 2)),
+                             np.ones((5, 2, 2)), np.ones((5, 2, 2)), now=-1), "now"),
+    (lambda b: best_schedule(small_job(arrival=6), np.ones((5, 2, 2)), np.ones((5, 2, 2)),
+                             np.ones((5, 2, 2)), np.ones((5, 2, 2))), "job"),
+])
+def test_online_api_bad_input_names_the_argument(call, name) -> None:
+    bounds = PriceBounds((8.0, 8.0), 1.0, (8.0, 8.0), 1.0)
+    with pytest.raises(ValueError, match=f"^{name}"):
+        call(bounds)
+
+
+def test_rejected_submit_changes_nothing() -> None:
+    bounds = PriceBounds((8.0, 8.0), 1.0, (8.0, 8.0), 1.0)
+    online = OnlineScheduler(_GOOD_CAP, _GOOD_CAP, 5, bounds)
+    # 40 chunks need 40 worker-slots at c = 1 with at most 2 workers: infeasible in 5 slots
+    huge = small_job(chunks=2, epochs=20)
+    result = online.submit(huge)
+    assert not result.admitted and result.reason
+    assert not online.worker_used.any() and not online.ps_used.any()
+    assert online.total_utility == 0.0 and online.admitted == []

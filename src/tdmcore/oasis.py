@@ -291,13 +291,14 @@ class PriceBounds:
         if isinstance(n_slots, bool) or not isinstance(n_slots, int | np.integer) \
                 or n_slots < 1:
             raise ValueError(f"n_slots: expected an integer >= 1, got {n_slots!r}")
+        for job in jobs:
+            if not isinstance(job, Job):
+                raise ValueError(f"jobs: expected tdmcore.oasis.Job, got {type(job).__name__}")
         n_res = len(jobs[0].worker_res)
         u1, u2 = np.zeros(n_res), np.zeros(n_res)
         low1: list[float] = []
         low2: list[float] = []
         for job in jobs:
-            if not isinstance(job, Job):
-                raise ValueError(f"jobs: expected tdmcore.oasis.Job, got {type(job).__name__}")
             if len(job.worker_res) != n_res:
                 raise ValueError("jobs: every job must list the same resource types")
             best = sigmoid_utility(min_completion_slots(job), *job.utility)
