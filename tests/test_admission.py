@@ -357,10 +357,6 @@ def test_rrh_drops_a_job_whose_reward_is_zero() -> None:
     assert out[1].finish == 1
 
 
-@pytest.mark.xfail(strict=True, reason="rrh.py step(): the run-or-pause cost of each job "
-                   "sums the delay losses over all of view.active, including an arrival "
-                   "rejected in the same step (and never run), so a job can be paused to "
-                   "protect a job that is gone")
 def test_rrh_run_or_pause_ignores_a_job_rejected_in_the_same_step() -> None:
     # Room for everything (100 CPUs per pool, total 200).  Slot 0: A (1 worker, V = 10,
     # f = 1, time-insensitive) and B (1 worker, V = 5, critical: 100 / (1 + e^(10 (d -
@@ -470,12 +466,6 @@ def test_dorm_running_jobs_keep_a_worker() -> None:
     assert rec.workers(0) == [1, 1, 1] and rec.workers(1) == [0, 0, 0]
 
 
-@pytest.mark.xfail(strict=True, reason="dorm.py _counts(): the running jobs' lower bound "
-                   "Y >= 1 stays when the adjustment limit is lifted; once one running "
-                   "job's single worker exceeds (1 + theta) / n the relaxed MILP is "
-                   "infeasible too and step() keeps the previous allocation, so arrivals "
-                   "get nothing although workers are free (the docstring keeps the "
-                   "previous allocation only when HiGHS finds no solution in time)")
 def test_dorm_does_not_ignore_arrivals_when_a_running_job_exceeds_the_fair_share() -> None:
     # 8 worker CPUs, 8 PS CPUs (total 16), theta = 0.  Slot 0: job 0 alone (3 CPUs per
     # worker, N = 2, one PS of 1 CPU) -> 2 workers, 6 CPUs.  Slot 1: four jobs of
@@ -596,10 +586,6 @@ def test_a_job_needing_more_pss_than_workers_never_runs(name: str) -> None:
     assert run.outcomes[0].finish is None and run.outcomes[1].finish is not None
 
 
-@pytest.mark.xfail(strict=True, raises=PolicyError,
-                   reason="fifo/drf/rrh run a job with worker_bw > ps_bw with "
-                   "ps_count(y) = ceil(b y / B) > y PSs (constraint (7)), so the engine "
-                   "raises PolicyError; base.ps_count promises 'at most workers by (7)'")
 @pytest.mark.parametrize("name", ["fifo", "drf", "rrh"])
 def test_baselines_never_run_a_job_needing_more_pss_than_workers(name: str) -> None:
     jobs = [make_job(worker_bw=2.0, ps_bw=1.0), make_job()]
@@ -648,8 +634,6 @@ def test_bad_input_names_the_argument(call, name: str) -> None:
         call()
 
 
-@pytest.mark.xfail(strict=True, reason="a malformed (low, high) range raises TypeError or "
-                   "an unpacking ValueError that does not name the argument")
 @pytest.mark.parametrize(
     ("call", "name"),
     [(lambda: FifoPolicy(workers=(1,)), "workers"),

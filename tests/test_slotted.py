@@ -388,9 +388,6 @@ def test_oasis_setting_is_cluster_plus_jobs_of_one_seed() -> None:
                                   oasis_cluster(3, 2, 12, 5).worker_capacity)
 
 
-@pytest.mark.xfail(strict=True, reason="oasis_jobs: a positive slot_s shorter than one "
-                   "iteration (up to ~19 s here) trips `assert chunks_per_worker_slot(job) "
-                   ">= 1` (AssertionError) instead of a ValueError naming slot_s or a valid job")
 def test_short_slots_give_valid_jobs_or_a_named_error() -> None:
     try:
         jobs, _ = oasis_jobs(30, 20, seed=0, slot_s=5.0)

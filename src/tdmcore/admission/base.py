@@ -33,6 +33,8 @@ __all__ = [
     "dominant_share",
     "fixed_worker_counts",
     "ps_count",
+    "runnable",
+    "worker_range",
 ]
 
 #: Resource types of the OASiS setting (§V-A): GPUs, vCPUs, memory, storage, bandwidth.
@@ -160,6 +162,13 @@ class AdmissionPolicy(Protocol):
         """Decide slot ``view.t``."""
 
 
+def runnable(job: Job, cluster: SlottedCluster) -> bool:
+    """Whether the job can run at all: arrives within the horizon, ``c_i >= 1`` and
+    ``b_i <= B_i`` (else (6) and (7) contradict).  The simulator rejects the others."""
+    return (job.arrival < cluster.n_slots and chunks_per_worker_slot(job) >= 1
+            and job.worker_bw <= job.ps_bw)
+
+
 def ps_count(job: Job, workers: int) -> int:
     """The fewest PSs that keep (6) ``b y <= B z``; at most ``workers`` by (7)."""
     return int(ps_needed(int(workers), job.worker_bw, job.ps_bw))
@@ -172,6 +181,14 @@ def dominant_share(job: Job, workers: int, ps: int, total: NDArray[np.float64]) 
         share = np.where(total > 0, use / np.where(total > 0, total, 1.0),
                          np.where(use > 0, np.inf, 0.0))
     return float(share.max())
+
+
+def worker_range(value: Any) -> tuple[int, int]:
+    """A ``(low, high)`` worker-count range with ``1 <= low <= high``."""
+    if not isinstance(value, tuple | list) or len(value) != 2:
+        raise ValueError(f"workers: expected a (low, high) pair of integers, got {value!r:.60}")
+    fixed_worker_counts((), value[0], value[1], seed=0)
+    return int(value[0]), int(value[1])
 
 
 def fixed_worker_counts(jobs: tuple[Job, ...], low: int, high: int,

@@ -21,8 +21,9 @@ MILP small — per-server variables made HiGHS hit a 2 s limit on half the event
 a 100-job run — at the price of this repair step.  Utilization counts the worker
 pool (the resources that train); the tiny PS term keeps PS counts at what (6)
 needs.  If the adjustment limit makes the problem infeasible (new arrivals shrink
-every fair share) it is lifted for that event; if HiGHS still finds no solution
-within ``time_limit_s``, the previous allocation stays.
+every fair share below one running job's single worker) it is lifted for that event,
+together with the one-worker floor; if HiGHS finds no solution within
+``time_limit_s``, the previous allocation stays.
 """
 
 from __future__ import annotations
@@ -121,13 +122,10 @@ class DormPolicy:
                     rows.append(({y: alpha[r] / total[r], z: beta[r] / total[r]}, -np.inf,
                                  fair))
             prev = self.current.get(i)
-            if prev is not None:
+            if prev is not None and limit_adjust:
                 lower[y] = 1.0
-                if limit_adjust:
-                    rows.append(({y: 1.0, d: -float(job.chunks)}, -np.inf,
-                                 float(prev.n_workers)))
-                    rows.append(({y: 1.0, d: float(job.chunks)}, float(prev.n_workers),
-                                 np.inf))
+                rows.append(({y: 1.0, d: -float(job.chunks)}, -np.inf, float(prev.n_workers)))
+                rows.append(({y: 1.0, d: float(job.chunks)}, float(prev.n_workers), np.inf))
         if limit_adjust:
             rows.append(({3 * a + 2: 1.0 for a in range(n)}, -np.inf, float(self.max_adjust)))
         for r in range(n_r):  # (4)-(5) on the pools

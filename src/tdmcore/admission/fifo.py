@@ -27,6 +27,7 @@ from .base import (
     fixed_worker_counts,
     place_job,
     ps_count,
+    worker_range,
 )
 
 __all__ = ["FifoPolicy"]
@@ -38,9 +39,8 @@ class FifoPolicy:
     name = "fifo"
 
     def __init__(self, workers: tuple[int, int] = (1, 30), seed: int = 0) -> None:
-        self.workers_range = workers
+        self.workers_range = worker_range(workers)
         self.seed = as_seed("seed", seed)
-        fixed_worker_counts((), *workers, seed=0)  # validates the range now
 
     def reset(self, cluster: SlottedCluster, jobs: tuple[Job, ...]) -> None:
         self.cluster = cluster

@@ -3,15 +3,16 @@
 The decisions are :class:`tdmcore.oasis.OnlineScheduler`'s; this module only feeds it
 the arrivals of each slot and replays each admitted job's schedule slot by slot.
 ``U`` and ``L`` (Eqs. 22-26) are given, or estimated from the run's job population
-with :meth:`tdmcore.oasis.PriceBounds.from_jobs` (``l_quantile``: its robust
-``L``), optionally scaled to study under- and over-estimation (the paper's Fig. 6).
+(the jobs that can run at all) with :meth:`tdmcore.oasis.PriceBounds.from_jobs`
+(``l_quantile``: its robust ``L``), optionally scaled to study under- and
+over-estimation (the paper's Fig. 6).
 """
 
 from __future__ import annotations
 
 from .. import _validation as v
 from ..oasis import Job, OnlineScheduler, PriceBounds, Schedule
-from .base import Allocation, SlotDecision, SlottedCluster, SlotView
+from .base import Allocation, SlotDecision, SlottedCluster, SlotView, runnable
 
 __all__ = ["OasisPolicy", "scaled_bounds"]
 
@@ -51,11 +52,17 @@ class OasisPolicy:
 
     def reset(self, cluster: SlottedCluster, jobs: tuple[Job, ...]) -> None:
         bounds = self.bounds
+        self.no_bounds = ""
         if bounds is None:
-            runnable = [j for j in jobs if j.arrival < cluster.n_slots]
-            bounds = PriceBounds.from_jobs(runnable or list(jobs), cluster.n_slots,
-                                           eta1=self.eta, eta2=self.eta,
-                                           quantile=self.l_quantile)
+            population = [j for j in jobs if runnable(j, cluster)]
+            try:
+                bounds = PriceBounds.from_jobs(population or list(jobs), cluster.n_slots,
+                                               eta1=self.eta, eta2=self.eta,
+                                               quantile=self.l_quantile)
+            except ValueError as exc:  # e.g. every utility is 0 by the horizon
+                self.no_bounds = f"no price bounds from these jobs ({exc})"
+                bounds = PriceBounds((1.0,) * cluster.worker_capacity.shape[1], 1.0,
+                                     (1.0,) * cluster.worker_capacity.shape[1], 1.0)
         self.used_bounds = scaled_bounds(bounds, self.u_scale, self.l_scale)
         self.scheduler = OnlineScheduler(cluster.worker_capacity, cluster.ps_capacity,
                                          cluster.n_slots, self.used_bounds)
@@ -64,6 +71,9 @@ class OasisPolicy:
     def step(self, view: SlotView) -> SlotDecision:
         decision = SlotDecision()
         for i in view.arrived:
+            if self.no_bounds:
+                decision.reject[i] = self.no_bounds
+                continue
             admission = self.scheduler.submit(view.jobs[i])
             if admission.admitted and admission.schedule is not None:
                 self.schedules[i] = admission.schedule

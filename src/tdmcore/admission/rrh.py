@@ -45,6 +45,7 @@ from .base import (
     place_job,
     ps_count,
     take,
+    worker_range,
 )
 
 __all__ = ["RrhPolicy"]
@@ -57,9 +58,8 @@ class RrhPolicy:
 
     def __init__(self, workers: tuple[int, int] = (1, 30), seed: int = 0,
                  threshold: float = 0.0) -> None:
-        self.workers_range = workers
+        self.workers_range = worker_range(workers)
         self.seed = as_seed("seed", seed)
-        fixed_worker_counts((), *workers, seed=0)
         self.threshold = v.real_number("threshold", threshold)
 
     def reset(self, cluster: SlottedCluster, jobs: tuple[Job, ...]) -> None:
@@ -103,7 +103,6 @@ class RrhPolicy:
         end = view.t + need - 1
         reward = self._rewards(active, end)
         waits = np.ceil(self.share[active] * need)
-        cost = self._delay_costs(active, end, reward, active, waits)
         arrived = set(view.arrived)
         old = np.array([i not in arrived for i in active])
         for a, i in enumerate(active):
@@ -115,6 +114,10 @@ class RrhPolicy:
                                                f"{self.threshold:.4g}")
             elif reward[a] <= 0:
                 decision.reject[int(i)] = "no utility left (cannot finish in time)"
+        keep = np.array([int(i) not in decision.reject for i in active], dtype=bool)
+        active, need, end = active[keep], need[keep], end[keep]
+        reward, waits = reward[keep], waits[keep]
+        cost = self._delay_costs(active, end, reward, active, waits)
         net = reward - cost
         use = self.share[active] * need
         order = sorted(range(len(active)),
@@ -125,7 +128,7 @@ class RrhPolicy:
         running: dict[int, Allocation] = {}
         for a in order:
             i = int(active[a])
-            if i in decision.reject or net[a] <= self.threshold:
+            if net[a] <= self.threshold:
                 continue
             job = self.jobs[i]
             if i in self.running:

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import _validation as v
 from ..admission.base import SlottedCluster, as_seed
-from ..oasis import Job, chunks_per_worker_slot, min_completion_slots
+from ..oasis import Job, min_completion_slots
 
 __all__ = ["GRADIENT_MB", "SLOT_S", "OasisSetting", "oasis_cluster", "oasis_jobs",
            "oasis_setting"]
@@ -93,12 +93,16 @@ def oasis_jobs(n_jobs: int = 100, n_slots: int = 200, seed: int = 0,
             or shares.sum() <= 0:
         raise ValueError("mix: expected three shares >= 0 (insensitive, sensitive, "
                          "critical), not all 0")
-    lo, hi = priority
-    if not (0 < lo <= hi) or not math.isfinite(hi):
+    if not isinstance(priority, tuple | list) or len(priority) != 2:
+        raise ValueError(f"priority: expected a (low, high) pair, got {priority!r:.60}")
+    lo, hi = (v.real_number("priority", x) for x in priority)
+    if not 0 < lo <= hi:
         raise ValueError(f"priority: expected 0 < low <= high, got {priority!r}")
-    for name, (low, high) in (("epochs", epochs), ("chunks", chunks)):
-        if not (isinstance(low, int) and isinstance(high, int) and 1 <= low <= high):
-            raise ValueError(f"{name}: expected integers 1 <= low <= high, got {(low, high)!r}")
+    for name, pair in (("epochs", epochs), ("chunks", chunks)):
+        if not isinstance(pair, tuple | list) or len(pair) != 2 or not all(
+                isinstance(x, int) and not isinstance(x, bool) for x in pair) \
+                or not 1 <= pair[0] <= pair[1]:
+            raise ValueError(f"{name}: expected integers 1 <= low <= high, got {pair!r:.60}")
     slot_s = v.positive_float("slot_s", slot_s)
     rng = np.random.default_rng([as_seed("seed", seed), 2])
     names = list(GRADIENT_MB)
@@ -112,8 +116,12 @@ def oasis_jobs(n_jobs: int = 100, n_slots: int = 200, seed: int = 0,
         tau_s = rng.uniform(0.1, 1.0)        # compute per mini-batch, s
         grad_gb = GRADIENT_MB[model] * 8 / 1000
         iteration_s = tau_s + 2 * grad_gb / worker_bw
+        if iteration_s > slot_s:
+            raise ValueError(f"slot_s: {slot_s:g} s is shorter than one iteration of a "
+                             f"generated job ({iteration_s:.3g} s: {model}, "
+                             f"{worker_bw:.2g} Gbps); use slots of at least 20 s")
         minibatches = int(rng.integers(5, 31))
-        minibatches = max(1, min(minibatches, int(slot_s // iteration_s)))
+        minibatches = min(minibatches, int(slot_s // iteration_s))
         n_chunks = int(rng.integers(chunks[0], chunks[1] + 1))
         n_epochs = int(rng.integers(epochs[0], epochs[1] + 1))
         job_class = classes[int(rng.choice(3, p=shares / shares.sum()))]
@@ -128,7 +136,6 @@ def oasis_jobs(n_jobs: int = 100, n_slots: int = 200, seed: int = 0,
             ps_res=(0.0, float(rng.integers(1, 11)), rng.uniform(2, 32), rng.uniform(5, 10),
                     ps_bw),
         )
-        assert chunks_per_worker_slot(job) >= 1
         g3 = math.ceil(min_completion_slots(job) * rng.uniform(1.0, 3.0))
         jobs.append(Job(**{**job.__dict__, "utility": (g1, g2, float(g3))}))
         models.append(model)

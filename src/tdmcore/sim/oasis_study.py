@@ -7,12 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from .. import _validation as v
 from ..admission import (
     ADMISSION_POLICIES,
     AdmissionPolicy,
     OasisPolicy,
     make_admission_policy,
 )
+from ..admission.base import as_seed
 from ..oasis import PriceBounds, offline_optimum
 from .oasis_setting import OasisSetting, oasis_setting
 from .slotted import SlottedRun, run_slotted
@@ -81,10 +83,22 @@ def performance_ratio_study(
     Instances are small (``n_jobs`` jobs of 1-3 epochs, 2-8 chunks, 30 s slots) so the
     MILP solves in seconds; the offline optimum is computed once per instance.
     """
-    rows = []
     for servers in server_counts:
         if isinstance(servers, bool) or not isinstance(servers, int) or servers < 2:
             raise ValueError(f"server_counts: expected integers >= 2, got {servers!r}")
+    for high in priority_highs:
+        if v.real_number("priority_highs", high) < 1:
+            raise ValueError(f"priority_highs: expected numbers >= 1, got {high!r}")
+    for scale in scales:
+        v.positive_float("scales", scale)
+    for seed in seeds:
+        as_seed("seeds", seed)
+    for name, seq in (("server_counts", server_counts), ("priority_highs", priority_highs),
+                      ("scales", scales), ("seeds", seeds)):
+        if len(seq) == 0:
+            raise ValueError(f"{name}: expected at least one value")
+    rows = []
+    for servers in server_counts:
         for high in priority_highs:
             for seed in seeds:
                 setting = oasis_setting(n_jobs, servers // 2, servers - servers // 2, n_slots,

@@ -125,8 +125,9 @@ def run_slotted(policy: AdmissionPolicy, cluster: SlottedCluster,
                 jobs: Sequence[Job]) -> SlottedRun:
     """Run ``policy`` on ``jobs`` over ``cluster.n_slots`` slots.
 
-    Jobs whose chunk does not fit in one slot (``c_i = 0``, spec/oasis.md §2) are
-    rejected before any policy sees them, the same for every policy.
+    Jobs that can never run are rejected before any policy sees them, the same for
+    every policy: a chunk that does not fit in one slot (``c_i = 0``, spec/oasis.md
+    §2), or ``b_i > B_i`` (then (6) needs ``ceil(b y / B) > y`` PSs, which (7) forbids).
     """
     if not isinstance(cluster, SlottedCluster):
         raise ValueError("cluster: expected a SlottedCluster")
@@ -147,6 +148,9 @@ def run_slotted(policy: AdmissionPolicy, cluster: SlottedCluster,
     for i, job in enumerate(jobs):
         if per_slot[i] < 1:
             rejected[i] = "one chunk takes more than a slot (c = 0)"
+        elif job.worker_bw > job.ps_bw:
+            rejected[i] = ("worker_bw > ps_bw: (6) needs more PSs than workers, which (7) "
+                           "forbids")
         elif job.arrival >= n_slots:
             rejected[i] = "arrives after the horizon"
         else:
