@@ -150,3 +150,39 @@ def test_oasis_bad_input_is_one_line_error(args, message, tmp_path, capsys) -> N
     err = capsys.readouterr().err
     assert err.startswith("Error: ") and message in err and err.count("\n") == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_elastic_table1_ranks_dragon_ahead_of_kubeflow(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["elastic", "table1", "--policies",
+                                      "dragon,locality,kubeflow", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    rows = {r["policy"]: r for r in json.loads((tmp_path / "elastic-table1.json").read_text())}
+    assert all(r["finished"] == 12 for r in rows.values())
+    # DRAGON's Fig. 7: DRAGON < locality-aware < Kubeflow in average elapsed time
+    assert rows["dragon"]["elapsed_s"] < rows["locality"]["elapsed_s"] \
+        < rows["kubeflow"]["elapsed_s"]
+    assert rows["kubeflow"]["vs_kubeflow"] == 1.0
+
+
+def test_elastic_deadlock_is_reported(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["elastic", "deadlock", "--policies", "dragon,kubeflow",
+                                      "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    rows = {r["policy"]: r for r in json.loads((tmp_path / "elastic-deadlock.json").read_text())}
+    assert rows["kubeflow"]["deadlocked"] == 4 and rows["kubeflow"]["finished"] == 0
+    assert rows["dragon"]["finished"] == 4
+    assert "deadlocked" in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["elastic", "--policies", "dragon,nope"], "policies: unknown policy 'nope'"),
+    (["elastic", "poisson", "--gap", "0"], "Invalid value for '--gap'"),
+    (["elastic", "bogus"], "'bogus' is not one of 'table1', 'poisson', 'deadlock'"),
+])
+def test_elastic_bad_input_is_one_line_error(args, message, tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args, "--out", str(tmp_path / "out")])
+    assert exit_info.value.code in (1, 2)
+    err = capsys.readouterr().err
+    assert err.startswith("Error: ") and message in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -254,6 +255,98 @@ def oasis_ratio_cmd(servers: str, priorities: str, scales: str, seeds: str, n_jo
                  "ratio": round(r.ratio, 6)} for r in rows]
     try:
         paths = _write_rows(out_dir, "oasis-ratio", out_rows)
+    except OSError as exc:
+        raise click.ClickException(f"out: cannot write to {out_dir}: {exc.strerror}") from None
+    console.print("report: " + ", ".join(str(p) for p in paths))
+
+
+@cli.command("elastic")
+@click.argument("workload", type=click.Choice(["table1", "poisson", "deadlock"]),
+                default="table1")
+@click.option("--policies", default="dragon,locality,kubeflow,kod2,weighted",
+              show_default=True, help="Comma-separated policy names.")
+@click.option("--jobs", "n_jobs", type=click.IntRange(min=1), default=100, show_default=True,
+              help="poisson: number of jobs.")
+@click.option("--gap", "mean_gap_s", type=click.FloatRange(min=0, min_open=True),
+              default=200.0, show_default=True, help="poisson: mean inter-arrival gap, s.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--rescale", "rescale_s", type=click.FloatRange(min=0), default=45.0,
+              show_default=True, help="Checkpoint-restart time of a rescale, s.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("report"), show_default=True)
+def elastic_cmd(workload: str, policies: str, n_jobs: int, mean_gap_s: float, seed: int,
+                rescale_s: float, out_dir: Path) -> None:
+    """DRAGON, KOD2, the weighted scheduler and the baselines on DRAGON's workloads.
+
+    WORKLOAD: table1 (DRAGON Table 1 on its 2 x 4-GPU testbed), poisson (its
+    4 x 8-GPU simulation), deadlock (four 4-worker jobs at once on the testbed).
+    Times are means over jobs; a policy that leaves jobs unfinished shows inf.
+    Writes elastic-<workload>.csv/.json to --out.
+    """
+    import math
+
+    from rich.progress import Progress
+
+    from .elastic import ELASTIC_POLICIES, make_elastic_policy
+    from .sim.elastic import run_elastic
+    from .sim.elastic_workloads import dragon_poisson, dragon_table1, kubeflow_deadlock
+
+    names = _csv_list(policies, str, "--policies")
+    for name in names:
+        if name not in ELASTIC_POLICIES:
+            raise click.ClickException(f"policies: unknown policy {name!r}; choose from "
+                                       f"{', '.join(ELASTIC_POLICIES)}")
+    if workload == "table1":
+        cluster, jobs = dragon_table1()
+    elif workload == "poisson":
+        cluster, jobs = dragon_poisson(n_jobs, mean_gap_s, seed)
+    else:
+        cluster, jobs = kubeflow_deadlock()
+    runs = {}
+    with Progress(transient=True) as bar:
+        task = bar.add_task("policies", total=len(names))
+        for name in names:
+            runs[name] = run_elastic(make_elastic_policy(name), cluster, jobs,
+                                     rescale_s=rescale_s)
+            bar.advance(task)
+    base = runs["kubeflow"].mean("elapsed_s") if "kubeflow" in runs else math.nan
+    rows: list[dict[str, Any]] = []
+    for name, run in runs.items():
+        elapsed = run.mean("elapsed_s")
+        rows.append({
+            "policy": name, "jobs": len(run.outcomes), "finished": run.finished,
+            "deadlocked": len(run.deadlocked),
+            "elapsed_s": round(elapsed, 2), "wait_s": round(run.mean("wait_s"), 2),
+            "running_s": round(run.mean("running_s"), 2),
+            "scaling_s": round(run.mean("scaling_s"), 2),
+            "vs_kubeflow": (round(elapsed / base, 4) if math.isfinite(elapsed)
+                            and math.isfinite(base) and base > 0 else math.nan),
+            "gpu_utilization": round(run.gpu_utilization, 4),
+            "makespan_s": round(run.makespan_s, 2),
+            "decision_ms_p50": round(float(np.median(run.decision_s)) * 1e3, 4)
+            if run.decision_s.size else math.nan,
+        })
+    console = Console()
+    title = {"table1": "DRAGON Table 1, 2 x 4 GPUs",
+             "poisson": f"Poisson, {n_jobs} jobs, mean gap {mean_gap_s:g} s, seed {seed}, "
+                        "4 x 8 GPUs",
+             "deadlock": "four 4-worker jobs at once, 2 x 4 GPUs"}[workload]
+    table = Table(title=title)
+    for col in ("policy", "done", "elapsed s", "wait s", "run s", "scaling s",
+                "vs kubeflow", "GPU util"):
+        table.add_column(col, justify="left" if col == "policy" else "right")
+    for row in rows:
+        table.add_row(row["policy"], f"{row['finished']}/{row['jobs']}",
+                      _num(row["elapsed_s"], 0), _num(row["wait_s"], 0),
+                      _num(row["running_s"], 0), _num(row["scaling_s"], 0),
+                      _num(row["vs_kubeflow"], 2), _num(row["gpu_utilization"], 2))
+    console.print(table)
+    for name, run in runs.items():
+        if run.deadlocked:
+            console.print(f"{name}: {len(run.deadlocked)} job(s) deadlocked, holding pods "
+                          f"of partial gangs: {', '.join(run.deadlocked)}")
+    try:
+        paths = _write_rows(out_dir, f"elastic-{workload}", rows)
     except OSError as exc:
         raise click.ClickException(f"out: cannot write to {out_dir}: {exc.strerror}") from None
     console.print("report: " + ", ".join(str(p) for p in paths))
