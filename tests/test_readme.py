@@ -54,3 +54,11 @@ def test_readme_oasis_comparison_example_runs() -> None:
     utility = namespace["utility"]
     assert set(utility) == {"oasis", "fifo", "drf", "oasis-L0.9"}
     assert all(u >= 0 for u in utility.values()) and utility["oasis"] > 0
+
+
+def test_readme_elastic_example_runs() -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    namespace: dict = {}
+    exec(compile(blocks[4], "README.md", "exec"), namespace)
+    assert round(namespace["ratio"], 2) == 0.23  # the README's figure
+    assert namespace["scaled"]  # DRAGON resized some job

@@ -126,6 +126,8 @@ class ElasticJob:
     n_ps: int = 1
     utility: tuple[float, float, float] = (1.0, 0.0, 0.0)
 
+    # **[decision]** default requests: a worker 1 GPU, 2 cores, 8 GiB; a PS 1 core, 4 GiB.
+
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
             raise ValueError("name: expected a DNS-1123 label (lower-case letters, digits, "
