@@ -14,8 +14,9 @@ spec/elastic.md, "KOD2" (paper ``../papers/002_*``, Algorithms 1-3).
   until it fits; if it cannot, nothing changes and the loop stops.  A waiting job
   with a smaller weight than a running one waits.
 - **Starvation**: a job that has waited longer than ``starve_limit_s``
-  (**[decision]** 300 s) has its weight raised above every running job's (``1 +
-  weight``: sigmoids stay below 1); it keeps it once running.
+  (**[decision]** 300 s) has its weight raised above every running job's (to the
+  largest running weight plus 1: sigmoids stay below 1, so also above every job
+  that never starved); it keeps it once running.
 - **Scale-out** (Alg. 3): running jobs below ``max_workers``, in descending weight,
   get one more worker on each node that can host it (their own nodes first).
 - Placement: PSs and workers on the fewest nodes, PSs with their workers
@@ -59,10 +60,10 @@ class Kod2Policy:
     def reset(self, jobs: Mapping[str, ElasticJob]) -> None:
         self.jobs = jobs
         self.base: dict[str, float] = {}
-        self.starving: set[str] = set()
+        self.raised: dict[str, float] = {}
 
     def weight(self, name: str) -> float:
-        return self.base[name] + (1.0 if name in self.starving else 0.0)
+        return self.raised.get(name, self.base[name])
 
     def decide(self, view: ElasticView) -> list[Plan]:
         work = view.state.copy()
@@ -72,8 +73,10 @@ class Kod2Policy:
             if name not in self.base:
                 self.base[name] = kod2_weight(self.jobs[name], total_cpu, total_mem)
         for name in view.waiting:
-            if view.now_s - view.waiting_since_s[name] > self.starve_limit_s:
-                self.starving.add(name)
+            if name not in self.raised and \
+                    view.now_s - view.waiting_since_s[name] > self.starve_limit_s:
+                top = max((self.weight(j) for j in view.running), default=0.0)
+                self.raised[name] = max(top, self.base[name]) + 1.0
         plans: list[Plan] = []
         waiting = list(view.waiting)
         running = list(view.running)

@@ -14,9 +14,12 @@ spec/elastic.md, "Weighted scheduler".  Its pseudo-code, line by line:
   head ``h`` of the queue starts if it can; if it cannot, **ScaleDown** frees
   workers of lower-utility running jobs (ascending utility, one worker at a time,
   never below ``min_workers``) until ``h`` fits, and starts it (nothing changes if it
-  cannot).  Then, if there was no such ``h`` or the scale-down succeeded, the first
-  queued job that can be scheduled starts.  Last, **ScaleUp**: node by node, running
-  jobs (queue order) get workers up to ``max_workers`` while the node has room.
+  cannot; **[decision]**: line 11 reads as running ScaleDown only when ``h`` could not
+  be scheduled).  Then, if there was no such ``h`` or the scale-down succeeded, the
+  first queued job that can be scheduled starts and the round ends (line 22's
+  ``return``).  Otherwise, last, **ScaleUp**: node by node, running jobs (start
+  order) get workers up to ``max_workers`` while the node has room.  A queue head
+  that never fits blocks the jobs behind it, as the pseudo-code does.
 """
 
 from __future__ import annotations
@@ -108,7 +111,7 @@ class WeightedPolicy:
         if head is None or scaled_down:
             for name in list(self.queue):
                 if self._try_start(name, work, plans, running):
-                    break
+                    return plans  # line 22: return (no ScaleUp in this round)
         self._scale_up(view, work, running, plans)
         return plans
 

@@ -5,7 +5,9 @@ current workers and placement; rates change only at events — arrivals,
 completions, the policy's periodic sync, plans, the end of a rescale — so progress
 between events is exact.  A job runs once its PSs and at least ``min_workers``
 workers are placed (``workers`` for the non-elastic policies); until then the pods
-it holds do nothing.  Changing a running job's worker count costs ``rescale_s`` of
+it holds do nothing.  A job whose minimum gang would not fit even the empty
+cluster is rejected at arrival, the same for every policy (it could only block
+queues forever).  Changing a running job's worker count costs ``rescale_s`` of
 checkpoint-and-restart during which it makes no progress (**[decision]** 45 s: DRAGON
 §4.2 measured 40 s to 1 min).
 
@@ -14,7 +16,8 @@ plan that cannot be applied is a policy bug and stops the run with
 :class:`PolicyError`.  The run ends when every job has finished, or when nothing can
 change any more — no job runs, none will arrive, and the policy has nothing to do —
 in which case the jobs still holding pods are reported as **deadlocked** (the
-partial gangs of Kubeflow) and the others as starved.
+partial gangs of Kubeflow) and the others as starved.  A rescale of a job already
+restarting restarts the restart: its pause ends ``rescale_s`` after the last one.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import _validation as v
-from ..elastic.base import ElasticPolicy, ElasticView, Plan, apply_plan
+from ..elastic.base import ElasticPolicy, ElasticView, Plan, apply_plan, free_matrix, pack
 from ..elastic.job import ElasticJob, check_jobs
 from ..model import Cluster, ClusterState
 
@@ -52,7 +55,9 @@ class ElasticOutcome:
     scaling_s: float
     rescales: int
     peak_workers: int
-    status: str  # finished, deadlocked, starved
+    #: finished, deadlocked, starved, rejected (its minimum gang does not fit the empty
+    #: cluster), unfinished (still running at the horizon)
+    status: str
 
     @property
     def wait_s(self) -> float | None:
@@ -100,8 +105,8 @@ class ElasticRun:
                              f"got {what!r}")
         if what != "scaling_s" and self.finished < len(self.outcomes):
             return math.inf
-        values = [getattr(o, what) for o in self.outcomes]
-        return float(np.mean(values))
+        values = [getattr(o, what) for o in self.outcomes if o.status == "finished"]
+        return float(np.mean(values)) if values else math.nan
 
     @property
     def gpu_utilization(self) -> float:
@@ -115,8 +120,14 @@ class ElasticRun:
 
 
 def run_elastic(policy: ElasticPolicy, cluster: Cluster, jobs: Sequence[ElasticJob], *,
-                rescale_s: float = 45.0, horizon_s: float = 30 * 86400.0) -> ElasticRun:
-    """Run ``policy`` on ``jobs`` over ``cluster`` until all finish or nothing can move."""
+                rescale_s: float = 45.0, horizon_s: float = 30 * 86400.0,
+                stall_s: float = 3600.0) -> ElasticRun:
+    """Run ``policy`` on ``jobs`` over ``cluster`` until all finish or nothing can move.
+
+    "Nothing can move" (**[decision]**): no job runs, none will arrive, and the
+    policy has applied no plan for ``stall_s`` (an hour) of simulated time — longer
+    than any timer of the shipped policies (KOD2's 300 s starvation limit).
+    """
     if not isinstance(cluster, Cluster):
         raise ValueError("cluster: expected a tdmcore.model.Cluster")
     specs = check_jobs(jobs)
@@ -124,6 +135,7 @@ def run_elastic(policy: ElasticPolicy, cluster: Cluster, jobs: Sequence[ElasticJ
     if rescale_s < 0:
         raise ValueError(f"rescale_s: must be >= 0, got {rescale_s}")
     horizon_s = v.positive_float("horizon_s", horizon_s)
+    stall_s = v.positive_float("stall_s", stall_s)
     started = time.perf_counter()
     policy.reset(specs)
     state = ClusterState(cluster)
@@ -145,8 +157,10 @@ def run_elastic(policy: ElasticPolicy, cluster: Cluster, jobs: Sequence[ElasticJ
     busy: list[float] = [0.0]
     decisions: list[float] = []
     t = 0.0
+    quiet_since = 0.0
     next_sync = 0.0
     rate: dict[str, float] = {}
+    rejected: set[str] = set()
 
     def workers_and_rate(name: str) -> tuple[int, float]:
         job = specs[name]
@@ -160,6 +174,11 @@ def run_elastic(policy: ElasticPolicy, cluster: Cluster, jobs: Sequence[ElasticJ
     def required(name: str) -> int:
         job = specs[name]
         return job.min_workers if policy.elastic else job.workers
+
+    def fits_empty(name: str) -> bool:
+        job = specs[name]
+        pods = job.gang(required(name))
+        return all(n is not None for n in pack(pods, free_matrix(ClusterState(cluster))))
 
     def can_run(name: str) -> bool:
         job = specs[name]
@@ -198,9 +217,12 @@ def run_elastic(policy: ElasticPolicy, cluster: Cluster, jobs: Sequence[ElasticJ
                 changed = True
         while next_arrival < len(arrivals) and arrivals[next_arrival][0] <= t:
             name = arrivals[next_arrival][1]
+            next_arrival += 1
+            if not fits_empty(name):
+                rejected.add(name)
+                continue
             waiting.append(name)
             waiting_since[name] = t
-            next_arrival += 1
             changed = True
         sync = t >= next_sync
         if sync:
@@ -218,8 +240,9 @@ def run_elastic(policy: ElasticPolicy, cluster: Cluster, jobs: Sequence[ElasticJ
                 except ValueError as exc:
                     raise PolicyError(f"{policy.name}: at {t:.1f} s: {exc}") from None
                 if plan.job in running and plan.action in ("scale_up", "scale_down"):
+                    # a rescale during a rescale restarts the restart: count the extension
+                    scaling[plan.job] += t + rescale_s - max(paused_until[plan.job], t)
                     paused_until[plan.job] = t + rescale_s
-                    scaling[plan.job] += rescale_s
                     rescales[plan.job] += 1
         if changed or plans or any(paused_until[n] == t for n in running):
             for name in list(waiting):
@@ -235,14 +258,20 @@ def run_elastic(policy: ElasticPolicy, cluster: Cluster, jobs: Sequence[ElasticJ
                            if paused_until[n] <= t)
             times.append(t)
             busy.append(training)
-        if len(finish_s) == len(names):
+        if len(finish_s) + len(rejected) == len(names):
             break
-        if not running and next_arrival == len(arrivals) and sync and not plans:
-            break  # nothing can change any more
+        if running or next_arrival < len(arrivals) or plans:
+            quiet_since = t
+        elif t - quiet_since >= stall_s:
+            break  # nothing has changed for stall_s: nothing will
     outcomes = []
     for name in names:
         if name in finish_s:
             status = "finished"
+        elif name in rejected:
+            status = "rejected"
+        elif t >= horizon_s and name in running:
+            status = "unfinished"
         elif state.job_pods(name):
             status = "deadlocked"
         else:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _validation as v
 from ..admission.base import as_seed
 from ..elastic.job import ElasticJob
 from ..model import Cluster, Node
@@ -51,8 +52,7 @@ def dragon_poisson(n_jobs: int = 100, mean_gap_s: float = 200.0,
     """DRAGON §4.1's simulation: Poisson arrivals on 4 nodes x 8 GPUs."""
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1:
         raise ValueError(f"n_jobs: expected an integer >= 1, got {n_jobs!r}")
-    if not isinstance(mean_gap_s, int | float) or not mean_gap_s > 0:
-        raise ValueError(f"mean_gap_s: expected a number > 0, got {mean_gap_s!r}")
+    mean_gap_s = v.positive_float("mean_gap_s", mean_gap_s)
     rng = np.random.default_rng([as_seed("seed", seed), 5])
     cluster = gpu_cluster(4, 8.0, 32.0, 256.0, 10.0)
     arrivals = np.cumsum(rng.exponential(mean_gap_s, size=n_jobs)) - mean_gap_s
@@ -75,7 +75,8 @@ def dragon_poisson(n_jobs: int = 100, mean_gap_s: float = 200.0,
 def kubeflow_deadlock() -> tuple[Cluster, tuple[ElasticJob, ...]]:
     """Resources run short: four 4-worker ResNet-50 jobs submitted within 2 s on
     DRAGON's 2 x 4-GPU testbed.  Without gang scheduling their pods interleave, each
-    job holds 2 GPUs, none can start: the partial-gang deadlock of DRAGON §2."""
+    job holds some GPUs (3, 2, 2 and 1), none can start: the partial-gang deadlock of
+    DRAGON §2."""
     cluster = gpu_cluster(2, 4.0, 16.0, 64.0, 1.0)
     jobs = tuple(ElasticJob(f"job{i + 1}", "ResNet50", 0.5 * i, 1000.0, 4, 4, 4)
                  for i in range(4))
