@@ -312,3 +312,29 @@ def test_rejected_submit_changes_nothing() -> None:
     assert not result.admitted and result.reason
     assert not online.worker_used.any() and not online.ps_used.any()
     assert online.total_utility == 0.0 and online.admitted == []
+
+
+def test_offline_optimum_says_whether_it_proved_optimality() -> None:
+    jobs = [small_job(arrival=a, chunks=3) for a in (0, 1, 2)]
+    proved = offline_optimum(jobs, np.full((2, 2), 4.0), np.full((1, 2), 2.0), 6)
+    assert proved.optimal
+    # 30 jobs x 30 slots cannot be proved in 1 ms: flagged, not passed off as optimal
+    many = [small_job(arrival=a % 20, chunks=4, epochs=3) for a in range(30)]
+    try:
+        rushed = offline_optimum(many, np.full((3, 2), 4.0), np.full((2, 2), 2.0), 30,
+                                 time_limit_s=1e-3)
+    except ValueError as exc:  # no solution at all within the limit: a named error
+        assert str(exc).startswith("time_limit_s")
+    else:
+        assert not rushed.optimal
+
+
+def test_quiet_stdout_silences_file_descriptor_1(capfd) -> None:
+    import os
+
+    from tdmcore._quiet import quiet_stdout
+
+    with quiet_stdout():
+        os.write(1, b"noise from a C library\n")
+    os.write(1, b"kept\n")
+    assert capfd.readouterr().out == "kept\n"

@@ -7,6 +7,7 @@ traffic circle.  Bad input gets a one-line error and a non-zero exit status.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -122,6 +123,24 @@ def _csv_list(text: str, kind: type, name: str) -> list[Any]:
                                  param_hint=name) from None
 
 
+def _check_out(out_dir: Path) -> None:
+    """Fail before any work if the report folder cannot be created or written; leave
+    no trace (folders it had to create are removed again)."""
+    missing = [d for d in (out_dir, *out_dir.parents) if not d.exists()]
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe = out_dir / ".tdmcore-write-test"
+        probe.write_text("", "utf-8")
+        probe.unlink()
+    except OSError as exc:
+        raise click.ClickException(f"out: cannot write to {out_dir}: {exc.strerror}") \
+            from None
+    finally:
+        for d in missing:  # deepest first
+            with contextlib.suppress(OSError):
+                d.rmdir()
+
+
 def _write_rows(out_dir: Path, stem: str, rows: list[dict[str, Any]]) -> list[Path]:
     import csv
 
@@ -169,9 +188,12 @@ def oasis_cmd(n_jobs: int, worker_servers: int, ps_servers: int, n_slots: int, s
     from .sim.oasis_study import compare_admission, summarize
 
     names: list[str | AdmissionPolicy] = list(_csv_list(policies, str, "--policies"))
-    if l_quantile is not None:
-        names.append(OasisPolicy(l_quantile=l_quantile, name=f"oasis-L{l_quantile:g}"))
+    if not names:
+        raise click.ClickException("policies: name at least one policy")
+    _check_out(out_dir)
     try:
+        if l_quantile is not None:
+            names.append(OasisPolicy(l_quantile=l_quantile, name=f"oasis-L{l_quantile:g}"))
         setting = oasis_setting(n_jobs, worker_servers, ps_servers, n_slots, seed)
         with Progress(transient=True) as bar:
             task = bar.add_task("policies", total=len(names))
@@ -201,7 +223,7 @@ def oasis_cmd(n_jobs: int, worker_servers: int, ps_servers: int, n_slots: int, s
 
 @cli.command("oasis-ratio")
 @click.option("--servers", default="4,6,8", show_default=True,
-              help="Total servers (split evenly into worker and PS servers).")
+              help="Total servers: servers // 2 worker servers, the rest PS servers.")
 @click.option("--priorities", default="10,50,100", show_default=True,
               help="Upper ends of the priority range g1 in [1, high].")
 @click.option("--scales", default="0.25,0.5,1,2,4", show_default=True,
@@ -225,6 +247,7 @@ def oasis_ratio_cmd(servers: str, priorities: str, scales: str, seeds: str, n_jo
     prio_list = _csv_list(priorities, float, "--priorities")
     scale_list = _csv_list(scales, float, "--scales")
     seed_list = _csv_list(seeds, int, "--seeds")
+    _check_out(out_dir)
     total = len(server_list) * len(prio_list) * len(scale_list) * len(seed_list)
     try:
         with Progress(transient=True) as bar:
@@ -250,9 +273,14 @@ def oasis_ratio_cmd(servers: str, priorities: str, scales: str, seeds: str, n_jo
                 cells.append(f"{sum(ratios) / len(ratios):.3f}")
             table.add_row(str(srv), f"[1, {high:g}]", *cells)
     console.print(table)
+    unproven = sum(not r.offline_optimal for r in rows) // max(1, len(scale_list))
+    if unproven:
+        console.print(f"warning: the MILP hit its time limit on {unproven} instance(s): "
+                      "their ratios are lower bounds")
     out_rows = [{"servers": r.servers, "priority_high": r.priority_high, "scale": r.scale,
                  "seed": r.seed, "offline": round(r.offline, 6), "online": round(r.online, 6),
-                 "ratio": round(r.ratio, 6)} for r in rows]
+                 "ratio": round(r.ratio, 6), "offline_optimal": r.offline_optimal}
+                for r in rows]
     try:
         paths = _write_rows(out_dir, "oasis-ratio", out_rows)
     except OSError as exc:
@@ -292,6 +320,9 @@ def elastic_cmd(workload: str, policies: str, n_jobs: int, mean_gap_s: float, se
     from .sim.elastic_workloads import dragon_poisson, dragon_table1, kubeflow_deadlock
 
     names = _csv_list(policies, str, "--policies")
+    if not names:
+        raise click.ClickException("policies: name at least one policy")
+    _check_out(out_dir)
     for name in names:
         if name not in ELASTIC_POLICIES:
             raise click.ClickException(f"policies: unknown policy {name!r}; choose from "

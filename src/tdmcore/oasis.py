@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from . import _validation as v
 from ._kernels.oasis_dp import best_schedule_kernel, ps_needed
+from ._quiet import quiet_stdout
 
 __all__ = [
     "Admission",
@@ -261,7 +262,8 @@ class PriceBounds:
 
     @property
     def competitive_ratio(self) -> float:
-        """OASiS is ``2 alpha``-competitive (the paper's Theorem)."""
+        """OASiS is ``2 alpha``-competitive (Theorem 4) when U and L bound every job's
+        values, as :meth:`from_jobs` with ``quantile=0`` estimates them."""
         return 2.0 * self.alpha
 
     @classmethod
@@ -277,8 +279,9 @@ class PriceBounds:
         q-quantile of the per-job values inside ``L``'s ``min`` instead.  With steep
         (time-critical) sigmoids ``f_i(T - a_i)`` underflows towards 0, the minimum
         drives ``L`` to ~1e-200 and the prices stay flat until a server is nearly
-        full; a quantile is the robust estimate the paper's Fig. 6 study motivates.
-        It only moves ``L`` up, never ``U``.
+        full.  A quantile only moves ``L`` up, never ``U``; with ``quantile > 0``
+        ``L`` is no longer below every job's value, so :attr:`competitive_ratio` is
+        no longer a guarantee (Theorem 4 assumes the true minimum).
         """
         if not jobs:
             raise ValueError("jobs: at least one job is needed to estimate the bounds")
@@ -407,6 +410,9 @@ class OfflineResult:
     total_utility: float
     admitted: tuple[bool, ...]
     schedules: tuple[Schedule | None, ...]
+    #: True when HiGHS proved optimality (to its default 1e-4 relative gap); False
+    #: when it stopped at ``time_limit_s`` with the best solution found so far.
+    optimal: bool = True
 
 
 def offline_optimum(jobs: list[Job], worker_capacity: Any, ps_capacity: Any, n_slots: int,
@@ -494,9 +500,10 @@ def offline_optimum(jobs: list[Job], worker_capacity: Any, ps_capacity: Any, n_s
         for col, value in coeffs.items():
             matrix[row, col] = value
         lo[row], hi[row] = low, high
-    res = milp(cost, constraints=LinearConstraint(matrix.tocsr(), lo, hi),
-               integrality=np.ones(n_var), bounds=Bounds(0, upper),
-               options={"time_limit": time_limit_s})
+    with quiet_stdout():
+        res = milp(cost, constraints=LinearConstraint(matrix.tocsr(), lo, hi),
+                   integrality=np.ones(n_var), bounds=Bounds(0, upper),
+                   options={"time_limit": time_limit_s})
     if res.x is None:
         raise ValueError(f"time_limit_s: the MILP found no solution ({res.message})")
     x = np.round(res.x).astype(np.int64)
@@ -517,4 +524,5 @@ def offline_optimum(jobs: list[Job], worker_capacity: Any, ps_capacity: Any, n_s
         admitted.append(True)
         schedules.append(Schedule(end, sigmoid_utility(end - job.arrival, *job.utility), 0.0,
                                   workers, ps))
-    return OfflineResult(float(-res.fun), tuple(admitted), tuple(schedules))
+    return OfflineResult(float(-res.fun), tuple(admitted), tuple(schedules),
+                         optimal=bool(res.status == 0))

@@ -33,6 +33,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import lil_matrix
 
 from .. import _validation as v
+from .._quiet import quiet_stdout
 from ..oasis import Job
 from .base import (
     Allocation,
@@ -140,9 +141,10 @@ class DormPolicy:
                 matrix[row, col] = value
             lo[row], hi[row] = low, high
         self.solves += 1
-        res = milp(cost, constraints=LinearConstraint(matrix.tocsr(), lo, hi),
-                   integrality=np.ones(n_var), bounds=Bounds(lower, upper),
-                   options={"time_limit": self.time_limit_s})
+        with quiet_stdout():
+            res = milp(cost, constraints=LinearConstraint(matrix.tocsr(), lo, hi),
+                       integrality=np.ones(n_var), bounds=Bounds(lower, upper),
+                       options={"time_limit": self.time_limit_s})
         if res.status == 1:
             self.timeouts += 1
         if res.x is None:
