@@ -1,0 +1,118 @@
+"""Brute-force oracle of the flow-level network model (spec/simulator.md).
+
+Written independently of ``tdmcore._kernels.flow``: max-min fairness by the textbook
+iteration (saturate every transfer whose cap is below the equal share, repeat), and
+a plain event loop over dictionaries.  Slow and obvious on purpose.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def maxmin(caps: list[float], capacity: float) -> list[float]:
+    rates = [0.0] * len(caps)
+    free = set(range(len(caps)))
+    left = max(capacity, 0.0)
+    while free:
+        share = left / len(free)
+        small = [i for i in free if caps[i] <= share]
+        if not small:
+            for i in free:
+                rates[i] = share
+            break
+        for i in small:
+            rates[i] = caps[i]
+            left -= caps[i]
+            free.discard(i)
+    return rates
+
+
+def simulate(jobs, capacity, background=None, sigma=0.0, seed=0, until=math.inf):
+    """Iteration end times per job (lists), and Gbit sent per pod."""
+    n = len(jobs)
+    max_iter = max(1, max(j.iterations for j in jobs))
+    rng = np.random.default_rng(seed)
+    noise = np.exp(sigma * rng.standard_normal((n, max_iter)) - sigma * sigma / 2)
+    background = background or [0.0] * len(capacity)
+    pods = [(i, link) for i, j in enumerate(jobs) for link in j.links]
+    sent = [0.0] * len(pods)
+    left = [0.0] * len(pods)
+    ends: list[list[float]] = [[] for _ in jobs]
+    state = ["wait"] * n
+    compute_end = [0.0] * n
+    t = 0.0
+
+    def compute_time(i: int) -> float:
+        j = jobs[i]
+        base = j.period_ms * (1 - j.duty_cycle) if any(x is not None for x in j.links) \
+            else j.period_ms
+        return base * noise[i, len(ends[i])] + j.stretch_ms
+
+    while True:
+        progress = True
+        while progress:
+            progress = False
+            for i, j in enumerate(jobs):
+                if state[i] == "wait" and j.start_ms <= t:
+                    if j.iterations == 0:
+                        state[i] = "done"
+                    else:
+                        state[i] = "compute"
+                        compute_end[i] = t + compute_time(i)
+                    progress = True
+                elif state[i] == "compute" and compute_end[i] <= t:
+                    state[i] = "comm"
+                    started = False
+                    for p, (owner, link) in enumerate(pods):
+                        if owner == i and link is not None and j.volume_gbit > 0:
+                            left[p] = j.volume_gbit
+                            started = True
+                    if not started:
+                        state[i] = "end"
+                    progress = True
+                elif state[i] == "comm" and all(left[p] <= 0 for p, (o, _) in
+                                                 enumerate(pods) if o == i):
+                    state[i] = "end"
+                    progress = True
+                if state[i] == "end":
+                    ends[i].append(t)
+                    if len(ends[i]) >= j.iterations:
+                        state[i] = "done"
+                    else:
+                        state[i] = "compute"
+                        compute_end[i] = t + compute_time(i)
+                    progress = True
+        if all(s == "done" for s in state):
+            return ends, sent, t
+        rates = [0.0] * len(pods)
+        for link in range(len(capacity)):
+            active = [p for p, (o, lk) in enumerate(pods) if lk == link and left[p] > 0]
+            got = maxmin([jobs[pods[p][0]].bandwidth_gbps for p in active],
+                         capacity[link] - background[link])
+            for p, r in zip(active, got, strict=True):
+                rates[p] = r
+        events = [until]
+        for i, j in enumerate(jobs):
+            if state[i] == "wait":
+                events.append(j.start_ms)
+            elif state[i] == "compute":
+                events.append(compute_end[i])
+        for p in range(len(pods)):
+            if left[p] > 0 and rates[p] > 0:
+                events.append(t + left[p] / (rates[p] / 1000))
+        t_next = min(events)
+        for p in range(len(pods)):
+            if left[p] > 0:
+                done_at = t + left[p] / (rates[p] / 1000) if rates[p] > 0 else math.inf
+                moved = left[p] if done_at <= t_next else rates[p] / 1000 * (t_next - t)
+                left[p] -= moved
+                sent[p] += moved
+                if left[p] < 1e-12:
+                    sent[p] += left[p]
+                    left[p] = 0.0
+        t = t_next
+        if t >= until:
+            return ends, sent, t

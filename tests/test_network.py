@@ -1,0 +1,132 @@
+"""The flow-level network model: hand-computed cases, conservation, and the oracle."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from naive_flow import simulate as naive_simulate
+
+from tdmcore.sim.network import FlowJob, simulate_flows
+
+
+def job(name="a", period=100.0, duty=0.5, rate=10.0, links=(0,), iters=4, **kw):
+    return FlowJob(name, period, duty, rate, links, iters, **kw)
+
+
+@pytest.mark.parametrize("jobs, capacity, background, expected", [
+    # alone: compute 50 ms, 0.5 Gbit at 10 Gbps = 50 ms -> 100 ms per iteration
+    ([job()], [10.0], None, [[100, 200, 300, 400]]),
+    # two in phase on 10 Gbps: both send at 5 Gbps -> comm 100 ms -> 150 ms
+    ([job(), job("b")], [10.0], None, [[150, 300, 450, 600]] * 2),
+    # shifted by 50 ms: the bursts interleave, each runs as if alone (TDM)
+    ([job(), job("b", start_ms=50.0)], [10.0], None,
+     [[100, 200, 300, 400], [150, 250, 350, 450]]),
+    # 5 Gbps background on 10: 5 Gbps left -> comm 100 ms -> 150 ms
+    ([job()], [10.0], [5.0], [[150, 300, 450, 600]]),
+    # pods on two links; the 4 Gbps link caps one: 0.5 / 4 = 125 ms + 50 = 175 ms
+    ([job(links=(0, 1), iters=2)], [10.0, 4.0], None, [[175, 350]]),
+    # max-min with caps on 10 Gbps: the 2 Gbps job gets 2, the 10 Gbps one 8.
+    # small: 0.1 Gbit at 2 Gbps = 50 ms -> ends at 100; big has sent 8 x 0.05 = 0.4 of
+    # 0.5 Gbit by then, the last 0.1 at 10 Gbps takes 10 ms -> ends at 110
+    ([job("s", rate=2.0, iters=1), job("b", iters=1)], [10.0], None, [[100], [110]]),
+    # a single-node job sends nothing and iterates in t_p
+    ([job(links=(None, None), iters=3)], [1.0], None, [[100, 200, 300]]),
+    # idle injection stretches each compute phase by 25 ms
+    ([job(iters=2, stretch_ms=25.0)], [10.0], None, [[125, 250]]),
+])
+def test_hand_computed_cases(jobs, capacity, background, expected) -> None:
+    result = simulate_flows(jobs, capacity, background_gbps=background, noise_sigma=0.0)
+    for got, want in zip(result.iteration_end_ms, expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
+
+
+def test_bytes_sent_equal_bytes_demanded() -> None:
+    rng = np.random.default_rng(3)
+    jobs = [job(str(i), period=float(rng.uniform(50, 300)), duty=float(rng.uniform(.1, .9)),
+                rate=float(rng.uniform(1, 25)), links=(int(rng.integers(2)),),
+                iters=int(rng.integers(1, 6)), start_ms=float(rng.uniform(0, 100)))
+            for i in range(6)]
+    result = simulate_flows(jobs, [10.0, 25.0], seed=3)
+    np.testing.assert_allclose(result.pod_sent_gbit, result.pod_demand_gbit, rtol=1e-12)
+    assert result.link_sent_gbit.sum() == pytest.approx(result.pod_sent_gbit.sum())
+
+
+def test_same_seed_same_run_and_noise_changes_it() -> None:
+    jobs = [job(), job("b", start_ms=30.0)]
+    a = simulate_flows(jobs, [10.0], seed=7)
+    b = simulate_flows(jobs, [10.0], seed=7)
+    c = simulate_flows(jobs, [10.0], seed=8)
+    for x, y in zip(a.iteration_end_ms, b.iteration_end_ms, strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert not np.array_equal(a.iteration_end_ms[0], c.iteration_end_ms[0])
+
+
+def test_until_stops_the_run() -> None:
+    result = simulate_flows([job(iters=10)], [10.0], noise_sigma=0.0, until_ms=350.0)
+    np.testing.assert_allclose(result.iteration_end_ms[0], [100, 200, 300])
+    assert result.end_ms == 350.0
+
+
+def _random_instance(seed: int):
+    rng = np.random.default_rng(seed)
+    n_links = int(rng.integers(1, 4))
+    jobs = []
+    for i in range(int(rng.integers(1, 6))):
+        links = tuple(None if rng.random() < 0.15 else int(rng.integers(n_links))
+                      for _ in range(int(rng.integers(1, 4))))
+        jobs.append(FlowJob(f"j{i}", float(rng.uniform(20, 400)), float(rng.uniform(0, 1)),
+                            float(rng.uniform(0.5, 30)), links, int(rng.integers(0, 7)),
+                            start_ms=float(rng.choice([0.0, rng.uniform(0, 300)])),
+                            stretch_ms=float(rng.choice([0.0, rng.uniform(0, 50)]))))
+    capacity = [float(x) for x in rng.uniform(2, 40, n_links)]
+    background = [float(x) for x in rng.uniform(0, 3, n_links) * (rng.random(n_links) < .3)]
+    sigma = float(rng.choice([0.0, 0.01, 0.05]))
+    return jobs, capacity, background, sigma
+
+
+@pytest.mark.parametrize("chunk", range(6))
+def test_kernel_matches_the_naive_oracle(chunk: int) -> None:
+    for seed in range(chunk * 100, chunk * 100 + 100):
+        jobs, capacity, background, sigma = _random_instance(seed)
+        fast = simulate_flows(jobs, capacity, background_gbps=background, noise_sigma=sigma,
+                              seed=seed)
+        ends, sent, _ = naive_simulate(jobs, capacity, background, sigma, seed)
+        for i, (got, want) in enumerate(zip(fast.iteration_end_ms, ends, strict=True)):
+            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-6,
+                                       err_msg=f"seed {seed}, job {i}")
+        np.testing.assert_allclose(fast.pod_sent_gbit, sent, rtol=1e-9, atol=1e-9,
+                                   err_msg=f"seed {seed}")
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(period_ms=0.0), "period_ms"),
+    (dict(duty_cycle=1.5), "duty_cycle"),
+    (dict(bandwidth_gbps=-1.0), "bandwidth_gbps"),
+    (dict(links=()), "links"),
+    (dict(links=(-1,)), "links"),
+    (dict(iterations=-1), "iterations"),
+    (dict(start_ms=-5.0), "start_ms"),
+    (dict(stretch_ms=math.nan), "stretch_ms"),
+])
+def test_bad_jobs_name_the_argument(kwargs, name) -> None:
+    base = dict(name="a", period_ms=100.0, duty_cycle=0.5, bandwidth_gbps=10.0, links=(0,),
+                iterations=1)
+    with pytest.raises(ValueError, match=f"^{name}"):
+        FlowJob(**{**base, **kwargs})
+
+
+@pytest.mark.parametrize("args, kwargs, name", [
+    (([], [10.0]), {}, "jobs"),
+    (([job()], []), {}, "link_capacity_gbps"),
+    (([job()], [0.0]), {}, "link_capacity_gbps"),
+    (([job()], [10.0]), dict(background_gbps=[1.0, 2.0]), "background_gbps"),
+    (([job()], [10.0]), dict(noise_sigma=-0.1), "noise_sigma"),
+    (([job()], [10.0]), dict(seed=-1), "seed"),
+    (([job()], [10.0]), dict(until_ms=math.nan), "until_ms"),
+    (([job(links=(3,))], [10.0]), {}, "jobs\\[0\\]"),
+])
+def test_bad_runs_name_the_argument(args, kwargs, name) -> None:
+    with pytest.raises(ValueError, match=f"^{name}"):
+        simulate_flows(*args, **kwargs)
