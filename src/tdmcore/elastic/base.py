@@ -10,9 +10,9 @@ simulator and the Kubernetes bridge apply them with :func:`apply_plan`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -28,6 +28,7 @@ __all__ = [
     "apply_plan",
     "fits_on",
     "free_matrix",
+    "free_until_fits",
     "next_worker_pods",
     "pack",
 ]
@@ -36,6 +37,8 @@ __all__ = [
 ACTIONS = ("start", "scale_up", "scale_down", "place")
 
 _EPS = 1e-9
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -201,3 +204,31 @@ def commit(state: ClusterState, plan: Plan, plans: list[Plan]) -> None:
     """Apply ``plan`` to the policy's working copy and record it."""
     apply_plan(state, plan)
     plans.append(plan)
+
+
+def free_until_fits(
+    work: ClusterState, victims: Sequence[tuple[str, Sequence[str]]],
+    place: Callable[[ClusterState], T | None],
+) -> tuple[dict[str, list[str]], T] | None:
+    """The scale-down loop shared by DRAGON, KOD2 and the weighted scheduler.
+
+    ``victims``: (job, the worker pods it may lose, in removal order), in victim
+    order.  Pods are removed one at a time from a copy of ``work``, re-testing
+    ``place`` after each; returns the pods removed per job and the placement found,
+    or None (nothing is changed) when even removing them all is not enough.
+    """
+    trial = work.copy()
+    removed: dict[str, list[str]] = {}
+    for job, pods in victims:
+        for name in pods:
+            trial.remove(name)
+            removed.setdefault(job, []).append(name)
+            found = place(trial)
+            if found is not None:
+                return removed, found
+    return None
+
+
+def scale_down_plans(removed: dict[str, list[str]], reason: str) -> list[Plan]:
+    return [Plan(job, "scale_down", remove=tuple(names), reason=reason)
+            for job, names in removed.items()]

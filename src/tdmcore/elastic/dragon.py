@@ -38,8 +38,10 @@ from .base import (
     demand,
     fits_on,
     free_matrix,
+    free_until_fits,
     next_worker_pods,
     pack,
+    scale_down_plans,
 )
 from .job import ElasticJob, total_request
 
@@ -98,30 +100,21 @@ class DragonPolicy:
         lo = target.min_workers
         if start_plan(target, lo, lo, work) is not None:
             return  # it fits already: AFCFS starts it
-        trial = work.copy()
-        removed: dict[str, list[str]] = {}
         surplus = {j: len(view.workers_of(j, work)) - self.jobs[j].min_workers
                    for j in running}
-        victims = sorted((j for j in running if surplus[j] > 0),
-                         key=lambda j: (-surplus[j], running.index(j)))
-        found = None
-        for job in victims:
-            ps_nodes = view.ps_nodes(job, trial)
-            workers = view.workers_of(job, trial)
-            order = sorted(workers, key=lambda w: (w[1] in ps_nodes, -_index(w[0])))
-            for name, _ in order[:surplus[job]]:
-                trial.remove(name)
-                removed.setdefault(job, []).append(name)
-                found = start_plan(target, lo, lo, trial)
-                if found is not None:
-                    break
-            if found is not None:
-                break
-        if found is None:
+        victims = []
+        for job in sorted((j for j in running if surplus[j] > 0),
+                          key=lambda j: (-surplus[j], running.index(j))):
+            ps_nodes = view.ps_nodes(job, work)
+            order = sorted(view.workers_of(job, work),
+                           key=lambda w: (w[1] in ps_nodes, -_index(w[0])))
+            victims.append((job, [name for name, _ in order[:surplus[job]]]))
+        result = free_until_fits(work, victims, lambda st: start_plan(target, lo, lo, st))
+        if result is None:
             return
-        for job, names in removed.items():
-            commit(work, Plan(job, "scale_down", remove=tuple(names),
-                              reason=f"make room for urgent {target.name}"), plans)
+        removed, found = result
+        for plan in scale_down_plans(removed, f"make room for urgent {target.name}"):
+            commit(work, plan, plans)
         commit(work, Plan(target.name, "start", found.add, reason="urgent"), plans)
         waiting.remove(target.name)
         running.append(target.name)

@@ -30,7 +30,17 @@ from collections.abc import Mapping
 
 from .. import _validation as v
 from ..model import ClusterState, Pod
-from .base import ElasticView, Plan, commit, demand, fits_on, free_matrix, next_worker_pods
+from .base import (
+    ElasticView,
+    Plan,
+    commit,
+    demand,
+    fits_on,
+    free_matrix,
+    free_until_fits,
+    next_worker_pods,
+    scale_down_plans,
+)
 from .dragon import start_plan
 from .job import ElasticJob
 
@@ -101,35 +111,27 @@ class Kod2Policy:
                   waiting: list[str], running: list[str], plans: list[Plan]) -> Plan | None:
         """Alg. 2: free workers of lower-weight jobs until ``new``'s minimum fits."""
         job = self.jobs[new]
-        trial = work.copy()
-        removed: dict[str, list[str]] = {}
-        order = sorted(running, key=lambda j: (self.weight(j), running.index(j)))
-        found = None
-        for victim in order:
+        victims = []
+        for victim in sorted(running, key=lambda j: (self.weight(j), running.index(j))):
             if self.weight(victim) > self.weight(new):
                 break
             if self.weight(victim) == self.weight(new) and \
                     self.jobs[victim].arrival_s <= job.arrival_s:
                 continue  # equal weight, arrived earlier: excluded
-            spare = len(view.workers_of(victim, trial)) - self.jobs[victim].min_workers
+            spare = len(view.workers_of(victim, work)) - self.jobs[victim].min_workers
             if spare <= 0:
                 continue
-            ps_nodes = view.ps_nodes(victim, trial)
-            workers = sorted(view.workers_of(victim, trial),
+            ps_nodes = view.ps_nodes(victim, work)
+            workers = sorted(view.workers_of(victim, work),
                              key=lambda w: (w[1] in ps_nodes, -int(w[0].rsplit("-", 1)[1])))
-            for name, _ in workers[:spare]:
-                trial.remove(name)
-                removed.setdefault(victim, []).append(name)
-                found = start_plan(job, job.min_workers, job.min_workers, trial)
-                if found is not None:
-                    break
-            if found is not None:
-                break
-        if found is None:
+            victims.append((victim, [name for name, _ in workers[:spare]]))
+        result = free_until_fits(
+            work, victims, lambda st: start_plan(job, job.min_workers, job.min_workers, st))
+        if result is None:
             return None
-        for victim, names in removed.items():
-            commit(work, Plan(victim, "scale_down", remove=tuple(names),
-                              reason=f"scale-in for {new}"), plans)
+        removed, found = result
+        for plan in scale_down_plans(removed, f"scale-in for {new}"):
+            commit(work, plan, plans)
         return Plan(new, "start", found.add, reason="after scale-in")
 
     def _scale_out(self, view: ElasticView, work: ClusterState, running: list[str],

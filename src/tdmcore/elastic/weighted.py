@@ -30,7 +30,17 @@ from collections.abc import Mapping
 from .. import _validation as v
 from ..model import ClusterState, Pod
 from ..oasis import sigmoid_utility
-from .base import ElasticView, Plan, commit, demand, fits_on, free_matrix, next_worker_pods
+from .base import (
+    ElasticView,
+    Plan,
+    commit,
+    demand,
+    fits_on,
+    free_matrix,
+    free_until_fits,
+    next_worker_pods,
+    scale_down_plans,
+)
 from .job import ElasticJob
 
 __all__ = ["WeightedPolicy", "expected_utility", "gang_place"]
@@ -129,27 +139,20 @@ class WeightedPolicy:
     def _scale_down(self, view: ElasticView, head: str, work: ClusterState,
                     running: list[str], plans: list[Plan]) -> bool:
         job = self.jobs[head]
-        trial = work.copy()
-        removed: dict[str, list[str]] = {}
-        found = None
+        victims = []
         for victim in sorted(running, key=lambda j: (self.utility[j], running.index(j))):
             if self.utility[victim] >= self.utility[head]:
                 break
-            spare = len(view.workers_of(victim, trial)) - self.jobs[victim].min_workers
-            workers = view.workers_of(victim, trial)[::-1]
-            for name, _ in workers[:max(spare, 0)]:
-                trial.remove(name)
-                removed.setdefault(victim, []).append(name)
-                found = gang_place(job.gang(job.workers), trial)
-                if found is not None:
-                    break
-            if found is not None:
-                break
-        if found is None:
+            spare = len(view.workers_of(victim, work)) - self.jobs[victim].min_workers
+            workers = view.workers_of(victim, work)[::-1]
+            victims.append((victim, [name for name, _ in workers[:max(spare, 0)]]))
+        result = free_until_fits(work, victims,
+                                 lambda st: gang_place(job.gang(job.workers), st))
+        if result is None:
             return False
-        for victim, names in removed.items():
-            commit(work, Plan(victim, "scale_down", remove=tuple(names),
-                              reason=f"ScaleDown for {head}"), plans)
+        removed, found = result
+        for plan in scale_down_plans(removed, f"ScaleDown for {head}"):
+            commit(work, plan, plans)
         commit(work, Plan(head, "start", tuple(found), reason="after ScaleDown"), plans)
         self.queue.remove(head)
         running.append(head)
