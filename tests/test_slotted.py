@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from slotted_helpers import Recorder
 
 from tdmcore.admission import (
     ADMISSION_POLICIES,
@@ -88,28 +89,6 @@ class Script:
         return SlotDecision(run=run, reject=dict(self.rejects.get(view.t, {})))
 
 
-class Recorder:
-    """Wraps a policy; keeps each slot's view and a copy of its decision."""
-
-    def __init__(self, inner) -> None:
-        self.inner = inner
-        self.name = inner.name
-
-    def reset(self, cluster, jobs) -> None:
-        self.views, self.runs, self.rejects = [], [], []
-        self.inner.reset(cluster, jobs)
-
-    def step(self, view) -> SlotDecision:
-        decision = self.inner.step(view)
-        self.views.append(view)
-        self.runs.append({i: (a.workers.copy(), a.ps.copy()) for i, a in decision.run.items()})
-        self.rejects.append(dict(decision.reject))
-        return decision
-
-
-# --------------------------------------------------------------------- the engine
-# One worker server and one PS server with 4 CPUs each, 5 slots.  The job arrives at
-# slot 1 with V = E N = 2 x 3 = 6 chunks and utility 10 / (1 + e^(1 (delay - 0))).
 @pytest.mark.parametrize(
     ("tau", "workers_by_slot", "finish", "utility"),
     [
