@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 
 from . import _validation as v
 from ._kernels.oasis_dp import best_schedule_kernel, ps_needed
-from ._quiet import quiet_stdout
+from ._milp import solve_integer_program
 
 __all__ = [
     "Admission",
@@ -424,9 +424,6 @@ def offline_optimum(jobs: list[Job], worker_capacity: Any, ps_capacity: Any, n_s
     workers and PSs per slot and server, and one binary per possible end slot
     (utility ``f(end - arrival)``); constraints (2)-(10).
     """
-    from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import lil_matrix
-
     cap_w = v.as_float_array("worker_capacity", worker_capacity, ndim=2)
     cap_p = v.as_float_array("ps_capacity", ps_capacity, ndim=2)
     if np.any(cap_w < 0) or np.any(cap_p < 0):
@@ -494,16 +491,7 @@ def offline_optimum(jobs: list[Job], worker_capacity: Any, ps_capacity: Any, n_s
         rows.append((coeffs, -np.inf, float(cap_w[h, r])))  # (4)
     for (_, k, r), coeffs in usage_p.items():
         rows.append((coeffs, -np.inf, float(cap_p[k, r])))  # (5)
-    matrix = lil_matrix((len(rows), n_var))
-    lo, hi = np.empty(len(rows)), np.empty(len(rows))
-    for row, (coeffs, low, high) in enumerate(rows):
-        for col, value in coeffs.items():
-            matrix[row, col] = value
-        lo[row], hi[row] = low, high
-    with quiet_stdout():
-        res = milp(cost, constraints=LinearConstraint(matrix.tocsr(), lo, hi),
-                   integrality=np.ones(n_var), bounds=Bounds(0, upper),
-                   options={"time_limit": time_limit_s})
+    res = solve_integer_program(cost, rows, 0, upper, time_limit_s)
     if res.x is None:
         raise ValueError(f"time_limit_s: the MILP found no solution ({res.message})")
     x = np.round(res.x).astype(np.int64)

@@ -29,11 +29,9 @@ together with the one-worker floor; if HiGHS finds no solution within
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import lil_matrix
 
 from .. import _validation as v
-from .._quiet import quiet_stdout
+from .._milp import solve_integer_program
 from ..oasis import Job
 from .base import (
     Allocation,
@@ -134,17 +132,8 @@ class DormPolicy:
                          -np.inf, float(pool_w[r])))
             rows.append(({3 * a + 1: self.jobs[i].ps_res[r] for a, i in enumerate(active)},
                          -np.inf, float(pool_p[r])))
-        matrix = lil_matrix((len(rows), n_var))
-        lo, hi = np.empty(len(rows)), np.empty(len(rows))
-        for row, (coeffs, low, high) in enumerate(rows):
-            for col, value in coeffs.items():
-                matrix[row, col] = value
-            lo[row], hi[row] = low, high
         self.solves += 1
-        with quiet_stdout():
-            res = milp(cost, constraints=LinearConstraint(matrix.tocsr(), lo, hi),
-                       integrality=np.ones(n_var), bounds=Bounds(lower, upper),
-                       options={"time_limit": self.time_limit_s})
+        res = solve_integer_program(cost, rows, lower, upper, self.time_limit_s)
         if res.status == 1:
             self.timeouts += 1
         if res.x is None:
