@@ -1,6 +1,6 @@
 """One-shot table of the rotation-search targets (spec/performance.md), per seed.
 
-Usage: python benchmarks/report.py [--seeds 0 1 2 3 4] [--decision] [--oasis]
+Usage: python benchmarks/report.py [--seeds 0 1 2 3 4] [--decision] [--oasis] [--network]
        [--milp [--milp-sizes 20 50 100] [--milp-time-limit 600]]
 Each instance is solved by tdmcore (median of 20 runs) and by the naive peer
 (one run) in the same process, after checking that both give the same answer.
@@ -20,6 +20,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 
 from asv_bench.bench_decision import decision_latencies  # noqa: E402
+from asv_bench.bench_network import speedup as network_speedup  # noqa: E402
 from asv_bench.bench_oasis import agree, milp_comparison  # noqa: E402
 from asv_bench.bench_oasis import speedup as oasis_speedup  # noqa: E402
 from asv_bench.bench_rotation import speedup  # noqa: E402
@@ -44,7 +45,17 @@ def main() -> None:
                         help="T = worker servers = PS servers (default: 20 50 100)")
     parser.add_argument("--milp-time-limit", type=float, default=600.0,
                         help="MILP time limit per instance, seconds (default: 600)")
+    parser.add_argument("--network", action="store_true",
+                        help="also the flow-level network model against its naive peer")
     args = parser.parse_args()
+    if args.network:
+        print(f"{'jobs':>5} {'links':>5} {'iters':>5} {'seed':>4} {'tdmcore ms':>11} "
+              f"{'naive s':>8} {'ratio':>6}")
+        for n_jobs, n_links, iters in ((4, 4, 50), (16, 8, 50), (64, 16, 20)):
+            for seed in args.seeds:
+                fast, slow, ratio = network_speedup(n_jobs, n_links, iters, seed)
+                print(f"{n_jobs:>5} {n_links:>5} {iters:>5} {seed:>4} {fast * 1e3:>11.2f} "
+                      f"{slow:>8.2f} {ratio:>5.0f}x")
     if args.milp:
         milp_table(args.seeds, args.milp_sizes, args.milp_time_limit)
     if args.oasis:

@@ -76,7 +76,8 @@ def test_pure_python_scheduler_kernels_match_compiled() -> None:
 
 FLOW_SCRIPT = """
 import numpy as np
-import naive_flow, test_network
+import test_network
+from asv_bench import naive_flow
 from tdmcore.sim.network import simulate_flows
 for seed in range(40):
     jobs, capacity, background, sigma = test_network._random_instance(seed)
@@ -93,6 +94,8 @@ def test_pure_python_flow_kernel_matches_oracle() -> None:
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent),
                                                       env.get("PYTHONPATH", "")]))
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1] /
+                                              "benchmarks"), env["PYTHONPATH"]])
     out = subprocess.run([sys.executable, "-c", FLOW_SCRIPT], env=env, capture_output=True,
                          text=True, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
