@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 import pytest
-from asv_bench.naive_flow import simulate as naive_simulate
 
+from asv_bench.naive_flow import simulate as naive_simulate
 from tdmcore.sim.network import FlowJob, simulate_flows
 
 
