@@ -141,6 +141,16 @@ def _check_out(out_dir: Path) -> None:
                 d.rmdir()
 
 
+def _report_rows(console: Console, out_dir: Path, stem: str,
+                 rows: list[dict[str, Any]]) -> None:
+    """Write the table as CSV and JSON and say where; a one-line error if it cannot."""
+    try:
+        paths = _write_rows(out_dir, stem, rows)
+    except OSError as exc:
+        raise click.ClickException(f"out: cannot write to {out_dir}: {exc.strerror}") from None
+    console.print("report: " + ", ".join(str(p) for p in paths))
+
+
 def _write_rows(out_dir: Path, stem: str, rows: list[dict[str, Any]]) -> list[Path]:
     import csv
 
@@ -214,11 +224,7 @@ def oasis_cmd(n_jobs: int, worker_servers: int, ps_servers: int, n_slots: int, s
                       _num(row["utility_critical"]), _num(row["lateness_critical_p50"]),
                       _num(row["decision_ms_p50"], 2))
     console.print(table)
-    try:
-        paths = _write_rows(out_dir, "oasis-compare", rows)
-    except OSError as exc:
-        raise click.ClickException(f"out: cannot write to {out_dir}: {exc.strerror}") from None
-    console.print("report: " + ", ".join(str(p) for p in paths))
+    _report_rows(console, out_dir, "oasis-compare", rows)
 
 
 @cli.command("oasis-ratio")
@@ -281,11 +287,7 @@ def oasis_ratio_cmd(servers: str, priorities: str, scales: str, seeds: str, n_jo
                  "seed": r.seed, "offline": round(r.offline, 6), "online": round(r.online, 6),
                  "ratio": round(r.ratio, 6), "offline_optimal": r.offline_optimal}
                 for r in rows]
-    try:
-        paths = _write_rows(out_dir, "oasis-ratio", out_rows)
-    except OSError as exc:
-        raise click.ClickException(f"out: cannot write to {out_dir}: {exc.strerror}") from None
-    console.print("report: " + ", ".join(str(p) for p in paths))
+    _report_rows(console, out_dir, "oasis-ratio", out_rows)
 
 
 @cli.command("elastic")
@@ -376,11 +378,7 @@ def elastic_cmd(workload: str, policies: str, n_jobs: int, mean_gap_s: float, se
         if run.deadlocked:
             console.print(f"{name}: {len(run.deadlocked)} job(s) deadlocked, holding pods "
                           f"of partial gangs: {', '.join(run.deadlocked)}")
-    try:
-        paths = _write_rows(out_dir, f"elastic-{workload}", rows)
-    except OSError as exc:
-        raise click.ClickException(f"out: cannot write to {out_dir}: {exc.strerror}") from None
-    console.print("report: " + ", ".join(str(p) for p in paths))
+    _report_rows(console, out_dir, f"elastic-{workload}", rows)
 
 
 def _fmt_psi(value: float | None) -> str:
