@@ -115,6 +115,10 @@ class Controller:
         self.offsets_ms: dict[str, float] = {}
         self.recalculations = 0
         self._watch: dict[str, _PodWatch] = {}
+        #: job -> the reference job of its affinity component (offset 0)
+        self.roots: dict[str, str] = {}
+        #: job -> start of its latest reported iteration (ms)
+        self.anchors_ms: dict[str, float] = {}
 
     @classmethod
     def for_policy(cls, state: ClusterState, policy: object) -> Controller:
@@ -180,6 +184,7 @@ class Controller:
             for job, rot in plan.job_rotations.items():
                 rel[(node, job)] = rot / plan.bins * plan.base.period_ms
         offsets: dict[str, float] = {job: 0.0 for job in state.job_members}
+        roots: dict[str, str] = {}
         done: set[int] = set()
         first_order = {job: state.placed[m[0]].order for job, m in state.job_members.items()}
         jobs_on_edges = sorted(set(graph.edges[:, 0].tolist()),
@@ -190,12 +195,15 @@ class Controller:
                 continue
             for job_id, via, parent in graph.bfs_order(root):
                 done.add(job_id)
+                roots[names[job_id]] = names[root]
                 if parent < 0:
                     continue
                 job, up = names[job_id], names[parent]
                 period = self._period(job)
                 offsets[job] = (offsets[up] + rel[(via, job)] - rel[(via, up)]) % period
         self.offsets_ms = offsets
+        self.roots = roots
+        self.anchors_ms = {r: a for r, a in self.anchors_ms.items() if r in state.job_members}
         shifts = {name: offsets[p.pod.job] for name, p in state.placed.items()}
         state.set_shifts(shifts)
         return shifts
@@ -215,6 +223,35 @@ class Controller:
         pattern = self._pattern(job)
         return pattern.period_ms if pattern is not None else 1.0
 
+    def target_phase(self, job: str) -> float | None:
+        """Where ``job``'s iterations should start, as a time modulo its period.
+
+        Offsets are relative to the reference job of the job's affinity component
+        (offset 0), so the target is that job's latest reported iteration start
+        plus the job's offset; drift of the reference job is thereby followed.
+        ``None`` when the job is the reference or on no contended link, or the
+        reference has not reported yet (then nothing needs aligning).
+        """
+        root = self.roots.get(job)
+        if root is None or root == job or root not in self.anchors_ms:
+            return None
+        return self.anchors_ms[root] + self.offsets_ms.get(job, 0.0) \
+            - self.offsets_ms.get(root, 0.0)
+
+    def is_high(self, job: str) -> bool:
+        """High priority: no job sharing a contended link with it ranks above it
+        (such a job is never paused)."""
+        return self._is_high(job)
+
+    def slow_in_window(self, pod: str) -> int:
+        """Iterations of ``pod`` in the current window that count as slow."""
+        watch = self._watch.get(pod)
+        entry = self.state.placed.get(pod)
+        if watch is None or entry is None or entry.pod.pattern is None:
+            return 0
+        limit = self.config.a_t * entry.pod.pattern.period_ms
+        return sum(d > limit for d in watch.durations)
+
     def _is_high(self, job: str) -> bool:
         """High priority: no job sharing a contended link with it ranks above it."""
         prio = self._priority(job)
@@ -230,7 +267,7 @@ class Controller:
 
         Continuous regulation: in the last ``window`` iterations, more than ``o_t``
         slower than ``a_t`` x the period -> pause a low-priority pod so that its
-        next iteration starts on its assigned offset (high-priority pods are never
+        next iteration starts on its assigned offset (:meth:`target_phase`) (high-priority pods are never
         paused).  Otherwise, with a full window whose middle half (25th to 75th
         percentile) of periods or duty cycles lies beyond ``drift_tol`` on one side,
         or after ``readjust_limit`` readjustments within ``readjust_horizon``
@@ -246,6 +283,8 @@ class Controller:
         if comm_ms is not None and not 0 <= v.real_number("comm_ms", comm_ms) <= duration:
             raise ValueError("comm_ms: must lie in [0, duration_ms]")
         pattern = entry.pod.pattern
+        job = entry.pod.job
+        self.anchors_ms[job] = max(start, self.anchors_ms.get(job, start))
         if not self.config.monitor or pattern is None:
             return []
         cfg = self.config
@@ -261,7 +300,6 @@ class Controller:
         watch.readjusted_at = [i for i in watch.readjusted_at
                                if watch.iterations - i < cfg.readjust_horizon]
         out: list[Readjustment | PatternUpdate] = []
-        job = entry.pod.job
         slow = sum(d > cfg.a_t * pattern.period_ms for d in watch.durations)
         if slow <= cfg.o_t or self._is_high(job):
             # No readjustment due (or allowed): has the pattern itself changed?
@@ -270,8 +308,10 @@ class Controller:
                 if update is not None:
                     return [update]
             return out
-        offset = self.offsets_ms.get(job, 0.0)
-        pause = (offset - (start + duration)) % pattern.period_ms
+        target = self.target_phase(job)
+        if target is None:
+            target = self.offsets_ms.get(job, 0.0)
+        pause = (target - (start + duration)) % pattern.period_ms
         out.append(Readjustment(pod, float(pause), int(slow)))
         watch.durations.clear()
         watch.comm.clear()

@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import _validation as v
-from .._kernels.flow import PHASE_WAIT, advance
+from .._kernels.flow import PHASE_WAIT, STOP_FINISHED, advance
 
 __all__ = ["FlowJob", "FlowResult", "simulate_flows"]
 
@@ -41,6 +41,7 @@ class FlowJob:
     iterations: int
     start_ms: float = 0.0
     stretch_ms: float = 0.0
+    tail_ms: float = 0.0
 
     def __post_init__(self) -> None:
         v.positive_float("period_ms", self.period_ms)
@@ -61,6 +62,8 @@ class FlowJob:
             raise ValueError(f"start_ms: must be >= 0, got {self.start_ms}")
         if v.real_number("stretch_ms", self.stretch_ms) < 0:
             raise ValueError(f"stretch_ms: must be >= 0, got {self.stretch_ms}")
+        if v.real_number("tail_ms", self.tail_ms) < 0:
+            raise ValueError(f"tail_ms: must be >= 0, got {self.tail_ms}")
 
     @property
     def networked(self) -> bool:
@@ -140,19 +143,29 @@ def simulate_flows(jobs: Sequence[FlowJob], link_capacity_gbps: Sequence[float],
     link_ptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     link_pods = order[: int(counts.sum())].astype(np.int64)
     phase = np.full(n_jobs, PHASE_WAIT, dtype=np.int64)
+    start = np.array([j.start_ms for j in jobs], dtype=np.float64)
     iter_end = np.full((n_jobs, max_iter), np.nan)
+    log_start = np.full((n_jobs, max_iter), np.nan)
+    log_comm = np.full((n_jobs, max_iter), np.nan)
     pod_sent = np.zeros(len(pj))
     link_sent = np.zeros(cap.size)
-    end = advance(
-        0.0, until,
-        compute, np.array([j.start_ms for j in jobs], dtype=np.float64),
-        np.array([j.iterations for j in jobs], dtype=np.int64),
-        np.array([j.stretch_ms for j in jobs], dtype=np.float64), noise,
-        phase, np.zeros(n_jobs), np.zeros(n_jobs, dtype=np.int64), iter_end,
+    state = (
+        compute, start, np.array([j.iterations for j in jobs], dtype=np.int64),
+        np.array([j.stretch_ms for j in jobs], dtype=np.float64),
+        np.array([j.tail_ms for j in jobs], dtype=np.float64),
+        np.full(n_jobs, np.nan), np.ones(n_jobs),
+        np.full(n_jobs, np.inf), np.full(n_jobs, np.iinfo(np.int64).max),
         np.zeros(n_jobs, dtype=np.int64),
+        phase, np.zeros(n_jobs), np.zeros(n_jobs, dtype=np.int64),
+        np.zeros(n_jobs, dtype=np.int64), np.zeros(n_jobs, dtype=np.int64), noise,
+        log_start, log_comm, iter_end,
         pj, pl, np.array(pod_cap), np.array(pod_volume), np.zeros(len(pj)), pod_sent,
-        cap, bg, link_ptr, link_pods, link_sent,
+        cap, bg, link_ptr, link_pods, link_sent, np.zeros(1, dtype=np.int64),
     )
+    t, reason = 0.0, STOP_FINISHED
+    while reason == STOP_FINISHED:  # a job finishing is no reason to stop here
+        t, reason = advance(t, until, *state)
+    end = t
     ends = tuple(row[~np.isnan(row)] for row in iter_end)
     done = np.array([len(e) for e in ends], dtype=np.float64)
     demand = np.array(pod_volume) * done[pj]

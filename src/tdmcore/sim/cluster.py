@@ -1,0 +1,657 @@
+"""The cluster simulator: a placement policy and its controller over the flow model.
+
+spec/simulator.md.  Jobs arrive; the policy places each job's pods all or nothing
+through :class:`tdmcore.framework.Scheduler` (a job that does not fit waits in
+arrival order and is retried whenever a job leaves); the flow-level kernel
+(:func:`tdmcore._kernels.flow.advance`) runs their iterations on the nodes' host
+links; for the Metronome policies the stop-and-wait :class:`tdmcore.controller.
+Controller` receives every iteration report and its shifts, pauses, idle
+injections and pattern updates act on the running model.  The same objects run
+behind the Kubernetes bridge: domain objects -> snapshot -> kernels -> decision.
+
+Policies: the placement policies of :data:`tdmcore.policies.POLICIES` and
+``ideal``.  **[decision]** ``ideal`` places like ``metronome`` and then gives every
+pod a private, uncongested link of exactly its rate ``r_p``: every job runs as if
+alone, which is the reference the paper's "ideal time" means.
+
+Time shifts: the controller's global offsets are relative to the reference job of
+each affinity component (offset 0); a job starts, and a pause or an offset change
+moves its next iteration, to the time congruent to "the reference job's latest
+iteration start + its offset" modulo its period (:meth:`Controller.target_phase`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .. import _validation as v
+from .._kernels.flow import (
+    PHASE_DONE,
+    PHASE_READY,
+    PHASE_WAIT,
+    STOP_DRAIN,
+    STOP_FINISHED,
+    STOP_IDLE,
+    advance,
+)
+from ..controller import Controller, PatternUpdate, Readjustment
+from ..framework import Scheduler, Status
+from ..model import Cluster, ClusterState, Pod, TrafficPattern
+from ..policies import POLICIES, make_policy
+
+__all__ = [
+    "CLUSTER_POLICIES",
+    "JobResult",
+    "RunResult",
+    "SimCluster",
+    "SimJob",
+    "run_cluster",
+]
+
+#: Placement policies the cluster simulator runs (``ideal`` is simulator-only).
+CLUSTER_POLICIES: tuple[str, ...] = (*POLICIES, "ideal")
+#: Iterations logged per job between two drains of the kernel's buffers.
+LOG_SLOTS = 256
+
+
+@dataclass(frozen=True)
+class SimJob:
+    """A training job of a scenario.
+
+    ``workers`` pods, each requesting ``gpu``/``cpu``/``mem_gib`` and carrying
+    ``pattern`` (``None``: a LowComm job).  It arrives at ``arrival_s`` and trains
+    ``iterations`` iterations.  ``workload`` groups HPO jobs (AppGroup).
+    """
+
+    name: str
+    model: str
+    pattern: TrafficPattern | None
+    workers: int
+    iterations: int
+    arrival_s: float = 0.0
+    priority: int = 0
+    gpu: float = 1.0
+    cpu: float = 4.0
+    mem_gib: float = 16.0
+    workload: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"name: expected a non-empty string, got {self.name!r}")
+        for key in ("workers", "iterations"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{key}: expected an integer >= 1, got {value!r}")
+        if v.real_number("arrival_s", self.arrival_s) < 0:
+            raise ValueError(f"arrival_s: must be >= 0, got {self.arrival_s}")
+        if self.pattern is not None and not isinstance(self.pattern, TrafficPattern):
+            raise ValueError("pattern: expected a TrafficPattern or None")
+
+    def pods(self) -> list[Pod]:
+        return [Pod(f"{self.name}-w{k}", self.name, cpu=self.cpu, mem_gib=self.mem_gib,
+                    gpu=self.gpu, pattern=self.pattern, priority=self.priority,
+                    workload=self.workload) for k in range(self.workers)]
+
+    @property
+    def period_ms(self) -> float:
+        """The iteration time alone (LowComm jobs: their ``pattern`` is None, 1 s)."""
+        return self.pattern.period_ms if self.pattern is not None else 1000.0
+
+
+@dataclass(frozen=True)
+class SimCluster:
+    """Nodes (with their latency matrix and workloads) and the network's congestion.
+
+    ``background_gbps[n]``: steady background traffic on node n's host link (the
+    paper's iPerf3).  ``latency_ms[x, y]``: one-way latency between nodes; a job
+    spanning nodes pays ``2 (n - 1)`` times its worst pair latency per iteration
+    (ring all-reduce has ``2 (n - 1)`` sequential steps; **[decision]**).
+    """
+
+    cluster: Cluster
+    background_gbps: NDArray[np.float64]
+    latency_ms: NDArray[np.float64]
+
+    def __post_init__(self) -> None:
+        k = len(self.cluster)
+        bg = v.as_float_array("background_gbps", self.background_gbps, ndim=1)
+        if bg.shape != (k,) or np.any(bg < 0):
+            raise ValueError(f"background_gbps: expected {k} values >= 0")
+        if np.any(bg >= self.cluster.link_gbps):
+            raise ValueError("background_gbps: must stay below each link's capacity")
+        lat = v.as_float_array("latency_ms", self.latency_ms, ndim=2)
+        if lat.shape != (k, k) or np.any(lat < 0):
+            raise ValueError(f"latency_ms: expected a ({k}, {k}) matrix of values >= 0")
+        object.__setattr__(self, "background_gbps", bg)
+        object.__setattr__(self, "latency_ms", lat)
+
+
+@dataclass
+class JobResult:
+    """What one job did: placement, times (ms) and its iteration durations."""
+
+    name: str
+    model: str
+    priority: int
+    arrival_ms: float
+    iterations: int
+    nodes: tuple[str, ...] = ()
+    start_ms: float | None = None
+    end_ms: float | None = None
+    durations_ms: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    readjustments: int = 0
+    pause_ms: float = 0.0
+    accepted_on_arrival: bool = False
+
+    @property
+    def jct_ms(self) -> float | None:
+        return None if self.end_ms is None else self.end_ms - self.arrival_ms
+
+    @property
+    def wait_ms(self) -> float | None:
+        return None if self.start_ms is None else self.start_ms - self.arrival_ms
+
+    @property
+    def per_1000_s(self) -> float:
+        """Average time per 1,000 iterations (s), the paper's user-side metric."""
+        d = self.durations_ms
+        return float(d.mean()) if d.size else math.nan
+
+    def percentiles(self) -> NDArray[np.float64]:
+        """Iteration time p5, p25, p50, p75, p95 (ms)."""
+        d = self.durations_ms
+        if not d.size:
+            return np.full(5, np.nan)
+        return np.asarray(np.percentile(d, [5, 25, 50, 75, 95]), dtype=np.float64)
+
+
+@dataclass
+class RunResult:
+    """One policy on one scenario."""
+
+    policy: str
+    jobs: dict[str, JobResult]
+    tct_ms: float
+    gamma: float
+    link_names: tuple[str, ...]
+    link_capacity_gbps: NDArray[np.float64]
+    link_sent_gbit: NDArray[np.float64]
+    util_t_ms: NDArray[np.float64]  # sample times
+    util_gbps: NDArray[np.float64]  # (samples, links): mean rate since the previous sample
+    decision_s: NDArray[np.float64]
+    recalculations: int
+    pattern_updates: int
+    wall_s: float
+    controller: Controller | None = None
+
+    @property
+    def acceptance(self) -> float:
+        """Share of jobs placed the moment they arrived."""
+        if not self.jobs:
+            return math.nan
+        return sum(j.accepted_on_arrival for j in self.jobs.values()) / len(self.jobs)
+
+    @property
+    def readjustments(self) -> int:
+        return sum(j.readjustments for j in self.jobs.values())
+
+    def mean_jct_s(self) -> float:
+        jct = [j.jct_ms for j in self.jobs.values() if j.jct_ms is not None]
+        return float(np.mean(jct)) / 1e3 if jct else math.nan
+
+
+class _Flow:
+    """The kernel's state arrays for the running jobs, rebuilt when the set changes."""
+
+    JOB_F = ("compute", "start", "stretch", "tail", "hold_phase", "hold_period", "slow_ms",
+             "phase_end")
+    JOB_I = ("n_iters", "slow_limit", "slow_count", "phase", "iteration", "pending", "base")
+    POD_F = ("cap", "volume", "left", "sent")
+
+    def __init__(self, n_links: int, capacity: NDArray[np.float64],
+                 background: NDArray[np.float64]) -> None:
+        self.names: list[str] = []
+        self.f = {k: np.zeros(0) for k in self.JOB_F}
+        self.i = {k: np.zeros(0, dtype=np.int64) for k in self.JOB_I}
+        self.noise = np.zeros((0, LOG_SLOTS))
+        self.logs = np.zeros((3, 0, LOG_SLOTS))
+        self.pod_job = np.zeros(0, dtype=np.int64)
+        self.pod_link = np.zeros(0, dtype=np.int64)
+        self.p = {k: np.zeros(0) for k in self.POD_F}
+        self.capacity = capacity
+        self.background = background
+        self.link_sent = np.zeros(n_links)
+        self.link_ptr = np.zeros(n_links + 1, dtype=np.int64)
+        self.link_pods = np.zeros(0, dtype=np.int64)
+        self.finished = np.zeros(1, dtype=np.int64)
+
+    def index(self, name: str) -> int:
+        return self.names.index(name)
+
+    def add(self, name: str, job: dict[str, float], links: Sequence[int],
+            cap: float, volume: float, noise: NDArray[np.float64]) -> None:
+        self.names.append(name)
+        for k in self.JOB_F:
+            self.f[k] = np.append(self.f[k], job.get(k, 0.0))
+        for k in self.JOB_I:
+            self.i[k] = np.append(self.i[k], int(job.get(k, 0)))
+        self.noise = np.vstack([self.noise, noise[None, :]])
+        self.logs = np.concatenate([self.logs, np.full((3, 1, LOG_SLOTS), np.nan)], axis=1)
+        j = len(self.names) - 1
+        n = len(links)
+        self.pod_job = np.append(self.pod_job, np.full(n, j, dtype=np.int64))
+        self.pod_link = np.append(self.pod_link, np.asarray(links, dtype=np.int64))
+        for k, value in (("cap", cap), ("volume", volume), ("left", 0.0), ("sent", 0.0)):
+            self.p[k] = np.append(self.p[k], np.full(n, value))
+        self._relink()
+
+    def remove(self, name: str) -> tuple[float, NDArray[np.float64]]:
+        """Drop a job; return the Gbit its pods sent and their links."""
+        j = self.index(name)
+        self.names.pop(j)
+        keep = np.ones(len(self.names) + 1, dtype=np.bool_)
+        keep[j] = False
+        for k in self.JOB_F:
+            self.f[k] = self.f[k][keep]
+        for k in self.JOB_I:
+            self.i[k] = self.i[k][keep]
+        self.noise = self.noise[keep]
+        self.logs = self.logs[:, keep]
+        mine = self.pod_job == j
+        sent = float(self.p["sent"][mine].sum())
+        self.pod_job = self.pod_job[~mine]
+        self.pod_job[self.pod_job > j] -= 1
+        self.pod_link = self.pod_link[~mine]
+        for k in self.POD_F:
+            self.p[k] = self.p[k][~mine]
+        self._relink()
+        return sent, self.link_sent
+
+    def _relink(self) -> None:
+        n_links = self.capacity.shape[0]
+        counts = np.bincount(self.pod_link[self.pod_link >= 0], minlength=n_links)
+        self.link_ptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        order = np.argsort(np.where(self.pod_link < 0, n_links, self.pod_link), kind="stable")
+        self.link_pods = order[: int(counts.sum())].astype(np.int64)
+
+    def run(self, t: float, until: float) -> tuple[float, int]:
+        f, i, p = self.f, self.i, self.p
+        return advance(  # type: ignore[no-any-return]
+            t, until, f["compute"], f["start"], i["n_iters"], f["stretch"], f["tail"],
+            f["hold_phase"], f["hold_period"], f["slow_ms"], i["slow_limit"],
+            i["slow_count"], i["phase"], f["phase_end"], i["iteration"], i["pending"],
+            i["base"], self.noise, self.logs[0], self.logs[1], self.logs[2],
+            self.pod_job, self.pod_link, p["cap"], p["volume"], p["left"], p["sent"],
+            self.capacity, self.background, self.link_ptr, self.link_pods, self.link_sent,
+            self.finished)
+
+
+def _controlled(policy: str) -> bool:
+    return policy.startswith("metronome") or policy == "ideal"
+
+
+def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str, *, seed: int = 0,
+                noise_sigma: float = 0.01, sample_ms: float | None = None,
+                progress: Callable[[float], None] | None = None) -> RunResult:
+    """Simulate ``jobs`` on ``sim`` under ``policy`` until every job has finished.
+
+    Parameters
+    ----------
+    sim, jobs : the cluster and the jobs (names unique).
+    policy : one of :data:`CLUSTER_POLICIES`.
+    seed : compute noise is drawn per job from ``(seed, job index)``, so every
+        policy sees the same noise for the same job.
+    noise_sigma : lognormal compute noise, mean 1 (spec: 1 %).
+    sample_ms : link utilisation sampling interval (default: 1/200 of the longest
+        ideal job, at least 1 s).
+    progress : called with the simulated time (ms) reached, now and then.
+
+    A job that cannot be placed on the empty cluster under ``policy`` (it needs
+    more than the cluster has) is never started: its ``end_ms`` stays None.
+    """
+    if not isinstance(sim, SimCluster):
+        raise ValueError(f"sim: expected a SimCluster, got {type(sim).__name__}")
+    jobs = tuple(jobs)
+    if not jobs or not all(isinstance(j, SimJob) for j in jobs):
+        raise ValueError("jobs: expected a non-empty sequence of SimJob")
+    names = [j.name for j in jobs]
+    if len(set(names)) != len(names):
+        raise ValueError("jobs: job names must be unique")
+    if policy not in CLUSTER_POLICIES:
+        raise ValueError(f"policy: unknown policy {policy!r}; choose from "
+                         f"{', '.join(CLUSTER_POLICIES)}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
+    sigma = v.real_number("noise_sigma", noise_sigma)
+    if sigma < 0:
+        raise ValueError(f"noise_sigma: must be >= 0, got {sigma}")
+    return _Run(sim, jobs, policy, seed, sigma, sample_ms, progress).execute()
+
+
+class _Run:
+    def __init__(self, sim: SimCluster, jobs: tuple[SimJob, ...], policy: str, seed: int,
+                 sigma: float, sample_ms: float | None,
+                 progress: Callable[[float], None] | None) -> None:
+        self.sim, self.jobs, self.policy_name = sim, jobs, policy
+        self.seed, self.sigma, self.progress = seed, sigma, progress
+        self.cluster = sim.cluster
+        self.ideal = policy == "ideal"
+        placement = make_policy("metronome" if self.ideal else policy)
+        self.scheduler = Scheduler(placement)
+        self.state = ClusterState(self.cluster)
+        self.controller = Controller.for_policy(self.state, placement) \
+            if _controlled(policy) and not self.ideal else None
+        k = len(self.cluster)
+        n_private = sum(j.workers for j in jobs) if self.ideal else 0
+        capacity = np.concatenate([self.cluster.link_gbps, np.zeros(n_private)])
+        background = np.concatenate([np.zeros(k) if self.ideal else sim.background_gbps,
+                                     np.zeros(n_private)])
+        self.private_next = k
+        self.flow = _Flow(k + n_private, capacity, background)
+        self.job_by_name = {j.name: j for j in jobs}
+        self.index = {j.name: i for i, j in enumerate(jobs)}
+        self.results = {j.name: JobResult(j.name, j.model, j.priority, j.arrival_s * 1e3,
+                                          j.iterations) for j in jobs}
+        self.rng = {j.name: np.random.default_rng([seed, i]) for i, j in enumerate(jobs)}
+        self.durations: dict[str, list[NDArray[np.float64]]] = {j.name: [] for j in jobs}
+        self.pod_node_links: dict[str, NDArray[np.int64]] = {}
+        self.sent_by_node = np.zeros(k)
+        longest = max(j.iterations * j.period_ms for j in jobs)
+        self.sample_ms = sample_ms if sample_ms is not None else max(1000.0, longest / 200)
+        self.decision_s: list[float] = []
+        self.pattern_updates = 0
+        self.fits_empty: dict[str, bool] = {}
+
+    # ------------------------------------------------------------------ placing
+    def _fits_empty(self, job: SimJob) -> bool:
+        if job.name not in self.fits_empty:
+            trial = ClusterState(self.cluster)
+            decision = self.scheduler.schedule_gang(trial, job.pods())
+            self.fits_empty[job.name] = decision.status is Status.SUCCESS
+        return self.fits_empty[job.name]
+
+    def _try_place(self, job: SimJob, t: float) -> bool:
+        self._drain()  # the controller sees every iteration up to now
+        before = dict(self.controller.offsets_ms) if self.controller is not None else {}
+        tic = time.perf_counter()
+        decision = self.scheduler.schedule_gang(self.state, job.pods())
+        shifts: dict[str, float] = {}
+        if decision.status is Status.SUCCESS and self.controller is not None:
+            for d in decision.decisions:
+                if d.reserve is not None:
+                    shifts = self.controller.on_reserve(d.reserve)
+        self.decision_s.append(time.perf_counter() - tic)
+        if decision.status is not Status.SUCCESS:
+            return False
+        nodes = [self.state.placed[p.name].node for p in job.pods()]
+        self._start(job, nodes, t)
+        if shifts:
+            self._apply_offsets(t, before, exclude=job.name)
+        return True
+
+    def _links_of(self, job: SimJob, nodes: list[int]) -> list[int]:
+        if len(set(nodes)) == 1 or job.pattern is None:
+            return [-1] * len(nodes)  # all on one node: local, no host-link traffic
+        if not self.ideal:
+            return list(nodes)
+        out = []
+        for _ in nodes:
+            out.append(self.private_next)
+            self.flow.capacity[self.private_next] = job.pattern.bandwidth_gbps
+            self.private_next += 1
+        return out
+
+    def _start(self, job: SimJob, nodes: list[int], t: float) -> None:
+        pattern = job.pattern
+        links = self._links_of(job, nodes)
+        networked = any(link >= 0 for link in links)
+        period = job.period_ms
+        duty = pattern.duty_cycle if pattern is not None else 0.0
+        compute = period * (1.0 - duty) if networked else period
+        rate = pattern.bandwidth_gbps if pattern is not None else 0.0
+        volume = rate * period * duty * 1e-3
+        tail = 0.0
+        if networked and not self.ideal:
+            spread = sorted(set(nodes))
+            worst = max(self.sim.latency_ms[a, b] for a in spread for b in spread)
+            tail = 2.0 * (job.workers - 1) * float(worst)
+        start = t
+        res = self.results[job.name]
+        res.start_ms = t
+        res.nodes = tuple(self.cluster.nodes[n].name for n in nodes)
+        if self.controller is not None:
+            target = self.controller.target_phase(job.name)
+            if target is not None:
+                start = t + (target - t) % period
+        slow_ms, slow_limit = np.inf, np.iinfo(np.int64).max
+        if self.controller is not None and self.controller.config.monitor:
+            cfg = self.controller.config
+            slow_ms, slow_limit = cfg.a_t * period, cfg.o_t + 1
+        self.flow.add(job.name, {
+            "compute": compute, "start": start, "n_iters": job.iterations,
+            "tail": tail, "hold_phase": np.nan, "hold_period": period,
+            "slow_ms": slow_ms, "slow_limit": slow_limit, "phase": PHASE_WAIT,
+        }, links, rate, volume, self._noise(job.name, LOG_SLOTS))
+        self.pod_node_links[job.name] = np.asarray(nodes, dtype=np.int64)
+        self._update_stretch()
+
+    def _noise(self, name: str, n: int) -> NDArray[np.float64]:
+        s = self.sigma
+        return np.asarray(np.exp(s * self.rng[name].standard_normal(n) - s * s / 2),
+                          dtype=np.float64)
+
+    def _update_stretch(self) -> None:
+        """Idle injection: each job's compute phase grows by the most any link of it
+        injects (base period unification, step 2)."""
+        if self.controller is None:
+            return
+        stretch: dict[str, float] = {}
+        for plan in self.controller.links.values():
+            for pod, idle in zip(plan.pods, plan.base.idle_ms, strict=True):
+                if pod.job is not None:
+                    stretch[pod.job] = max(stretch.get(pod.job, 0.0), float(idle))
+        for j, name in enumerate(self.flow.names):
+            self.flow.f["stretch"][j] = stretch.get(name, 0.0)
+
+    def _apply_offsets(self, t: float, before: dict[str, float], exclude: str) -> None:
+        """After the offsets changed: move each running low-priority job whose offset
+        changed onto its new target phase (high-priority jobs are never moved)."""
+        assert self.controller is not None
+        after = self.controller.offsets_ms
+        for j, name in enumerate(self.flow.names):
+            if name == exclude or self.controller.is_high(name):
+                continue
+            if name in before and abs(after.get(name, 0.0) - before[name]) <= 1e-9:
+                continue
+            target = self.controller.target_phase(name)
+            if target is None or self.flow.i["phase"][j] == PHASE_DONE:
+                continue
+            self.flow.f["hold_phase"][j] = target
+            self.flow.f["hold_period"][j] = self.job_by_name[name].period_ms
+            if self.flow.i["phase"][j] == PHASE_WAIT:  # not started yet: move the start
+                now = max(t, self.flow.f["start"][j])
+                self.flow.f["start"][j] = now + (target - now) % self.flow.f["hold_period"][j]
+                self.flow.f["hold_phase"][j] = np.nan
+
+    # ------------------------------------------------------------------ draining
+    def _drain(self) -> None:
+        """Move logged iterations out of the kernel's buffers; feed the controller."""
+        flow = self.flow
+        reports: list[tuple[float, float, float, str]] = []
+        for j, name in enumerate(flow.names):
+            done = int(flow.i["iteration"][j] - flow.i["base"][j])
+            if done <= 0:
+                continue
+            start = flow.logs[0, j, :done].copy()
+            comm = flow.logs[1, j, :done].copy()
+            end = flow.logs[2, j, :done].copy()
+            self.durations[name].append(end - start)
+            if self.controller is not None:
+                reports.extend(zip(end.tolist(), start.tolist(), (end - comm).tolist(),
+                                   [name] * done, strict=True))
+            # keep the iteration in progress in slot 0
+            flow.logs[:, j, :] = np.roll(flow.logs[:, j, :], -done, axis=1)
+            flow.logs[:, j, LOG_SLOTS - done:] = np.nan
+            flow.noise[j] = np.concatenate([flow.noise[j, done:], self._noise(name, done)])
+            flow.i["base"][j] += done
+            flow.i["slow_count"][j] = 0
+        if self.controller is not None and reports:
+            reports.sort()
+            self._feed(reports)
+            self._slow_limits()
+
+    def _slow_limits(self) -> None:
+        """Stop the kernel as soon as a job could reach the controller's trigger:
+        ``o_t + 1`` slow iterations in its window, counting those already in it."""
+        assert self.controller is not None
+        if not self.controller.config.monitor:
+            return
+        o_t = self.controller.config.o_t
+        for j, name in enumerate(self.flow.names):
+            pods = self.state.job_members.get(name)
+            if pods:
+                have = self.controller.slow_in_window(pods[0])
+                self.flow.i["slow_limit"][j] = max(1, o_t + 1 - have)
+
+    def _feed(self, reports: list[tuple[float, float, float, str]]) -> None:
+        assert self.controller is not None
+        members = self.state.job_members
+        changed = False
+        before = dict(self.controller.offsets_ms)
+        for end, start, comm, name in reports:
+            if name not in members:
+                continue
+            for pod in members[name]:
+                for action in self.controller.report_iteration(pod, start, end - start,
+                                                               max(0.0, comm)):
+                    if isinstance(action, Readjustment):
+                        self._pause(name, end, action.pause_ms)
+                    elif isinstance(action, PatternUpdate):
+                        self.pattern_updates += 1
+                        changed = True
+        if changed:
+            self._update_stretch()
+            self._apply_offsets(reports[-1][0], before, exclude="")
+
+    def _pause(self, name: str, at_ms: float, pause_ms: float) -> None:
+        j = self.flow.index(name)
+        res = self.results[name]
+        res.readjustments += 1
+        res.pause_ms += pause_ms
+        period = self.job_by_name[name].period_ms
+        self.flow.f["hold_phase"][j] = (at_ms + pause_ms) % period
+        self.flow.f["hold_period"][j] = period
+        if self.flow.i["phase"][j] == PHASE_WAIT:  # already released: move its start
+            self.flow.f["start"][j] = max(self.flow.f["start"][j], at_ms + pause_ms)
+            self.flow.f["hold_phase"][j] = np.nan
+        elif self.flow.i["phase"][j] != PHASE_READY:
+            # the next iteration already runs (the report came late): pause the one after
+            pass
+
+    # ------------------------------------------------------------------ finishing
+    def _finish(self, name: str, t: float) -> None:
+        self._drain()
+        res = self.results[name]
+        res.end_ms = t
+        j = self.flow.index(name)
+        pods = self.flow.pod_job == j
+        sent = self.flow.p["sent"][pods]
+        np.add.at(self.sent_by_node, self.pod_node_links[name], sent)
+        self.flow.remove(name)
+        for pod in list(self.state.job_members.get(name, ())):
+            node = self.state.placed[pod].node
+            self.state.remove(pod)
+            if self.controller is not None:
+                self.controller.on_removed(node)
+        if self.controller is not None:
+            self._update_stretch()
+
+    # ------------------------------------------------------------------ main loop
+    def execute(self) -> RunResult:
+        wall = time.perf_counter()
+        arrivals = sorted(self.jobs, key=lambda j: (j.arrival_s, self.index[j.name]))
+        queue: list[SimJob] = []
+        a = 0
+        t = 0.0
+        samples_t: list[float] = [0.0]
+        samples: list[NDArray[np.float64]] = []
+        last_sent = np.zeros(len(self.cluster))
+        next_sample = self.sample_ms
+        while True:
+            # admit everything that has arrived (queue first, in arrival order)
+            while a < len(arrivals) and arrivals[a].arrival_s * 1e3 <= t:
+                job = arrivals[a]
+                a += 1
+                if not self._fits_empty(job):
+                    continue  # can never run here
+                if not queue and self._try_place(job, t):
+                    self.results[job.name].accepted_on_arrival = True
+                else:
+                    queue.append(job)
+            if not self.flow.names and not queue and a >= len(arrivals):
+                break
+            t_arrival = arrivals[a].arrival_s * 1e3 if a < len(arrivals) else math.inf
+            until = min(t_arrival, next_sample)
+            if not self.flow.names:
+                t = t_arrival if math.isfinite(t_arrival) else t
+                if not math.isfinite(t_arrival):
+                    break  # queued jobs that never fit (cannot happen after _fits_empty)
+                continue
+            t, reason = self.flow.run(t, until)
+            if reason == STOP_DRAIN:
+                self._drain()
+            elif reason == STOP_FINISHED:
+                name = self.flow.names[int(self.flow.finished[0])]
+                self._finish(name, t)
+                still: list[SimJob] = []
+                for job in queue:  # retry the queue in arrival order
+                    if still or not self._try_place(job, t):
+                        still.append(job)
+                queue = still
+            elif reason == STOP_IDLE:
+                t = min(until, t_arrival)
+            if t >= next_sample:
+                self._drain()
+                sent = self._sent_by_node()
+                samples.append((sent - last_sent) / ((t - samples_t[-1]) * 1e-3))
+                samples_t.append(t)
+                last_sent = sent
+                next_sample = t + self.sample_ms
+                if self.progress is not None:
+                    self.progress(t)
+        self._drain()
+        sent = self._sent_by_node()
+        if t > samples_t[-1]:
+            samples.append((sent - last_sent) / ((t - samples_t[-1]) * 1e-3))
+            samples_t.append(t)
+        for name, chunks in self.durations.items():
+            if chunks:
+                self.results[name].durations_ms = np.concatenate(chunks)
+        first = min((j.arrival_ms for j in self.results.values()), default=0.0)
+        ends = [j.end_ms for j in self.results.values() if j.end_ms is not None]
+        tct = (max(ends) - first) if ends else 0.0
+        cap = self.cluster.link_gbps
+        gamma = float(np.mean(sent / (tct * 1e-3)) / cap.max()) if tct > 0 else 0.0
+        return RunResult(
+            policy=self.policy_name, jobs=self.results, tct_ms=tct, gamma=gamma,
+            link_names=tuple(n.name for n in self.cluster.nodes),
+            link_capacity_gbps=cap.copy(), link_sent_gbit=sent,
+            util_t_ms=np.asarray(samples_t[1:]),
+            util_gbps=np.asarray(samples) if samples else np.zeros((0, len(cap))),
+            decision_s=np.asarray(self.decision_s),
+            recalculations=self.controller.recalculations if self.controller else 0,
+            pattern_updates=self.pattern_updates, wall_s=time.perf_counter() - wall,
+            controller=self.controller)
+
+    def _sent_by_node(self) -> NDArray[np.float64]:
+        out = self.sent_by_node.copy()
+        for j, name in enumerate(self.flow.names):
+            pods = self.flow.pod_job == j
+            np.add.at(out, self.pod_node_links[name], self.flow.p["sent"][pods])
+        return out

@@ -1,0 +1,241 @@
+"""Traffic patterns of the Metronome paper's 13 models, derived from ``../shared/data``.
+
+The Metronome paper (Table III) trains 13 models but publishes no table of their
+traffic patterns.  Each pattern here is derived as ``../shared/data/README.md``
+prescribes, and every number names its source:
+
+* **period** ``t_p``: a measured iteration time.  In order of preference: the
+  paper's own Table VI (0.5 h, per snapshot role; also in ``models.csv``), Muri's
+  measured ``iteration_time`` at the job's worker count, Pollux's ``step_time`` for
+  the job's placement, Gavel's single-GPU ``1000 / steps_per_s``.
+* **duty cycle** ``d_p``: the measured communication share (Muri
+  ``resource_time_2 / iteration_time`` at the worker count, Pollux
+  ``sync_time / step_time``) where the model is measured; otherwise from the
+  gradient volume: ring all-reduce moves ``2 (n - 1) / n x gradient`` per worker per
+  iteration, ``comm_ms = that x 8 / link_Gbps``.
+* **rate** ``r_p``: the host link's rate (bulk all-reduce runs at the NIC's rate).
+
+**[decision]** Four models have no measured iteration time anywhere in the data
+(AlexNet, VGG11, GoogLeNet, DenseNet201).  Each takes the single-GPU compute time
+of its closest measured relative (:data:`PROXY`), and its period is that compute time
+plus the all-reduce time from its own gradient size; the proxy is reported with the
+pattern (:attr:`ModelPattern.sources`).  A period measured on one GPU (Gavel) is
+compute only, so the formula's comm time is added to it; a period measured on the
+distributed testbed (Table VI, Muri, Pollux) already contains its communication,
+so the formula's duty cycle is capped at :func:`max_duty` instead.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from .. import _validation as v
+from ..model import TrafficPattern
+
+__all__ = [
+        "MODELS",
+    "PROXY",
+    "ModelPattern",
+    "data_dir",
+    "max_duty",
+    "model_pattern",
+]
+
+
+#: Model -> (fp32 gradient MB, Table VI / models.csv period ms or None).
+#: ``grad_fp32_MB`` and ``metronome_ms_per_iter`` columns of ``models.csv``.
+MODELS: dict[str, tuple[float, float | None]] = {
+    "AlexNet": (244.0, None),
+    "VGG11": (531.0, None),
+    "VGG16": (553.0, 88.0),
+    "VGG19": (575.0, 422.0),
+    "ResNet18": (47.0, None),
+    "ResNet50": (102.0, None),
+    "ResNet152": (241.0, 112.0),
+    "WideResNet101": (508.0, 124.0),
+    "GoogLeNet": (26.0, None),
+    "DenseNet201": (80.0, None),
+    "GPT-1": (466.0, 430.0),
+    "GPT-2": (498.0, None),
+    "BERT": (440.0, 534.0),
+}
+
+#: Muri profile name of the models Muri measured (``profiles/muri/*.csv``).
+MURI_NAME = {"VGG16": "vgg16", "VGG19": "vgg19", "BERT": "bert", "GPT-2": "gpt2",
+             "ResNet18": "resnet18"}
+#: Pollux app of the models Pollux measured (``profiles/pollux/<app>_placements.csv``).
+POLLUX_APP = {"ResNet50": "imagenet"}
+#: Gavel job type (V100, batch 64, one GPU) for single-GPU compute times.
+GAVEL_NAME = {"ResNet18": "('ResNet-18 (batch size 64)', 1)",
+              "ResNet50": "('ResNet-50 (batch size 64)', 1)"}
+#: **[decision]** the measured relative whose single-GPU compute time an unmeasured
+#: model borrows: the same family where there is one (VGG11 -> VGG16's Muri
+#: single-GPU time), else the ResNet of similar depth and compute.
+PROXY = {"VGG11": "VGG16", "AlexNet": "ResNet18", "GoogLeNet": "ResNet18",
+         "DenseNet201": "ResNet50"}
+#: Pollux's local batch nearest to this is used (DRAGON's 64 images per step).
+POLLUX_BATCH = 64
+
+
+def data_dir() -> Path:
+    """``../shared/data`` as the project ships it beside the repository.
+
+    ``TDMCORE_DATA`` overrides the location.
+    """
+    import os
+
+    env = os.environ.get("TDMCORE_DATA")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        candidate = parent.parent / "shared" / "data"
+        if (candidate / "models.csv").is_file():
+            return candidate
+    raise ValueError("data: ../shared/data not found (set TDMCORE_DATA to its path)")
+
+
+@dataclass(frozen=True)
+class ModelPattern:
+    """A model's traffic pattern at ``workers`` workers on a ``link_gbps`` link."""
+
+    model: str
+    workers: int
+    pattern: TrafficPattern
+    sources: dict[str, str]
+
+
+@cache
+def _muri() -> dict[tuple[str, int], tuple[float, float]]:
+    """(model_name, num_gpu) -> (iteration_time ms, resource_time_2 ms), first row seen."""
+    out: dict[tuple[str, int], tuple[float, float]] = {}
+    for path in sorted((data_dir() / "profiles" / "muri").glob("*.csv")):
+        with path.open(newline="") as f:
+            for row in csv.DictReader(f):
+                key = (row["model_name"], int(row["num_gpu"]))
+                out.setdefault(key, (float(row["iteration_time"]),
+                                     float(row["resource_time_2"])))
+    return out
+
+
+@cache
+def _pollux(app: str, placement: str) -> tuple[float, float, int]:
+    """(step_time ms, sync_time ms, local batch) at the batch nearest POLLUX_BATCH."""
+    path = data_dir() / "profiles" / "pollux" / f"{app}_placements.csv"
+    with path.open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["placement"] == placement]
+    if not rows:
+        raise ValueError(f"workers: Pollux has no {app} placement {placement!r}")
+    best = min(rows, key=lambda r: (abs(int(r["local_bsz"]) - POLLUX_BATCH),
+                                    int(r["local_bsz"])))
+    return (float(best["step_time"]) * 1e3, float(best["sync_time"]) * 1e3,
+            int(best["local_bsz"]))
+
+
+@cache
+def _gavel_ms(model: str) -> float:
+    path = data_dir() / "throughputs" / "gavel_simulation_throughputs.json"
+    data = json.loads(path.read_text())
+    return 1000.0 / float(data["v100"][GAVEL_NAME[model]]["null"])
+
+
+def _muri_at(name: str, workers: int) -> tuple[int, float, float]:
+    """Muri's row at the smallest measured GPU count >= workers (2..32)."""
+    counts = sorted(n for (m, n) in _muri() if m == name and n >= 2)
+    n = next((c for c in counts if c >= workers), counts[-1])
+    it, comm = _muri()[(name, n)]
+    return n, it, comm
+
+
+@cache
+def max_duty() -> float:
+    """The largest communication share Muri measured (``resource_time_2 /
+    iteration_time`` over all rows): the cap on formula-derived duty cycles.
+
+    **[decision]** A period measured on the distributed testbed already contains
+    its communication; when fp32 ring all-reduce would take longer than that share
+    allows, the measured run moved less (fine-tuning freezes layers; mixed
+    precision), so the formula is capped at the largest share ever measured.
+    """
+    return max(comm / it for it, comm in _muri().values())
+
+
+def _allreduce_ms(grad_mb: float, workers: int, link_gbps: float) -> float:
+    """Ring all-reduce: ``2 (n-1)/n x gradient`` bytes per worker at the link rate."""
+    return 2.0 * (workers - 1) / workers * grad_mb * 8.0 / link_gbps
+
+
+def model_pattern(model: str, workers: int, link_gbps: float = 25.0,
+                  period_ms: float | None = None, period_source: str | None = None
+                  ) -> ModelPattern:
+    """The traffic pattern of ``model`` trained by ``workers`` workers on ``link_gbps``.
+
+    ``period_ms`` overrides the period (a snapshot's Table VI value), with
+    ``period_source`` saying where it comes from.  ``workers = 1`` still returns
+    a pattern (the one a second worker would give), since placement decides
+    whether the job's traffic crosses a host link.
+    """
+    if model not in MODELS:
+        raise ValueError(f"model: unknown model {model!r}; choose from {', '.join(MODELS)}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
+    link = v.positive_float("link_gbps", link_gbps)
+    n = max(workers, 2)
+    grad_mb, table6 = MODELS[model]
+    sources: dict[str, str] = {}
+    duty: float | None = None
+    period: float
+    if model in PROXY:
+        relative = PROXY[model]
+        if relative in GAVEL_NAME:
+            compute = _gavel_ms(relative)
+            where = f"Gavel V100 {GAVEL_NAME[relative]} ({compute:.1f} ms)"
+        else:
+            compute, _ = _muri()[(MURI_NAME[relative], 1)]
+            where = f"Muri {MURI_NAME[relative]} on 1 GPU ({compute:g} ms)"
+        comm = _allreduce_ms(grad_mb, n, link)
+        period = compute + comm
+        duty = comm / period
+        sources["period_ms"] = (f"[decision] no measurement of {model} in ../shared/data: "
+                                f"compute time of {relative}, {where}, plus all-reduce")
+        sources["duty_cycle"] = (f"ring all-reduce of {grad_mb:g} MB (models.csv) by {n} "
+                                 f"workers at {link:g} Gbps: {comm:.1f} ms")
+    elif table6 is not None:
+        period = table6
+        sources["period_ms"] = "Metronome Table VI, 0.5 h (models.csv metronome_ms_per_iter)"
+    elif model in MURI_NAME:
+        m, it, _ = _muri_at(MURI_NAME[model], n)
+        period = it
+        sources["period_ms"] = f"Muri {MURI_NAME[model]} iteration_time on {m} GPUs"
+    else:  # Pollux
+        step, _, bsz = _pollux(POLLUX_APP[model], "1" * min(n, 4))
+        period = step
+        sources["period_ms"] = (f"Pollux {POLLUX_APP[model]} step_time, placement "
+                                f"{'1' * min(n, 4)}, local batch {bsz}")
+    if period_ms is not None:
+        period = v.positive_float("period_ms", period_ms)
+        sources["period_ms"] = period_source or "given"
+    if duty is None:
+        if model in MURI_NAME:
+            m, it, comm_ms = _muri_at(MURI_NAME[model], n)
+            duty = comm_ms / it
+            sources["duty_cycle"] = (f"Muri {MURI_NAME[model]} on {m} GPUs: resource_time_2 "
+                                     f"/ iteration_time = {comm_ms:g} / {it:g}")
+        elif model in POLLUX_APP:
+            step, sync, bsz = _pollux(POLLUX_APP[model], "1" * min(n, 4))
+            duty = sync / step
+            sources["duty_cycle"] = (f"Pollux {POLLUX_APP[model]} sync_time / step_time, "
+                                     f"local batch {bsz}")
+        else:
+            comm = _allreduce_ms(grad_mb, n, link)
+            cap = max_duty()
+            duty = min(comm / period, cap)
+            sources["duty_cycle"] = (f"ring all-reduce of {grad_mb:g} MB (models.csv) by {n} "
+                                     f"workers at {link:g} Gbps: {comm:.1f} ms of "
+                                     f"{period:g} ms, capped at {cap:.3f}")
+    sources["bandwidth_gbps"] = f"the host link's rate ({link:g} Gbps)"
+    return ModelPattern(model, workers, TrafficPattern(period, duty, link), sources)
