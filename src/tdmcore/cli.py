@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import sys
 import time
@@ -379,6 +380,192 @@ def elastic_cmd(workload: str, policies: str, n_jobs: int, mean_gap_s: float, se
             console.print(f"{name}: {len(run.deadlocked)} job(s) deadlocked, holding pods "
                           f"of partial gangs: {', '.join(run.deadlocked)}")
     _report_rows(console, out_dir, f"elastic-{workload}", rows)
+
+
+CLUSTER_SCENARIOS = ("metronome-snapshots", "metronome-trace", "philly")
+OTHER_SCENARIOS = ("dragon-testbed", "oasis")
+
+
+@cli.command("simulate")
+@click.argument("scenario", metavar="SCENARIO|FILE")
+@click.option("--policies", default=None,
+              help="Comma-separated policy names (default: every applicable policy).")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Compute noise and generated workloads.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("report"), show_default=True)
+@click.option("--window", "window_s", type=click.FloatRange(min=1.0), default=600.0,
+              show_default=True,
+              help="metronome-snapshots: seconds each job trains at its ideal speed.")
+@click.option("--hours", type=click.FloatRange(0.0, 48.0, min_open=True), default=4.0,
+              show_default=True, help="metronome-trace: length of the trace.")
+@click.option("--load", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.7,
+              show_default=True, help="metronome-trace: expected GPU load.")
+@click.option("--jobs", "n_jobs", type=click.IntRange(min=1), default=200, show_default=True,
+              help="philly: jobs in the slice.")
+@click.option("--nodes", "n_nodes", type=click.IntRange(1, 4096), default=16,
+              show_default=True, help="philly: nodes of 8 GPUs.")
+@click.option("--start", type=click.IntRange(min=0), default=0, show_default=True,
+              help="philly: index of the slice's first job (in submit order).")
+@click.option("--max-duration", "max_duration_s",
+              type=click.FloatRange(min=0.0, min_open=True), default=None,
+              help="philly: truncate jobs to this many seconds.")
+@click.option("--no-plots", is_flag=True, help="Skip the plots (tables only).")
+@click.pass_context
+def simulate_cmd(ctx: click.Context, scenario: str, policies: str | None, seed: int,
+                 out_dir: Path, window_s: float, hours: float, load: float, n_jobs: int,
+                 n_nodes: int, start: int, max_duration_s: float | None,
+                 no_plots: bool) -> None:
+    """Run every applicable policy side by side on a scenario and write the report.
+
+    SCENARIO: metronome-snapshots (S0-S5 on the paper's testbed), metronome-trace
+    (a Gavel-style 4 h trace), philly (a slice of the real Philly trace),
+    dragon-testbed (DRAGON's Table 1 and Poisson workloads), oasis (the OASiS
+    setting), or a YAML/JSON scenario file (see examples/scenario.yaml).
+
+    Prints one row per policy with its change relative to default and to ideal
+    (negative = faster), and writes simulate-<name>.csv/.json (the table),
+    simulate-<name>-jobs.csv/.json (every job) and plots to --out.
+    """
+    if scenario == "dragon-testbed":
+        for workload in ("table1", "poisson"):
+            kwargs: dict[str, Any] = {"workload": workload, "seed": seed, "out_dir": out_dir}
+            if policies is not None:
+                kwargs["policies"] = policies
+            ctx.invoke(elastic_cmd, **kwargs)
+        return
+    if scenario == "oasis":
+        kwargs = {"seed": seed, "out_dir": out_dir}
+        if policies is not None:
+            kwargs["policies"] = policies
+        ctx.invoke(oasis_cmd, **kwargs)
+        return
+    from .sim.cluster import CLUSTER_POLICIES
+
+    names = list(CLUSTER_POLICIES) if policies is None else _csv_list(policies, str,
+                                                                       "--policies")
+    if not names:
+        raise click.ClickException("policies: name at least one policy")
+    for name in names:
+        if name not in CLUSTER_POLICIES:
+            raise click.ClickException(f"policies: unknown policy {name!r} for {scenario}; "
+                                       f"choose from {', '.join(CLUSTER_POLICIES)}")
+    try:
+        groups, stem = _cluster_scenarios(scenario, seed, window_s, hours, load, n_jobs,
+                                          n_nodes, start, max_duration_s)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    _check_out(out_dir)
+    runs = _run_groups(groups, names, seed)
+    _print_and_write(runs, groups, stem, out_dir, no_plots)
+
+
+def _cluster_scenarios(scenario: str, seed: int, window_s: float, hours: float, load: float,
+                       n_jobs: int, n_nodes: int, start: int, max_duration_s: float | None
+                       ) -> tuple[dict[str, Any], str]:
+    from .sim import scenarios as sc
+
+    if scenario == "metronome-snapshots":
+        return dict(sc.metronome_snapshots(window_s)), scenario
+    if scenario == "metronome-trace":
+        trace = sc.metronome_trace(seed, hours, load)
+        return {"trace": trace}, scenario
+    if scenario == "philly":
+        slice_ = sc.philly(n_jobs, n_nodes, start, seed, max_duration_s)
+        return {"philly": slice_}, scenario
+    path = Path(scenario)
+    if path.suffix.lower() in (".yaml", ".yml", ".json"):
+        from .sim.scenario_file import load_scenario_file
+
+        loaded = load_scenario_file(path)
+        return {loaded.name: loaded}, loaded.name
+    raise ValueError(f"scenario: unknown scenario {scenario!r}; choose from "
+                     f"{', '.join(CLUSTER_SCENARIOS + OTHER_SCENARIOS)} or give a "
+                     ".yaml/.yml/.json file")
+
+
+def _run_groups(groups: dict[str, Any], names: list[str], seed: int
+                ) -> dict[str, dict[str, Any]]:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .sim.cluster import run_cluster
+
+    runs: dict[str, dict[str, Any]] = {}
+    columns = (TextColumn("{task.description}"), BarColumn(),
+               TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())
+    with Progress(*columns, transient=True) as bar:
+        task = bar.add_task("simulating", total=len(groups) * len(names))
+        for group, scenario in groups.items():
+            runs[group] = {}
+            for name in names:
+                label = f"{group} / {name}"
+                bar.update(task, description=label)
+
+                def tick(t_ms: float, label: str = label) -> None:
+                    bar.update(task, description=f"{label}: {t_ms / 3.6e6:.2f} h simulated")
+
+                runs[group][name] = run_cluster(scenario.sim, scenario.jobs, name, seed=seed,
+                                                progress=tick)
+                bar.advance(task)
+    return runs
+
+
+def _print_and_write(runs: dict[str, dict[str, Any]], groups: dict[str, Any], stem: str,
+                     out_dir: Path, no_plots: bool) -> None:
+    from .sim.report import job_rows, summary_rows
+
+    rows = summary_rows(runs)
+    console = Console()
+    if not console.is_terminal:  # piped or CI: wide enough for the table
+        console = Console(width=max(console.width, 120))
+    from rich import box
+
+    table = Table(title=f"simulate {stem}: mean JCT, time per 1,000 iterations of high- and "
+                        "low-priority jobs; change in % vs default / vs ideal "
+                        "(negative = faster)", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("", "policy", "JCT s", "±def", "±ideal", "high s", "±ideal", "low s",
+                "±def", "Γ", "acc", "readj"):
+        table.add_column(col, justify="left" if col in ("", "policy") else "right")
+    last_group = None
+    for row in rows:
+        if last_group is not None and row["group"] != last_group:
+            table.add_section()
+        last_group = row["group"]
+        table.add_row(str(row["group"]), str(row["policy"]), _num(row["jct_s"], 1),
+                      _num(row.get("jct_vs_default_pct", math.nan), 1),
+                      _num(row.get("jct_vs_ideal_pct", math.nan), 1),
+                      _num(row["per_1000_high_s"], 1),
+                      _num(row.get("high_vs_ideal_pct", math.nan), 1),
+                      _num(row["per_1000_low_s"], 1),
+                      _num(row.get("low_vs_default_pct", math.nan), 1),
+                      _num(row["gamma"], 3), _num(row["acceptance"], 2),
+                      str(row["readjustments"]))
+    console.print(table)
+    for group, scenario in groups.items():
+        console.print(f"[dim]{group}: {scenario.title}[/dim]")
+    _report_rows(console, out_dir, f"simulate-{stem}", rows)
+    _report_rows(console, out_dir, f"simulate-{stem}-jobs", job_rows(runs))
+    if no_plots:
+        return
+    from .sim import plots
+
+    written: list[Path] = []
+    try:
+        written.append(plots.plot_iteration_boxes(runs, out_dir / f"{stem}-iterations.png"))
+        for group, by_policy in runs.items():
+            tag = f"-{group}" if len(runs) > 1 else ""
+            written.append(plots.plot_link_utilization(
+                by_policy, out_dir / f"{stem}{tag}-links.png", title=f"{stem} {group}"))
+            for name in ("metronome", *by_policy):
+                run = by_policy.get(name)
+                if run is not None and run.link_plans:
+                    path = plots.plot_shared_links(run, out_dir / f"{stem}{tag}-circle.png")
+                    if path is not None:
+                        written.append(path)
+                    break
+    except OSError as exc:
+        raise click.ClickException(f"out: cannot write to {out_dir}: {exc.strerror}") from None
+    console.print("plots: " + ", ".join(str(p) for p in written))
 
 
 def _fmt_psi(value: float | None) -> str:

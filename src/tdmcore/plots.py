@@ -10,10 +10,17 @@ from matplotlib.colors import to_rgba
 
 from .link import LinkPlan
 
-__all__ = ["plot_traffic_circle"]
+__all__ = ["draw_traffic_circle", "plot_traffic_circle"]
 
 
-def _circle(ax: Any, plan: LinkPlan, rotations: np.ndarray, title: str) -> None:
+def draw_traffic_circle(ax: Any, plan: LinkPlan, rotations: np.ndarray, title: str) -> None:
+    """Draw ``plan``'s traffic circle at ``rotations`` on the polar axes ``ax``.
+
+    One ring per job (its comm arcs, shaded by the share of ``B`` they use) and an
+    outer red ring where the summed demand exceeds the capacity.  The legend
+    entries (one per job, with its rotation, and "over capacity") are added as
+    labelled proxies; the caller places the legend.
+    """
     n = plan.bins
     width = 2 * np.pi / n
     theta = np.arange(n) * width
@@ -61,11 +68,11 @@ def plot_traffic_circle(plan: LinkPlan, path: str | Path) -> Path:
     fig = plt.figure(figsize=(11, 8.5))
     ax1 = fig.add_subplot(2, 2, 1, projection="polar")
     ax2 = fig.add_subplot(2, 2, 2, projection="polar")
-    _circle(ax1, plan, zero, f"unshifted: score {plan.unshifted_score:.1f}, "
-                             f"xi {plan.unshifted_utilization:.3f}")
-    _circle(ax2, plan, plan.result.rotations,
-            f"tdmcore ({plan.result_mode}): score {plan.result.score:.1f}, "
-            f"xi {plan.utilization:.3f}")
+    draw_traffic_circle(ax1, plan, zero, f"unshifted: score {plan.unshifted_score:.1f}, "
+                                         f"xi {plan.unshifted_utilization:.3f}")
+    draw_traffic_circle(ax2, plan, plan.result.rotations,
+                        f"tdmcore ({plan.result_mode}): score {plan.result.score:.1f}, "
+                        f"xi {plan.utilization:.3f}")
     ax2.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
     ax3 = fig.add_subplot(2, 1, 2)
     x = np.arange(plan.bins + 1) / plan.bins * plan.base.period_ms

@@ -42,6 +42,7 @@ from .._kernels.flow import (
 )
 from ..controller import Controller, PatternUpdate, Readjustment
 from ..framework import Scheduler, Status
+from ..link import LinkPlan
 from ..model import Cluster, ClusterState, Pod, TrafficPattern
 from ..policies import POLICIES, make_policy
 
@@ -189,6 +190,8 @@ class RunResult:
     pattern_updates: int
     wall_s: float
     controller: Controller | None = None
+    #: node name -> the latest link plan the controller made for it during the run
+    link_plans: dict[str, LinkPlan] = field(default_factory=dict)
 
     @property
     def acceptance(self) -> float:
@@ -367,6 +370,8 @@ class _Run:
         self.decision_s: list[float] = []
         self.pattern_updates = 0
         self.fits_empty: dict[str, bool] = {}
+        self.networked: set[str] = set()
+        self.link_plans: dict[str, LinkPlan] = {}
 
     # ------------------------------------------------------------------ placing
     def _fits_empty(self, job: SimJob) -> bool:
@@ -393,6 +398,9 @@ class _Run:
         self._start(job, nodes, t)
         if shifts:
             self._apply_offsets(t, before, exclude=job.name)
+        if self.controller is not None:  # keep the plans: the links empty as jobs leave
+            for node, plan in self.controller.links.items():
+                self.link_plans[self.cluster.nodes[node].name] = plan
         return True
 
     def _links_of(self, job: SimJob, nodes: list[int]) -> list[int]:
@@ -439,6 +447,8 @@ class _Run:
             "slow_ms": slow_ms, "slow_limit": slow_limit, "phase": PHASE_WAIT,
         }, links, rate, volume, self._noise(job.name, LOG_SLOTS))
         self.pod_node_links[job.name] = np.asarray(nodes, dtype=np.int64)
+        if networked:
+            self.networked.add(job.name)
         self._update_stretch()
 
     def _noise(self, name: str, n: int) -> NDArray[np.float64]:
@@ -481,9 +491,14 @@ class _Run:
 
     # ------------------------------------------------------------------ draining
     def _drain(self) -> None:
-        """Move logged iterations out of the kernel's buffers; feed the controller."""
+        """Move logged iterations out of the kernel's buffers; feed the controller.
+
+        **[decision]** Only jobs whose traffic crosses a host link report to the
+        controller (a job on one node has nothing to regulate).
+        """
         flow = self.flow
-        reports: list[tuple[float, float, float, str]] = []
+        batches: list[tuple[float, str, NDArray[np.float64], NDArray[np.float64],
+                            NDArray[np.float64]]] = []
         for j, name in enumerate(flow.names):
             done = int(flow.i["iteration"][j] - flow.i["base"][j])
             if done <= 0:
@@ -492,19 +507,43 @@ class _Run:
             comm = flow.logs[1, j, :done].copy()
             end = flow.logs[2, j, :done].copy()
             self.durations[name].append(end - start)
-            if self.controller is not None:
-                reports.extend(zip(end.tolist(), start.tolist(), (end - comm).tolist(),
-                                   [name] * done, strict=True))
+            if self.controller is not None and name in self.networked:
+                batches.append((float(start[0]), name, start, end - start,
+                                np.maximum(end - comm, 0.0)))
             # keep the iteration in progress in slot 0
             flow.logs[:, j, :] = np.roll(flow.logs[:, j, :], -done, axis=1)
             flow.logs[:, j, LOG_SLOTS - done:] = np.nan
             flow.noise[j] = np.concatenate([flow.noise[j, done:], self._noise(name, done)])
             flow.i["base"][j] += done
             flow.i["slow_count"][j] = 0
-        if self.controller is not None and reports:
-            reports.sort()
-            self._feed(reports)
+        if self.controller is not None and batches:
+            batches.sort(key=lambda b: (b[0], b[1]))
+            self._feed(batches)
             self._slow_limits()
+
+    def _feed(self, batches: list[tuple[float, str, NDArray[np.float64],
+                                        NDArray[np.float64], NDArray[np.float64]]]) -> None:
+        assert self.controller is not None
+        members = self.state.job_members
+        changed = False
+        before = dict(self.controller.offsets_ms)
+        last = 0.0
+        for _, name, start, dur, comm in batches:
+            if name not in members:
+                continue
+            last = max(last, float(start[-1] + dur[-1]))
+            paused: set[int] = set()
+            for pod in list(members[name]):
+                for k, action in self.controller.report_iterations(pod, start, dur, comm):
+                    if isinstance(action, Readjustment) and k not in paused:
+                        paused.add(k)  # the job's pods report alike: one pause per job
+                        self._pause(name, float(start[k] + dur[k]), action.pause_ms)
+                    elif isinstance(action, PatternUpdate):
+                        self.pattern_updates += 1
+                        changed = True
+        if changed:
+            self._update_stretch()
+            self._apply_offsets(last, before, exclude="")
 
     def _slow_limits(self) -> None:
         """Stop the kernel as soon as a job could reach the controller's trigger:
@@ -515,29 +554,11 @@ class _Run:
         o_t = self.controller.config.o_t
         for j, name in enumerate(self.flow.names):
             pods = self.state.job_members.get(name)
-            if pods:
+            if pods and self.controller.is_high(name):
+                self.flow.i["slow_limit"][j] = np.iinfo(np.int64).max  # never paused
+            elif pods:
                 have = self.controller.slow_in_window(pods[0])
                 self.flow.i["slow_limit"][j] = max(1, o_t + 1 - have)
-
-    def _feed(self, reports: list[tuple[float, float, float, str]]) -> None:
-        assert self.controller is not None
-        members = self.state.job_members
-        changed = False
-        before = dict(self.controller.offsets_ms)
-        for end, start, comm, name in reports:
-            if name not in members:
-                continue
-            for pod in members[name]:
-                for action in self.controller.report_iteration(pod, start, end - start,
-                                                               max(0.0, comm)):
-                    if isinstance(action, Readjustment):
-                        self._pause(name, end, action.pause_ms)
-                    elif isinstance(action, PatternUpdate):
-                        self.pattern_updates += 1
-                        changed = True
-        if changed:
-            self._update_stretch()
-            self._apply_offsets(reports[-1][0], before, exclude="")
 
     def _pause(self, name: str, at_ms: float, pause_ms: float) -> None:
         j = self.flow.index(name)
@@ -647,7 +668,7 @@ class _Run:
             decision_s=np.asarray(self.decision_s),
             recalculations=self.controller.recalculations if self.controller else 0,
             pattern_updates=self.pattern_updates, wall_s=time.perf_counter() - wall,
-            controller=self.controller)
+            controller=self.controller, link_plans=dict(self.link_plans))
 
     def _sent_by_node(self) -> NDArray[np.float64]:
         out = self.sent_by_node.copy()

@@ -17,13 +17,15 @@ is the physical latency over the base latency (``tau[x, x] = 1``).
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..model import Cluster, Node, Workload
 from .cluster import SimCluster, SimJob
-from .models import model_pattern
+from .models import MODELS, data_dir, model_pattern
 
 __all__ = [
     "BASE_LATENCY_MS",
@@ -31,7 +33,10 @@ __all__ = [
     "CONGESTED_LATENCY_MS",
     "SNAPSHOTS",
     "Scenario",
+    "lingjun_latency",
     "metronome_snapshots",
+    "metronome_trace",
+    "philly",
     "testbed",
 ]
 
@@ -136,3 +141,149 @@ def metronome_snapshots(window_s: float = 600.0, workers: int = 2
         out[sid] = Scenario(f"metronome-snapshots/{sid}", f"{sid}: {title}", sim,
                             tuple(jobs), notes)
     return out
+
+
+def _gavel_gpu_counts() -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """GPU counts of Philly jobs and their frequencies (Gavel's distribution CSV)."""
+    path = data_dir() / "traces" / "philly_gavel_distribution.csv"
+    with path.open(newline="") as f:
+        counts = np.array([int(float(r["num_gpus"])) for r in csv.DictReader(f)])
+    values, freq = np.unique(counts, return_counts=True)
+    return values.astype(np.int64), freq / freq.sum()
+
+
+def metronome_trace(seed: int = 0, hours: float = 4.0, load: float = 0.7,
+                    high_share: float = 0.2) -> Scenario:
+    """The paper's 4-hour trace on its testbed (§IV-A "Traces"), Gavel-style.
+
+    Poisson arrivals over ``hours``; durations uniform in 0.5-1.5 h and 20 % of the
+    jobs high priority (the paper's numbers); GPU counts drawn from the Philly
+    distribution Gavel samples (``traces/philly_gavel_distribution.csv``), capped at
+    4 (**[decision]**: the testbed's largest node); models uniform over the 13
+    (**[decision]**; Table III lists them without frequencies).  The arrival rate is
+    set so the expected GPU load is ``load`` (the paper: 60-85 % once warm),
+    ``rate = load x GPUs / (E[gpus] x E[duration])``.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
+    if not 0 < float(hours) <= 48:
+        raise ValueError(f"hours: expected 0 < hours <= 48, got {hours!r}")
+    if not 0 < float(load) <= 1:
+        raise ValueError(f"load: expected 0 < load <= 1, got {load!r}")
+    if not 0 <= float(high_share) <= 1:
+        raise ValueError(f"high_share: expected a share in [0, 1], got {high_share!r}")
+    sim = testbed(congested=True)
+    rng = np.random.default_rng([seed, 7])
+    values, freq = _gavel_gpu_counts()
+    capped = np.minimum(values, 4)
+    mean_gpus = float((capped * freq).sum())
+    gpus_total = float(sim.cluster.gpu.sum())
+    rate_per_s = load * gpus_total / (mean_gpus * 3600.0)
+    models = list(MODELS)
+    jobs: list[SimJob] = []
+    t = 0.0
+    while True:
+        t += float(rng.exponential(1.0 / rate_per_s))
+        if t >= hours * 3600.0:
+            break
+        k = len(jobs)
+        workers = int(capped[rng.choice(len(values), p=freq)])
+        model = models[int(rng.integers(len(models)))]
+        duration_s = float(rng.uniform(0.5, 1.5)) * 3600.0
+        high = bool(rng.random() < high_share)
+        pattern = model_pattern(model, workers, 25.0).pattern
+        iterations = max(1, round(duration_s * 1e3 / pattern.period_ms))
+        jobs.append(SimJob(f"j{k:03d}-{model.lower()}", model, pattern, workers, iterations,
+                           arrival_s=round(t, 3), priority=1 if high else 0,
+                           cpu=WORKER_CPU, mem_gib=WORKER_MEM_GIB))
+    if not jobs:
+        raise ValueError("hours: too short for any arrival at this load")
+    return Scenario("metronome-trace", f"{hours:g} h Gavel-style trace on the Metronome "
+                    f"testbed, load {load:.0%}, seed {seed}", sim, tuple(jobs),
+                    {"rate_per_h": f"{rate_per_s * 3600:.3f}",
+                     "gpu_counts": "traces/philly_gavel_distribution.csv, capped at 4"})
+
+
+#: Philly node shape (**[decision]**: Philly's 8-GPU servers; cores and memory
+#: generous enough that GPUs are the binding resource; 25 Gbps as on the testbed).
+PHILLY_NODE = {"cpu": 64.0, "mem_gib": 512.0, "gpu": 8.0, "link_gbps": 25.0}
+#: ``tau`` by the lowest switch tier two Lingjun hosts share (**[decision]**):
+#: the same ASW 2, PSW 4, DSW 6, none 8; one hop is :data:`BASE_LATENCY_MS`.
+TIER_TAU = {"ASW": 2.0, "PSW": 4.0, "DSW": 6.0}
+
+
+def lingjun_latency(n_nodes: int) -> NDArray[np.float64]:
+    """``tau`` for ``n_nodes`` hosts of the real Lingjun Clos topology.
+
+    Hosts are taken in file order; beyond its 847 hosts the topology is repeated as
+    separate copies that share no switch.
+    """
+    path = data_dir() / "topology" / "lingjun_topo.csv"
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    tiers: dict[str, list[str]] = {key: [] for key in ("ASW", "PSW", "DSW")}
+    for k in range(n_nodes):
+        row, copy = rows[k % len(rows)], k // len(rows)
+        for key in tiers:
+            # ASW names repeat across PSWs: qualify each tier by the ones above it
+            path_name = "/".join(row[t] for t in ("DSW", "PSW", "ASW")[: 3 - list(
+                tiers).index(key)])
+            tiers[key].append(f"{copy}:{path_name}")
+    tau = np.full((n_nodes, n_nodes), 8.0)
+    for key in ("DSW", "PSW", "ASW"):  # finest last wins
+        ids = np.unique(np.asarray(tiers[key]), return_inverse=True)[1]
+        tau[ids[:, None] == ids[None, :]] = TIER_TAU[key]
+    np.fill_diagonal(tau, 1.0)
+    return tau
+
+
+def philly(n_jobs: int = 200, n_nodes: int = 16, start: int = 0, seed: int = 0,
+           max_duration_s: float | None = None) -> Scenario:
+    """A slice of the real Philly trace (``traces/philly_pollux.csv``) on ``n_nodes``.
+
+    Jobs ``start .. start + n_jobs`` in submit order keep their submit times
+    (relative to the first), durations and GPU counts (capped at the cluster's
+    GPUs); one worker per GPU.  Models are drawn uniformly from the 13 with
+    ``seed`` (the trace names none; **[decision]**).  ``max_duration_s`` optionally
+    truncates long jobs (for quick runs).  Latencies come from the Lingjun topology.
+    """
+    for name, value, lo in (("n_jobs", n_jobs, 1), ("n_nodes", n_nodes, 1),
+                            ("start", start, 0), ("seed", seed, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+            raise ValueError(f"{name}: expected an integer >= {lo}, got {value!r}")
+    if max_duration_s is not None and not float(max_duration_s) > 0:
+        raise ValueError(f"max_duration_s: expected a duration > 0, got {max_duration_s!r}")
+    path = data_dir() / "traces" / "philly_pollux.csv"
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    rows.sort(key=lambda r: r["timestamp"])  # ISO timestamps sort as text
+    if start + n_jobs > len(rows):
+        raise ValueError(f"n_jobs: the trace has {len(rows)} jobs; {start} + {n_jobs} "
+                         "is beyond its end")
+    chosen = rows[start:start + n_jobs]
+    from datetime import datetime
+    t0 = datetime.fromisoformat(chosen[0]["timestamp"])
+    nodes = [Node(f"philly-{k:04d}", **PHILLY_NODE) for k in range(n_nodes)]
+    tau = lingjun_latency(n_nodes)
+    sim = SimCluster(Cluster(nodes, latency=tau), np.zeros(n_nodes),
+                     np.where(np.eye(n_nodes, dtype=bool), 0.0, tau * BASE_LATENCY_MS))
+    rng = np.random.default_rng([seed, 11])
+    models = list(MODELS)
+    max_gpus = int(PHILLY_NODE["gpu"]) * n_nodes
+    jobs: list[SimJob] = []
+    for k, row in enumerate(chosen):
+        workers = max(1, min(int(float(row["num_gpus"])), max_gpus))
+        model = models[int(rng.integers(len(models)))]
+        duration = max(1.0, float(row["duration"]))
+        if max_duration_s is not None:
+            duration = min(duration, float(max_duration_s))
+        pattern = model_pattern(model, workers, PHILLY_NODE["link_gbps"]).pattern
+        iterations = max(1, round(duration * 1e3 / pattern.period_ms))
+        arrival = (datetime.fromisoformat(row["timestamp"]) - t0).total_seconds()
+        jobs.append(SimJob(f"p{start + k:05d}-{model.lower()}", model, pattern, workers,
+                           iterations, arrival_s=arrival, cpu=WORKER_CPU,
+                           mem_gib=WORKER_MEM_GIB))
+    return Scenario("philly", f"Philly jobs {start}-{start + n_jobs - 1} on {n_nodes} "
+                    f"nodes x 8 GPUs, seed {seed}", sim, tuple(jobs),
+                    {"trace": "traces/philly_pollux.csv",
+                     "topology": "topology/lingjun_topo.csv"})
