@@ -102,18 +102,24 @@ def test_monitoring_off_regulates_nothing() -> None:
 
 def test_drifted_period_updates_the_pattern_and_recomputes() -> None:
     state, ctl, _ = s1_on_one_link()
-    # 460 ms is below 1.10 x 422.26 (no readjustment) but 8.9 % above the period
-    # (> 5 % drift): after a full window of 10 the pattern is updated; the comm time
-    # (0.2 x 422.26 = 84.45 ms) is kept -> duty = 84.452 / 460 = 0.1836.
+    # The high-priority a-0 is never paused: 470 ms is 11.3 % above its period
+    # (> drift_tol 10 %): after a full window of 10 the pattern is updated; the comm
+    # time (0.2 x 422.26 = 84.45 ms) is kept -> duty = 84.452 / 470 = 0.1797.
     out: list = []
     for i in range(10):
-        out = ctl.report_iteration("c-0", 460.0 * i, 460.0)
+        out = ctl.report_iteration("a-0", 470.0 * i, 470.0)
     assert len(out) == 1 and isinstance(out[0], PatternUpdate)
     update = out[0]
-    assert update.reason == "pattern drift" and update.pods == ("c-0",)
-    assert update.new.period_ms == 460.0
-    assert update.new.duty_cycle == pytest.approx(0.2 * 422.26 / 460.0)
-    assert state.placed["c-0"].pod.pattern == update.new
+    assert update.reason == "pattern drift" and update.pods == ("a-0",)
+    assert update.new.period_ms == 470.0
+    assert update.new.duty_cycle == pytest.approx(0.2 * 422.26 / 470.0)
+    assert state.placed["a-0"].pod.pattern == update.new
+
+
+def test_a_drift_below_the_tolerance_is_no_new_pattern() -> None:
+    _, ctl, _ = s1_on_one_link()
+    # 460 ms: 8.9 % above the period, inside drift_tol = a_t - 1 = 10 %: nothing.
+    assert all(ctl.report_iteration("a-0", 460.0 * i, 460.0) == [] for i in range(30))
 
 
 def test_repeated_readjustments_update_the_pattern() -> None:

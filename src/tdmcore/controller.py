@@ -47,6 +47,21 @@ def _quartiles(values: NDArray[np.float64]) -> tuple[Any, Any]:
     return out[0], out[1]
 
 
+def _quartiles_of(values: list[float]) -> tuple[float, float]:
+    """:func:`_quartiles` of one short window in plain floats: the same arithmetic
+    (float64 either way), without numpy's per-call overhead."""
+    v_sorted = sorted(values)
+    n = len(v_sorted)
+    out = []
+    for q in (0.25, 0.75):
+        pos = q * (n - 1)
+        lo = int(pos // 1)
+        hi = min(lo + 1, n - 1)
+        a, b = v_sorted[lo], v_sorted[hi]
+        out.append(a + (b - a) * (pos - lo))
+    return out[0], out[1]
+
+
 @dataclass(frozen=True)
 class ControllerConfig:
     """Thresholds with the paper's defaults (§IV-A, §III-C).
@@ -54,8 +69,11 @@ class ControllerConfig:
     window : iterations kept per pod (10).
     o_t : more than this many slow iterations in the window trigger a readjustment (5).
     a_t : an iteration is slow above ``a_t`` x its period (1.10).
-    drift_tol : relative change of the median period or duty cycle that counts as a
-        changed traffic pattern (0.05; the paper gives no number).
+    drift_tol : relative change of the middle half of periods or duty cycles that
+        counts as a changed traffic pattern (0.10; the paper gives no number).
+        **[decision]** equal to ``a_t - 1``: a slowdown too small to be regulated is
+        not taken for a new pattern either (with 0.05, 5-10 % contention between
+        two jobs was read as drift, and the updated patterns fed the contention).
     readjust_limit, readjust_horizon : this many readjustments within that many
         iterations also count as a changed pattern (3 in 50; the paper: "frequent").
     phase_three, monitor : the ablations ``metronome-no-phase3`` (never run the
@@ -65,7 +83,7 @@ class ControllerConfig:
     window: int = 10
     o_t: int = 5
     a_t: float = 1.10
-    drift_tol: float = 0.05
+    drift_tol: float = 0.10
     readjust_limit: int = 3
     readjust_horizon: int = 50
     phase_three: bool = True
@@ -248,16 +266,25 @@ class Controller:
         """Where ``job``'s iterations should start, as a time modulo its period.
 
         Offsets are relative to the reference job of the job's affinity component
-        (offset 0), so the target is that job's latest reported iteration start
-        plus the job's offset; drift of the reference job is thereby followed.
+        (offset 0) and place comm phases: the target comm start is the reference
+        job's latest reported comm start (iteration start + compute) plus the job's
+        offset, and the job's iteration must start its compute time before that.
+        Drift of the reference job is thereby followed.
         ``None`` when the job is the reference or on no contended link, or the
         reference has not reported yet (then nothing needs aligning).
         """
         root = self.roots.get(job)
         if root is None or root == job or root not in self.anchors_ms:
             return None
-        return self.anchors_ms[root] + self.offsets_ms.get(job, 0.0) \
-            - self.offsets_ms.get(root, 0.0)
+        # Offsets place comm phases (the traffic circle puts a unit's comm first);
+        # an iteration computes first, so its start is its comm start minus compute.
+        comm_start = self.anchors_ms[root] + self._compute_ms(root) \
+            + self.offsets_ms.get(job, 0.0) - self.offsets_ms.get(root, 0.0)
+        return comm_start - self._compute_ms(job)
+
+    def _compute_ms(self, job: str) -> float:
+        pattern = self._pattern(job)
+        return 0.0 if pattern is None else pattern.period_ms - pattern.comm_ms
 
     def is_high(self, job: str) -> bool:
         """High priority: no job sharing a contended link with it ranks above it
@@ -452,11 +479,12 @@ class Controller:
         # Drift moves the whole window; a contention episode only its slow tail.  So
         # require the middle half (p25..p75) to lie beyond the tolerance on one side.
         tol = self.config.drift_tol
-        lo, hi = _quartiles(np.asarray(watch.durations))
+        lo, hi = _quartiles_of(list(watch.durations))
         drifted = lo > pattern.period_ms * (1 + tol) or hi < pattern.period_ms * (1 - tol)
         if watch.comm:
-            duty = np.asarray(watch.comm) / np.asarray(watch.durations)[-len(watch.comm):]
-            d_lo, d_hi = _quartiles(duty)
+            durations = list(watch.durations)[-len(watch.comm):]
+            d_lo, d_hi = _quartiles_of([c / d for c, d in zip(watch.comm, durations,
+                                                              strict=True)])
             drifted |= d_lo > pattern.duty_cycle * (1 + tol) \
                 or d_hi < pattern.duty_cycle * (1 - tol)
         if not drifted:

@@ -22,6 +22,7 @@ iteration start + its offset" modulo its period (:meth:`Controller.target_phase`
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -59,6 +60,12 @@ __all__ = [
 CLUSTER_POLICIES: tuple[str, ...] = (*POLICIES, "ideal")
 #: Iterations logged per job between two drains of the kernel's buffers.
 LOG_SLOTS = 256
+#: **[decision]** A job on one node (no host-link traffic) longer than this keeps a
+#: systematic sample of this many iteration times for its percentiles; its mean and
+#: end time are exact.  (Philly jobs run up to 10^8 iterations.)
+KEEP_DURATIONS = 100_000
+#: Local jobs draw their compute noise in blocks of this many iterations.
+NOISE_BLOCK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -149,6 +156,10 @@ class JobResult:
     readjustments: int = 0
     pause_ms: float = 0.0
     accepted_on_arrival: bool = False
+    #: iterations done and their total time (exact even when ``durations_ms`` is a
+    #: sample, see :data:`KEEP_DURATIONS`)
+    done: int = 0
+    busy_ms: float = 0.0
 
     @property
     def jct_ms(self) -> float | None:
@@ -161,8 +172,7 @@ class JobResult:
     @property
     def per_1000_s(self) -> float:
         """Average time per 1,000 iterations (s), the paper's user-side metric."""
-        d = self.durations_ms
-        return float(d.mean()) if d.size else math.nan
+        return self.busy_ms / self.done if self.done else math.nan
 
     def percentiles(self) -> NDArray[np.float64]:
         """Iteration time p5, p25, p50, p75, p95 (ms)."""
@@ -371,6 +381,7 @@ class _Run:
         self.pattern_updates = 0
         self.fits_empty: dict[str, bool] = {}
         self.networked: set[str] = set()
+        self.local_ends: list[tuple[float, int, str]] = []  # heap: (end, index, job)
         self.link_plans: dict[str, LinkPlan] = {}
 
     # ------------------------------------------------------------------ placing
@@ -437,6 +448,10 @@ class _Run:
             target = self.controller.target_phase(job.name)
             if target is not None:
                 start = t + (target - t) % period
+            self.controller.anchors_ms.setdefault(job.name, start)  # phase before 1st report
+        if not networked:
+            self._start_local(job, start)
+            return
         slow_ms, slow_limit = np.inf, np.iinfo(np.int64).max
         if self.controller is not None and self.controller.config.monitor:
             cfg = self.controller.config
@@ -450,6 +465,29 @@ class _Run:
         if networked:
             self.networked.add(job.name)
         self._update_stretch()
+
+    def _start_local(self, job: SimJob, start: float) -> None:
+        """A job on one node iterates ``t_p x noise`` regardless of anyone else: its
+        whole run is computed now, exactly, and it finishes at a known time."""
+        n, period = job.iterations, job.period_ms
+        step = max(1, -(-n // KEEP_DURATIONS))
+        res = self.results[job.name]
+        if self.sigma == 0.0:
+            total = n * period
+            kept = np.full(len(range(0, n, step)), period)
+        else:
+            total, parts, done = 0.0, [], 0
+            while done < n:
+                block = min(NOISE_BLOCK, n - done)
+                d = period * self._noise(job.name, block)
+                total += float(d.sum())
+                first = (-done) % step
+                parts.append(d[first::step])
+                done += block
+            kept = np.concatenate(parts)
+        res.done, res.busy_ms = n, total
+        self.durations[job.name].append(kept)
+        heapq.heappush(self.local_ends, (start + total, self.index[job.name], job.name))
 
     def _noise(self, name: str, n: int) -> NDArray[np.float64]:
         s = self.sigma
@@ -507,6 +545,9 @@ class _Run:
             comm = flow.logs[1, j, :done].copy()
             end = flow.logs[2, j, :done].copy()
             self.durations[name].append(end - start)
+            res = self.results[name]
+            res.done += done
+            res.busy_ms += float((end - start).sum())
             if self.controller is not None and name in self.networked:
                 batches.append((float(start[0]), name, start, end - start,
                                 np.maximum(end - comm, 0.0)))
@@ -532,15 +573,18 @@ class _Run:
             if name not in members:
                 continue
             last = max(last, float(start[-1] + dur[-1]))
-            paused: set[int] = set()
-            for pod in list(members[name]):
-                for k, action in self.controller.report_iterations(pod, start, dur, comm):
-                    if isinstance(action, Readjustment) and k not in paused:
-                        paused.add(k)  # the job's pods report alike: one pause per job
-                        self._pause(name, float(start[k] + dur[k]), action.pause_ms)
-                    elif isinstance(action, PatternUpdate):
-                        self.pattern_updates += 1
-                        changed = True
+            # **[decision]** The pods of a synchronous job see the same iterations in
+            # this model, so its first pod reports for all (a pause stops the job).
+            pod = members[name][0]
+            # **[decision]** Iteration times only: a comm phase stretched by contention
+            # is no change of the job's pattern (its all-reduce volume is fixed here),
+            # so the controller keeps the comm time and re-derives the duty cycle.
+            for k, action in self.controller.report_iterations(pod, start, dur):
+                if isinstance(action, Readjustment):
+                    self._pause(name, float(start[k] + dur[k]), action.pause_ms)
+                elif isinstance(action, PatternUpdate):
+                    self.pattern_updates += 1
+                    changed = True
         if changed:
             self._update_stretch()
             self._apply_offsets(last, before, exclude="")
@@ -580,11 +624,12 @@ class _Run:
         self._drain()
         res = self.results[name]
         res.end_ms = t
-        j = self.flow.index(name)
-        pods = self.flow.pod_job == j
-        sent = self.flow.p["sent"][pods]
-        np.add.at(self.sent_by_node, self.pod_node_links[name], sent)
-        self.flow.remove(name)
+        if name in self.networked:
+            j = self.flow.index(name)
+            pods = self.flow.pod_job == j
+            sent = self.flow.p["sent"][pods]
+            np.add.at(self.sent_by_node, self.pod_node_links[name], sent)
+            self.flow.remove(name)
         for pod in list(self.state.job_members.get(name, ())):
             node = self.state.placed[pod].node
             self.state.remove(pod)
@@ -592,6 +637,14 @@ class _Run:
                 self.controller.on_removed(node)
         if self.controller is not None:
             self._update_stretch()
+
+    def _retry(self, queue: list[SimJob], t: float) -> list[SimJob]:
+        """Retry the waiting jobs in arrival order (the head blocks the rest)."""
+        still: list[SimJob] = []
+        for job in queue:
+            if still or not self._try_place(job, t):
+                still.append(job)
+        return still
 
     # ------------------------------------------------------------------ main loop
     def execute(self) -> RunResult:
@@ -615,28 +668,29 @@ class _Run:
                     self.results[job.name].accepted_on_arrival = True
                 else:
                     queue.append(job)
-            if not self.flow.names and not queue and a >= len(arrivals):
+            if not self.flow.names and not self.local_ends and not queue \
+                    and a >= len(arrivals):
                 break
             t_arrival = arrivals[a].arrival_s * 1e3 if a < len(arrivals) else math.inf
-            until = min(t_arrival, next_sample)
+            t_local = self.local_ends[0][0] if self.local_ends else math.inf
+            until = min(t_arrival, next_sample, t_local)
             if not self.flow.names:
-                t = t_arrival if math.isfinite(t_arrival) else t
-                if not math.isfinite(t_arrival):
+                if not math.isfinite(min(t_arrival, t_local)):
                     break  # queued jobs that never fit (cannot happen after _fits_empty)
-                continue
-            t, reason = self.flow.run(t, until)
-            if reason == STOP_DRAIN:
-                self._drain()
-            elif reason == STOP_FINISHED:
-                name = self.flow.names[int(self.flow.finished[0])]
-                self._finish(name, t)
-                still: list[SimJob] = []
-                for job in queue:  # retry the queue in arrival order
-                    if still or not self._try_place(job, t):
-                        still.append(job)
-                queue = still
-            elif reason == STOP_IDLE:
-                t = min(until, t_arrival)
+                t = max(t, min(t_arrival, t_local))
+            else:
+                t, reason = self.flow.run(t, until)
+                if reason == STOP_DRAIN:
+                    self._drain()
+                elif reason == STOP_FINISHED:
+                    self._finish(self.flow.names[int(self.flow.finished[0])], t)
+                    queue = self._retry(queue, t)
+                elif reason == STOP_IDLE:
+                    t = until
+            while self.local_ends and self.local_ends[0][0] <= t:
+                end, _, name = heapq.heappop(self.local_ends)
+                self._finish(name, end)
+                queue = self._retry(queue, t)
             if t >= next_sample:
                 self._drain()
                 sent = self._sent_by_node()
