@@ -569,7 +569,7 @@ class _Run:
         changed = False
         before = dict(self.controller.offsets_ms)
         last = 0.0
-        for _, name, start, dur, comm in batches:
+        for _, name, start, dur, _comm in batches:
             if name not in members:
                 continue
             last = max(last, float(start[-1] + dur[-1]))
