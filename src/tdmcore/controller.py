@@ -318,8 +318,8 @@ class Controller:
         next iteration starts on its assigned offset (:meth:`target_phase`;
         high-priority pods are never paused).  Otherwise, with a full window whose
         middle half (25th to 75th percentile) of periods or duty cycles lies beyond
-        ``drift_tol`` on one side, or after ``readjust_limit`` readjustments within ``readjust_horizon``
-        iterations, the job's pattern is updated (medians) and its links recomputed.
+        ``drift_tol`` on one side, or after ``readjust_limit`` readjustments within
+        ``readjust_horizon`` iterations, the job's pattern is updated (medians) and its links recomputed.
         """
         entry = self.state.placed.get(pod)
         if entry is None:
