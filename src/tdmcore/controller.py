@@ -319,7 +319,8 @@ class Controller:
         high-priority pods are never paused).  Otherwise, with a full window whose
         middle half (25th to 75th percentile) of periods or duty cycles lies beyond
         ``drift_tol`` on one side, or after ``readjust_limit`` readjustments within
-        ``readjust_horizon`` iterations, the job's pattern is updated (medians) and its links recomputed.
+        ``readjust_horizon`` iterations, the job's pattern is updated (medians) and
+        its links recomputed.
         """
         entry = self.state.placed.get(pod)
         if entry is None:
