@@ -321,8 +321,8 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str, *, seed: i
     seed : compute noise is drawn per job from ``(seed, job index)``, so every
         policy sees the same noise for the same job.
     noise_sigma : lognormal compute noise, mean 1 (spec: 1 %).
-    sample_ms : link utilisation sampling interval (default: 1/200 of the longest
-        ideal job, at least 1 s).
+    sample_ms : link utilisation sampling interval (default: 1/400 of the last
+        arrival plus the longest ideal job, at least 1 s).
     progress : called with the simulated time (ms) reached, now and then.
 
     A job that cannot be placed on the empty cluster under ``policy`` (it needs
@@ -375,8 +375,9 @@ class _Run:
         self.durations: dict[str, list[NDArray[np.float64]]] = {j.name: [] for j in jobs}
         self.pod_node_links: dict[str, NDArray[np.int64]] = {}
         self.sent_by_node = np.zeros(k)
-        longest = max(j.iterations * j.period_ms for j in jobs)
-        self.sample_ms = sample_ms if sample_ms is not None else max(1000.0, longest / 200)
+        span = max(j.arrival_s * 1e3 for j in jobs) + max(j.iterations * j.period_ms
+                                                          for j in jobs)
+        self.sample_ms = sample_ms if sample_ms is not None else max(1000.0, span / 400)
         self.decision_s: list[float] = []
         self.pattern_updates = 0
         self.fits_empty: dict[str, bool] = {}

@@ -1,0 +1,70 @@
+"""The cluster simulator: wall time of a run and the quality of each policy.
+
+``time_run`` / ``track_*`` on the shipped scenarios, seed 0: the 4 h
+``metronome-trace`` (spec/performance.md: all policies together < 30 s) and the
+snapshots S1 and S5 (10 minutes of training per job).  ``track_mean_jct_s`` and
+``track_gamma`` are the quality figures (README "Simulator").  The naive peer of
+the flow kernel itself is in :mod:`bench_network`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tdmcore.sim.cluster import CLUSTER_POLICIES, RunResult, run_cluster
+from tdmcore.sim.scenarios import metronome_snapshots, metronome_trace
+
+SCENARIOS = ["trace", "S1", "S5"]
+_CACHE: dict[tuple[str, str], RunResult] = {}
+
+
+def _scenario(name: str) -> Any:
+    return metronome_trace(0) if name == "trace" else metronome_snapshots(600.0)[name]
+
+
+class ClusterRun:
+    params = (SCENARIOS, list(CLUSTER_POLICIES))
+    param_names = ["scenario", "policy"]
+    timeout = 300
+    number = 1
+    repeat = (1, 3, 60.0)
+
+    def setup(self, scenario: str, policy: str) -> None:
+        self.scenario = _scenario(scenario)
+        run_cluster(self.scenario.sim, self.scenario.jobs[:1], policy)  # compile
+
+    def time_run(self, scenario: str, policy: str) -> None:
+        run_cluster(self.scenario.sim, self.scenario.jobs, policy)
+
+    def _run(self, scenario: str, policy: str) -> RunResult:
+        key = (scenario, policy)
+        if key not in _CACHE:
+            _CACHE[key] = run_cluster(self.scenario.sim, self.scenario.jobs, policy)
+        return _CACHE[key]
+
+    def track_mean_jct_s(self, scenario: str, policy: str) -> float:
+        return self._run(scenario, policy).mean_jct_s()
+
+    track_mean_jct_s.unit = "s"  # type: ignore[attr-defined]
+
+    def track_gamma(self, scenario: str, policy: str) -> float:
+        return self._run(scenario, policy).gamma
+
+    track_gamma.unit = "fraction"  # type: ignore[attr-defined]
+
+
+class TraceAllPolicies:
+    """The performance target: the 4 h trace with every policy, one after another."""
+
+    timeout = 300
+    number = 1
+    repeat = (1, 3, 120.0)
+
+    def setup(self) -> None:
+        self.scenario = metronome_trace(0)
+        for policy in CLUSTER_POLICIES:  # compile every path once
+            run_cluster(self.scenario.sim, self.scenario.jobs[:1], policy)
+
+    def time_all_policies(self) -> None:
+        for policy in CLUSTER_POLICIES:
+            run_cluster(self.scenario.sim, self.scenario.jobs, policy)
