@@ -186,3 +186,63 @@ def test_elastic_bad_input_is_one_line_error(args, message, tmp_path, capsys) ->
     err = capsys.readouterr().err
     assert err.startswith("Error: ") and message in err and err.count("\n") == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_simulate_snapshots_writes_table_jobs_and_plots(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["simulate", "metronome-snapshots", "--window", "20",
+                                      "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    rows = json.loads((tmp_path / "simulate-metronome-snapshots.json").read_text())
+    groups = {r["group"] for r in rows}
+    assert groups == {"S0", "S1", "S2", "S3", "S4", "S5"}
+    assert {r["policy"] for r in rows} == {"default", "diktyo", "exclusive", "metronome",
+                                           "metronome-no-phase3", "metronome-no-monitor",
+                                           "ideal"}
+    by = {(r["group"], r["policy"]): r for r in rows}
+    assert by[("S1", "default")]["jct_vs_default_pct"] == 0.0
+    assert by[("S1", "ideal")]["jct_vs_ideal_pct"] == 0.0
+    jobs = json.loads((tmp_path / "simulate-metronome-snapshots-jobs.json").read_text())
+    assert len(jobs) == 7 * 13  # 13 jobs in S0-S5, under each of the 7 policies
+    assert all(j["p5_ms"] <= j["p50_ms"] <= j["p95_ms"] for j in jobs)
+    for name in ("metronome-snapshots-iterations.png", "metronome-snapshots-S1-links.png",
+                 "metronome-snapshots-S1-circle.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    assert "vs default / vs ideal" in result.output
+
+
+def test_simulate_a_scenario_file(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[1] / "examples" / "scenario.yaml"
+    result = CliRunner().invoke(cli, ["simulate", str(example), "--policies",
+                                      "default,metronome", "--no-plots", "--out",
+                                      str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    (table,) = tmp_path.glob("simulate-*[!s].json")
+    assert {r["policy"] for r in json.loads(table.read_text())} == {"default", "metronome"}
+    assert not list(tmp_path.glob("*.png"))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["simulate", "nowhere"], "scenario: unknown scenario 'nowhere'"),
+    (["simulate", "metronome-snapshots", "--policies", "default,nope"],
+     "policies: unknown policy 'nope'"),
+    (["simulate", "metronome-snapshots", "--policies", ","], "policies: name at least one"),
+    (["simulate", "metronome-trace", "--hours", "0"], "Invalid value for '--hours'"),
+    (["simulate", "philly", "--jobs", "999999"], "n_jobs: the trace has"),
+])
+def test_simulate_bad_input_is_one_line_error(args, message, tmp_path, capsys) -> None:
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args, "--out", str(out)])
+    assert exit_info.value.code != 0
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_simulate_bad_scenario_file_points_at_the_field(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("cluster:\n  nodes: []\njobs: []\n")
+    with pytest.raises(SystemExit):
+        main(["simulate", str(bad), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert "cluster.nodes" in err and len(err.strip().splitlines()) == 1
