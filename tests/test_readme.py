@@ -62,3 +62,21 @@ def test_readme_elastic_example_runs() -> None:
     exec(compile(blocks[4], "README.md", "exec"), namespace)
     assert round(namespace["ratio"], 2) == 0.23  # the README's figure
     assert namespace["scaled"]  # DRAGON resized some job
+
+
+def test_readme_simulator_example_runs() -> None:
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    namespace: dict = {}
+    exec(compile(blocks[5], "README.md", "exec"), namespace)
+    runs = namespace["runs"]
+    assert set(runs) == {"default", "metronome"}
+    assert all(len(r.jobs) == 3 and r.tct_ms > 0 for r in runs.values())
+
+
+def test_readme_quick_start_is_what_ci_runs() -> None:
+    text = README.read_text()
+    commands = re.findall(r"```bash\n(.*?)\n```", text.split("## Quick start")[1],
+                          flags=re.S)
+    assert commands[0].endswith("tdmcore simulate metronome-snapshots --out report")
+    ci = (README.parent / ".ci" / "run").read_text()
+    assert commands[1] in ci
