@@ -39,6 +39,7 @@ STOP_TIME = 0       # reached until_ms
 STOP_FINISHED = 1   # a job finished its last iteration (``finished`` holds it)
 STOP_DRAIN = 2      # a log is full, or a monitored job logged its slow limit
 STOP_IDLE = 3       # every job is done
+STOP_SOLO = 4       # a job flagged to leave (``leave[j]``) is between iterations
 
 
 @jit
@@ -74,7 +75,7 @@ def advance(
     hold_phase: np.ndarray, hold_period: np.ndarray,
     slow_ms: np.ndarray, slow_limit: np.ndarray, slow_count: np.ndarray,
     phase: np.ndarray, phase_end_ms: np.ndarray, iteration: np.ndarray,
-    pending: np.ndarray, base: np.ndarray, noise: np.ndarray,
+    pending: np.ndarray, base: np.ndarray, leave: np.ndarray, noise: np.ndarray,
     log_start: np.ndarray, log_comm: np.ndarray, log_end: np.ndarray,
     # pods
     pod_job: np.ndarray, pod_link: np.ndarray, pod_cap: np.ndarray,
@@ -93,7 +94,8 @@ def advance(
     or a pause), then the hold is cleared.  ``slow_ms[j]``: an iteration longer
     than this counts towards ``slow_count[j]``; at ``slow_limit[j]`` the loop
     stops (STOP_DRAIN) with the job between iterations.  ``finished[0]`` is the
-    job that finished on STOP_FINISHED.
+    job that finished on STOP_FINISHED, or the job flagged in ``leave`` that is
+    between iterations (no hold pending) on STOP_SOLO.
     """
     n_jobs = compute_ms.shape[0]
     n_links = link_capacity.shape[0]
@@ -156,6 +158,9 @@ def advance(
                         phase[j] = PHASE_DONE
                         finished[0] = j
                         return t, STOP_FINISHED
+                    if leave[j] != 0 and hold_phase[j] != hold_phase[j]:
+                        finished[0] = j  # the caller takes it out, between iterations
+                        return t, STOP_SOLO
                     start = t
                     if hold_phase[j] == hold_phase[j]:  # not NaN
                         start = t + (hold_phase[j] - t) % hold_period[j]

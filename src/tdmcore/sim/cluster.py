@@ -27,18 +27,24 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .. import _validation as v
 from .._kernels.flow import (
+    DONE_GBIT,
+    PHASE_COMM,
+    PHASE_COMPUTE,
     PHASE_DONE,
     PHASE_READY,
+    PHASE_TAIL,
     PHASE_WAIT,
     STOP_DRAIN,
     STOP_FINISHED,
     STOP_IDLE,
+    STOP_SOLO,
     advance,
 )
 from ..controller import Controller, PatternUpdate, Readjustment
@@ -219,12 +225,34 @@ class RunResult:
         return float(np.mean(jct)) / 1e3 if jct else math.nan
 
 
+@dataclass
+class _Solo:
+    """A networked job alone on all its links, computed in closed form.
+
+    Iteration ``i`` (from ``i0``) lasts ``compute x noise_i + stretch + comm + tail``
+    with ``comm`` fixed (its transfers share no link with anyone), exactly what the
+    kernel would compute.  Its noise is the job's stream: ``prefix`` (already drawn)
+    then draws from a generator restored to ``state0``.
+    """
+
+    i0: int
+    s0: float
+    state0: dict[str, Any]
+    prefix: NDArray[np.float64]
+    comm: float
+    stretch: float
+    end: float
+    total: float
+    version: int
+
+
 class _Flow:
     """The kernel's state arrays for the running jobs, rebuilt when the set changes."""
 
     JOB_F = ("compute", "start", "stretch", "tail", "hold_phase", "hold_period", "slow_ms",
              "phase_end")
-    JOB_I = ("n_iters", "slow_limit", "slow_count", "phase", "iteration", "pending", "base")
+    JOB_I = ("n_iters", "slow_limit", "slow_count", "phase", "iteration", "pending", "base",
+             "leave")
     POD_F = ("cap", "volume", "left", "sent")
 
     def __init__(self, n_links: int, capacity: NDArray[np.float64],
@@ -248,7 +276,9 @@ class _Flow:
         return self.names.index(name)
 
     def add(self, name: str, job: dict[str, float], links: Sequence[int],
-            cap: float, volume: float, noise: NDArray[np.float64]) -> None:
+            cap: float, volume: float, noise: NDArray[np.float64],
+            left: NDArray[np.float64] | None = None, sent: NDArray[np.float64] | None = None,
+            logs: tuple[float, float, float] | None = None) -> None:
         self.names.append(name)
         for k in self.JOB_F:
             self.f[k] = np.append(self.f[k], job.get(k, 0.0))
@@ -262,6 +292,12 @@ class _Flow:
         self.pod_link = np.append(self.pod_link, np.asarray(links, dtype=np.int64))
         for k, value in (("cap", cap), ("volume", volume), ("left", 0.0), ("sent", 0.0)):
             self.p[k] = np.append(self.p[k], np.full(n, value))
+        if left is not None:
+            self.p["left"][-n:] = left
+        if sent is not None:
+            self.p["sent"][-n:] = sent
+        if logs is not None:
+            self.logs[:, j, 0] = logs
         self._relink()
 
     def remove(self, name: str) -> tuple[float, NDArray[np.float64]]:
@@ -299,7 +335,7 @@ class _Flow:
             t, until, f["compute"], f["start"], i["n_iters"], f["stretch"], f["tail"],
             f["hold_phase"], f["hold_period"], f["slow_ms"], i["slow_limit"],
             i["slow_count"], i["phase"], f["phase_end"], i["iteration"], i["pending"],
-            i["base"], self.noise, self.logs[0], self.logs[1], self.logs[2],
+            i["base"], i["leave"], self.noise, self.logs[0], self.logs[1], self.logs[2],
             self.pod_job, self.pod_link, p["cap"], p["volume"], p["left"], p["sent"],
             self.capacity, self.background, self.link_ptr, self.link_pods, self.link_sent,
             self.finished)
@@ -311,7 +347,8 @@ def _controlled(policy: str) -> bool:
 
 def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str, *, seed: int = 0,
                 noise_sigma: float = 0.01, sample_ms: float | None = None,
-                progress: Callable[[float], None] | None = None) -> RunResult:
+                progress: Callable[[float], None] | None = None,
+                skip_ahead: bool = True) -> RunResult:
     """Simulate ``jobs`` on ``sim`` under ``policy`` until every job has finished.
 
     Parameters
@@ -324,6 +361,12 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str, *, seed: i
     sample_ms : link utilisation sampling interval (default: 1/400 of the last
         arrival plus the longest ideal job, at least 1 s).
     progress : called with the simulated time (ms) reached, now and then.
+    skip_ahead : compute a networked job that is alone on all its links in closed
+        form (exact: nothing shares its transfers; the test suite checks it against
+        ``skip_ahead=False``, which runs every iteration through the kernel).  Link
+        utilisation samples of such a stretch are spread evenly over it; totals
+        are exact.  Not used under a monitoring controller (``metronome``,
+        ``metronome-no-phase3``), where it would move when the controller acts.
 
     A job that cannot be placed on the empty cluster under ``policy`` (it needs
     more than the cluster has) is never started: its ``end_ms`` stays None.
@@ -344,13 +387,14 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str, *, seed: i
     sigma = v.real_number("noise_sigma", noise_sigma)
     if sigma < 0:
         raise ValueError(f"noise_sigma: must be >= 0, got {sigma}")
-    return _Run(sim, jobs, policy, seed, sigma, sample_ms, progress).execute()
+    return _Run(sim, jobs, policy, seed, sigma, sample_ms, progress,
+                bool(skip_ahead)).execute()
 
 
 class _Run:
     def __init__(self, sim: SimCluster, jobs: tuple[SimJob, ...], policy: str, seed: int,
                  sigma: float, sample_ms: float | None,
-                 progress: Callable[[float], None] | None) -> None:
+                 progress: Callable[[float], None] | None, skip_ahead: bool = True) -> None:
         self.sim, self.jobs, self.policy_name = sim, jobs, policy
         self.seed, self.sigma, self.progress = seed, sigma, progress
         self.cluster = sim.cluster
@@ -382,7 +426,16 @@ class _Run:
         self.pattern_updates = 0
         self.fits_empty: dict[str, bool] = {}
         self.networked: set[str] = set()
-        self.local_ends: list[tuple[float, int, str]] = []  # heap: (end, index, job)
+        self.local_ends: list[tuple[float, int, str]] = []  # heap: (end, version, job)
+        # **[decision]** not under a monitoring controller: it reads reports when the
+        # kernel hands them over, and skipping ahead moves those points, so a pattern
+        # update could act an iteration earlier or later (not exact).
+        self.skip_ahead = skip_ahead and (self.controller is None
+                                          or not self.controller.config.monitor)
+        self.solo: dict[str, _Solo] = {}
+        self.link_jobs: dict[int, set[str]] = {}
+        self.params: dict[str, tuple[float, float, float, float, list[int]]] = {}
+        self.versions = 0
         self.link_plans: dict[str, LinkPlan] = {}
 
     # ------------------------------------------------------------------ placing
@@ -431,6 +484,12 @@ class _Run:
         pattern = job.pattern
         links = self._links_of(job, nodes)
         networked = any(link >= 0 for link in links)
+        for link in set(links) if networked else ():
+            for other in list(self.link_jobs.get(link, ())):
+                if other in self.solo:  # it shares a link from now on: back to the kernel
+                    self._solo_to_kernel(other, t)
+                elif other in self.flow.names:  # no longer alone: stays in the kernel
+                    self.flow.i["leave"][self.flow.index(other)] = 0
         period = job.period_ms
         duty = pattern.duty_cycle if pattern is not None else 0.0
         compute = period * (1.0 - duty) if networked else period
@@ -446,12 +505,21 @@ class _Run:
         res.start_ms = t
         res.nodes = tuple(self.cluster.nodes[n].name for n in nodes)
         if self.controller is not None:
+            self._refresh_anchor(job.name, t)
             target = self.controller.target_phase(job.name)
             if target is not None:
                 start = t + (target - t) % period
             self.controller.anchors_ms.setdefault(job.name, start)  # phase before 1st report
         if not networked:
             self._start_local(job, start)
+            return
+        self.params[job.name] = (compute, tail, rate, volume, list(links))
+        self.pod_node_links[job.name] = np.asarray(nodes, dtype=np.int64)
+        self.networked.add(job.name)
+        for link in set(links):
+            self.link_jobs.setdefault(link, set()).add(job.name)
+        if self.skip_ahead and self._alone(job.name) \
+                and self._solo_begin(job.name, 0, start, np.zeros(0), 0.0):
             return
         slow_ms, slow_limit = np.inf, np.iinfo(np.int64).max
         if self.controller is not None and self.controller.config.monitor:
@@ -462,10 +530,246 @@ class _Run:
             "tail": tail, "hold_phase": np.nan, "hold_period": period,
             "slow_ms": slow_ms, "slow_limit": slow_limit, "phase": PHASE_WAIT,
         }, links, rate, volume, self._noise(job.name, LOG_SLOTS))
-        self.pod_node_links[job.name] = np.asarray(nodes, dtype=np.int64)
-        if networked:
-            self.networked.add(job.name)
         self._update_stretch()
+
+    # ------------------------------------------------------------------ skip-ahead
+    def _alone(self, name: str) -> bool:
+        links = self.params[name][4]
+        return all(self.link_jobs.get(link, set()) <= {name} for link in links if link >= 0)
+
+    def _solo_comm(self, name: str) -> float:
+        """The comm phase of a job alone on its links: per link its k pods share
+        ``B - background`` max-min fairly at rate ``min(r, (B - bg) / k)``."""
+        _, _, rate, volume, links = self.params[name]
+        comm = 0.0
+        for link in set(links):
+            k = links.count(link)
+            free = self.flow.capacity[link] - self.flow.background[link]
+            per_pod = rate if rate <= free / k else free / k
+            comm = max(comm, volume / (per_pod * 1e-3))
+        return comm
+
+    def _solo_noise(self, solo: _Solo, count: int) -> Any:
+        """The job's noise multipliers from iteration ``i0``, ``count`` of them, in
+        blocks; the last item is the generator, positioned after the last value."""
+        gen = np.random.default_rng()
+        gen.bit_generator.state = solo.state0
+        prefix = solo.prefix[:count]
+        if prefix.size:
+            yield prefix
+        left = count - prefix.size
+        s = self.sigma
+        while left > 0:
+            block = min(NOISE_BLOCK, left)
+            if s == 0.0:
+                yield np.ones(block)
+            else:
+                yield np.exp(s * gen.standard_normal(block) - s * s / 2)
+            left -= block
+        yield gen
+
+    def _solo_durations(self, name: str, solo: _Solo, count: int) -> Any:
+        compute, tail = self.params[name][0], self.params[name][1]
+        for chunk in self._solo_noise(solo, count):
+            if isinstance(chunk, np.random.Generator):
+                yield chunk
+            else:
+                yield compute * chunk + solo.stretch + solo.comm + tail
+
+    def _quiet_bounds(self, name: str) -> tuple[float, float] | None:
+        """Iteration times in ``[lo, hi]`` can trigger nothing in the controller (no
+        slow iteration, no drift), given what its window already holds; None when
+        the window itself is outside.  ``(-inf, inf)`` without a monitor."""
+        if self.controller is None or not self.controller.config.monitor:
+            return (-np.inf, np.inf)
+        cfg = self.controller.config
+        pod = self.state.job_members[name][0]
+        pattern = self.state.placed[pod].pod.pattern
+        assert pattern is not None
+        lo = pattern.period_ms * (1 - cfg.drift_tol)
+        hi = pattern.period_ms * min(cfg.a_t, 1 + cfg.drift_tol)
+        watch = self.controller._watch.get(pod)
+        if watch is not None and any(not lo <= d <= hi for d in watch.durations):
+            return None
+        return lo, hi
+
+    def _solo_begin(self, name: str, i0: int, s0: float, prefix: NDArray[np.float64],
+                    stretch: float) -> bool:
+        """Take the job out of the event loop from iteration ``i0`` at ``s0``, if
+        that is exact: it is alone on its links and, under a monitoring controller,
+        none of its iterations could make the controller act."""
+        bounds = self._quiet_bounds(name)
+        if bounds is None:
+            return False
+        job = self.job_by_name[name]
+        solo = _Solo(i0, s0, dict(self.rng[name].bit_generator.state), prefix,
+                     self._solo_comm(name), stretch, s0, 0.0, self.versions + 1)
+        total = 0.0
+        for chunk in self._solo_durations(name, solo, job.iterations - i0):
+            if not isinstance(chunk, np.random.Generator):
+                if chunk.size and (chunk.min() < bounds[0] or chunk.max() > bounds[1]):
+                    return False
+                total += float(chunk.sum())
+        self.versions += 1
+        solo.total, solo.end = total, s0 + total
+        self.solo[name] = solo
+        heapq.heappush(self.local_ends, (solo.end, solo.version, name))
+        return True
+
+    def _solo_commit(self, name: str, solo: _Solo, count: int) -> Any:
+        """Record ``count`` iterations of the stretch; return the generator after
+        them and the start of the next one."""
+        res = self.results[name]
+        step = max(1, -(-count // KEEP_DURATIONS))
+        done, t = 0, solo.s0
+        gen = None
+        for chunk in self._solo_durations(name, solo, count):
+            if isinstance(chunk, np.random.Generator):
+                gen = chunk
+                continue
+            res.busy_ms += float(chunk.sum())
+            t += float(chunk.sum())
+            self.durations[name].append(chunk[(-done) % step::step].copy())
+            done += chunk.size
+        res.done += count
+        _, _, _, volume, links = self.params[name]
+        nodes = self.pod_node_links[name]
+        np.add.at(self.sent_by_node, nodes, volume * count)
+        if self.controller is not None and count:
+            # the controller's view after these reports: the last ones fill its window
+            # and history, and give the anchor (none of them can trigger anything)
+            keep = min(count, self.controller.config.readjust_horizon)
+            last, starts = self._solo_tail(name, solo, count, keep)
+            pod = self.state.job_members[name][0]
+            actions = self.controller.report_iterations(pod, starts, last)
+            assert not actions, actions
+        return gen, t
+
+    def _solo_tail(self, name: str, solo: _Solo, count: int, keep: int
+                   ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Durations and starts of the last ``keep`` of ``count`` iterations."""
+        kept: list[NDArray[np.float64]] = []
+        t, first_t, seen = solo.s0, solo.s0, 0
+        for chunk in self._solo_durations(name, solo, count):
+            if isinstance(chunk, np.random.Generator):
+                continue
+            if seen + chunk.size > count - keep:
+                if not kept:
+                    first_t = t
+                kept.append(chunk)
+            t += float(chunk.sum())
+            seen += chunk.size
+        flat = np.concatenate(kept)
+        starts = first_t + np.concatenate([[0.0], np.cumsum(flat)])[:-1]
+        return flat[-keep:], starts[-keep:]
+
+    def _solo_to_kernel(self, name: str, t: float) -> None:
+        """The job stops being alone at ``t``: rebuild its kernel state there."""
+        solo = self.solo.pop(name)
+        job = self.job_by_name[name]
+        compute, tail, rate, volume, links = self.params[name]
+        # the iteration in progress at t: the first whose end is after t
+        n = job.iterations - solo.i0
+        k, start = 0, solo.s0
+        for chunk in self._solo_durations(name, solo, n):
+            if isinstance(chunk, np.random.Generator):
+                break
+            ends = start + np.cumsum(chunk)
+            inside = int(np.searchsorted(ends, t, side="right"))
+            if inside < chunk.size:
+                k += inside
+                break
+            k += chunk.size
+            start = float(ends[-1])
+        k = min(k, n - 1)
+        gen, s_k = self._solo_commit(name, solo, k)
+        # noise for iterations k .. k + LOG_SLOTS - 1, and the stream right after them
+        want = k + LOG_SLOTS
+        values = []
+        for chunk in self._solo_noise(solo, want):
+            if isinstance(chunk, np.random.Generator):
+                gen = chunk
+            else:
+                values.append(chunk)
+        buffer = np.concatenate(values)[k:]
+        self.rng[name] = gen
+        c_k = compute * buffer[0] + solo.stretch
+        u = t - s_k
+        pod_rates = np.empty(len(links))
+        for q, link in enumerate(links):
+            free = self.flow.capacity[link] - self.flow.background[link]
+            m = links.count(link)
+            pod_rates[q] = rate if rate <= free / m else free / m
+        left = np.zeros(len(links))
+        sent = np.zeros(len(links))
+        state: dict[str, float] = {"compute": compute, "start": s_k, "n_iters": job.iterations,
+                                   "tail": tail, "hold_phase": np.nan,
+                                   "hold_period": job.period_ms, "stretch": solo.stretch,
+                                   "iteration": solo.i0 + k, "base": solo.i0 + k}
+        comm_start = s_k + c_k
+        if u < c_k:
+            state.update(phase=PHASE_COMPUTE, phase_end=s_k + c_k)
+            comm_log = np.nan
+        else:
+            elapsed = u - c_k
+            left = np.maximum(volume - pod_rates * 1e-3 * elapsed, 0.0)
+            left[left <= DONE_GBIT] = 0.0
+            sent = volume - left
+            pending = int((left > 0).sum())
+            comm_log = comm_start
+            if pending:
+                state.update(phase=PHASE_COMM, phase_end=np.inf, pending=pending)
+            else:
+                state.update(phase=PHASE_TAIL, phase_end=s_k + c_k + solo.comm + tail)
+        slow_ms, slow_limit = np.inf, np.iinfo(np.int64).max
+        if self.controller is not None and self.controller.config.monitor:
+            cfg = self.controller.config
+            slow_ms, slow_limit = cfg.a_t * job.period_ms, cfg.o_t + 1
+        state.update(slow_ms=slow_ms, slow_limit=slow_limit)
+        self.flow.add(name, state, links, rate, volume, buffer[:LOG_SLOTS], left=left,
+                      sent=sent, logs=(s_k, comm_log, np.nan))
+
+    def _refresh_anchor(self, job: str, t: float) -> None:
+        """Before ``job`` is aligned: if its reference job runs in closed form, give
+        the controller that job's latest iteration start by ``t`` (what its reports
+        would have said)."""
+        assert self.controller is not None
+        root = self.controller.roots.get(job)
+        solo = self.solo.get(root) if root is not None else None
+        if root is None or solo is None:
+            return
+        start, last = solo.s0, None
+        n = self.job_by_name[root].iterations - solo.i0
+        for chunk in self._solo_durations(root, solo, n):
+            if isinstance(chunk, np.random.Generator):
+                break
+            ends = start + np.cumsum(chunk)
+            done = int(np.searchsorted(ends, t, side="right"))
+            if done:
+                last = float(ends[done - 1] - chunk[done - 1])
+            if done < chunk.size:
+                break
+            start = float(ends[-1])
+        if last is not None:
+            self.controller.anchors_ms[root] = max(last, self.controller.anchors_ms.get(
+                root, -np.inf))
+
+    def _kernel_to_solo(self, name: str, t: float) -> None:
+        """A kernel job flagged as alone is between iterations at ``t``: take it out
+        (or leave it in, when skipping ahead would not be exact)."""
+        self._drain()
+        j = self.flow.index(name)
+        self.flow.i["leave"][j] = 0
+        prefix = self.flow.noise[j].copy()  # slot 0 is the next iteration's
+        stretch = float(self.flow.f["stretch"][j])
+        i0 = int(self.flow.i["iteration"][j])
+        state = dict(self.rng[name].bit_generator.state)
+        if not self._alone(name) or not self._solo_begin(name, i0, t, prefix, stretch):
+            self.rng[name].bit_generator.state = state
+            return
+        pods = self.flow.pod_job == j
+        np.add.at(self.sent_by_node, self.pod_node_links[name], self.flow.p["sent"][pods])
+        self.flow.remove(name)
 
     def _start_local(self, job: SimJob, start: float) -> None:
         """A job on one node iterates ``t_p x noise`` regardless of anyone else: its
@@ -488,7 +792,8 @@ class _Run:
             kept = np.concatenate(parts)
         res.done, res.busy_ms = n, total
         self.durations[job.name].append(kept)
-        heapq.heappush(self.local_ends, (start + total, self.index[job.name], job.name))
+        self.versions += 1
+        heapq.heappush(self.local_ends, (start + total, self.versions, job.name))
 
     def _noise(self, name: str, n: int) -> NDArray[np.float64]:
         s = self.sigma
@@ -518,6 +823,7 @@ class _Run:
                 continue
             if name in before and abs(after.get(name, 0.0) - before[name]) <= 1e-9:
                 continue
+            self._refresh_anchor(name, t)
             target = self.controller.target_phase(name)
             if target is None or self.flow.i["phase"][j] == PHASE_DONE:
                 continue
@@ -625,7 +931,10 @@ class _Run:
         self._drain()
         res = self.results[name]
         res.end_ms = t
-        if name in self.networked:
+        if name in self.solo:
+            solo = self.solo.pop(name)
+            self._solo_commit(name, solo, self.job_by_name[name].iterations - solo.i0)
+        elif name in self.networked:
             j = self.flow.index(name)
             pods = self.flow.pod_job == j
             sent = self.flow.p["sent"][pods]
@@ -638,6 +947,17 @@ class _Run:
                 self.controller.on_removed(node)
         if self.controller is not None:
             self._update_stretch()
+        if name in self.networked and self.skip_ahead:
+            touched = set()
+            for link in set(self.params[name][4]):
+                self.link_jobs[link].discard(name)
+                touched |= self.link_jobs[link]
+            for other in touched:  # who is alone now leaves the kernel between iterations
+                if other not in self.solo and self._alone(other):
+                    self.flow.i["leave"][self.flow.index(other)] = 1
+        elif name in self.networked:
+            for link in set(self.params[name][4]):
+                self.link_jobs[link].discard(name)
 
     def _retry(self, queue: list[SimJob], t: float) -> list[SimJob]:
         """Retry the waiting jobs in arrival order (the head blocks the rest)."""
@@ -672,6 +992,14 @@ class _Run:
             if not self.flow.names and not self.local_ends and not queue \
                     and a >= len(arrivals):
                 break
+            if not self.flow.names:  # skip stale heap entries before jumping
+                while self.local_ends and self.local_ends[0][2] in self.networked and (
+                        self.local_ends[0][2] not in self.solo
+                        or self.solo[self.local_ends[0][2]].version
+                        != self.local_ends[0][1]):
+                    heapq.heappop(self.local_ends)
+                if not self.local_ends and not queue and a >= len(arrivals):
+                    break
             t_arrival = arrivals[a].arrival_s * 1e3 if a < len(arrivals) else math.inf
             t_local = self.local_ends[0][0] if self.local_ends else math.inf
             until = min(t_arrival, next_sample, t_local)
@@ -686,15 +1014,20 @@ class _Run:
                 elif reason == STOP_FINISHED:
                     self._finish(self.flow.names[int(self.flow.finished[0])], t)
                     queue = self._retry(queue, t)
+                elif reason == STOP_SOLO:
+                    self._kernel_to_solo(self.flow.names[int(self.flow.finished[0])], t)
                 elif reason == STOP_IDLE:
                     t = until
             while self.local_ends and self.local_ends[0][0] <= t:
-                end, _, name = heapq.heappop(self.local_ends)
+                end, version, name = heapq.heappop(self.local_ends)
+                if name in self.networked and (name not in self.solo
+                                               or self.solo[name].version != version):
+                    continue  # a stretch that ended early: the job went back to the kernel
                 self._finish(name, end)
                 queue = self._retry(queue, t)
             if t >= next_sample:
                 self._drain()
-                sent = self._sent_by_node()
+                sent = self._sent_by_node(t)
                 samples.append((sent - last_sent) / ((t - samples_t[-1]) * 1e-3))
                 samples_t.append(t)
                 last_sent = sent
@@ -725,8 +1058,14 @@ class _Run:
             pattern_updates=self.pattern_updates, wall_s=time.perf_counter() - wall,
             controller=self.controller, link_plans=dict(self.link_plans))
 
-    def _sent_by_node(self) -> NDArray[np.float64]:
+    def _sent_by_node(self, t: float | None = None) -> NDArray[np.float64]:
         out = self.sent_by_node.copy()
+        for name, solo in self.solo.items():  # spread evenly over the stretch
+            if t is None or solo.end <= solo.s0:
+                continue
+            share = min(max((t - solo.s0) / (solo.end - solo.s0), 0.0), 1.0)
+            n = self.job_by_name[name].iterations - solo.i0
+            np.add.at(out, self.pod_node_links[name], self.params[name][3] * n * share)
         for j, name in enumerate(self.flow.names):
             pods = self.flow.pod_job == j
             np.add.at(out, self.pod_node_links[name], self.flow.p["sent"][pods])
