@@ -2,6 +2,7 @@
 
 Usage: python benchmarks/report.py [--seeds 0 1 2 3 4] [--decision] [--oasis] [--network]
        [--milp [--milp-sizes 20 50 100] [--milp-time-limit 600]]
+       [--philly JOBS NODES [--philly-policies default,metronome] [--philly-cap S]]
 Each instance is solved by tdmcore (median of 20 runs) and by the naive peer
 (one run) in the same process, after checking that both give the same answer.
 The MILP of OASiS's problem (27) can stop at its time limit: its status says
@@ -47,7 +48,16 @@ def main() -> None:
                         help="MILP time limit per instance, seconds (default: 600)")
     parser.add_argument("--network", action="store_true",
                         help="also the flow-level network model against its naive peer")
+    parser.add_argument("--philly", type=int, nargs=2, metavar=("JOBS", "NODES"),
+                        help="time the simulator on the first JOBS Philly jobs on NODES "
+                             "nodes (noise 0, seed 0), one policy after another, with the "
+                             "peak memory of the process")
+    parser.add_argument("--philly-policies", default="default,metronome-no-monitor,metronome")
+    parser.add_argument("--philly-cap", type=float, default=None,
+                        help="truncate Philly jobs to this many seconds")
     args = parser.parse_args()
+    if args.philly:
+        philly_table(*args.philly, args.philly_policies.split(","), args.philly_cap)
     if args.network:
         print(f"{'jobs':>5} {'links':>5} {'iters':>5} {'seed':>4} {'tdmcore ms':>11} "
               f"{'naive s':>8} {'ratio':>6}")
@@ -79,6 +89,28 @@ def main() -> None:
         med_t = np.median([r[1] for r in rows]) * 1e3
         med_r = np.median([r[3] for r in rows])
         print(f"{mode:8} {k:>2} {bins:>4} {'med':>4} {med_t:>11.3f} {'':>10} {med_r:>7.0f}x")
+
+
+def philly_table(n_jobs: int, n_nodes: int, policies: list[str], cap: float | None) -> None:
+    import resource
+    import time
+
+    from tdmcore.sim.cluster import run_cluster
+    from tdmcore.sim.scenarios import philly
+
+    sc = philly(n_jobs, n_nodes, max_duration_s=cap)
+    total = sum(j.iterations for j in sc.jobs)
+    print(f"philly: {n_jobs} jobs on {n_nodes} nodes, {total:,} iterations, "
+          f"cap {cap or 'none'} s")
+    print(f"{'policy':>22} {'wall s':>8} {'finished':>8} {'mean JCT h':>10} {'peak GB':>8}")
+    for name in policies:
+        tic = time.perf_counter()
+        run = run_cluster(sc.sim, sc.jobs, name, seed=0, noise_sigma=0.0)
+        wall = time.perf_counter() - tic
+        done = sum(j.end_ms is not None for j in run.jobs.values())
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+        print(f"{name:>22} {wall:>8.1f} {done:>8} {run.mean_jct_s() / 3600:>10.3f} "
+              f"{peak:>8.2f}", flush=True)
 
 
 def _payoff(x: float | None) -> str:

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 
 import pytest
 
 from tdmcore.catalog import link_scenarios
+from tdmcore.sim.models import data_dir
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-needs_data = pytest.mark.skipif(not DATA.is_dir(),
-                                reason="../shared/data is not beside this checkout")
+DATA = data_dir()  # ../shared/data or TDMCORE_DATA (tests/conftest.py checks it)
+needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="no ../shared/data")
 
 
 def _muri_share(model: str, gpus: int) -> float:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -33,6 +32,7 @@ from tdmcore.oasis import (
     min_completion_slots,
     sigmoid_utility,
 )
+from tdmcore.sim.models import data_dir
 from tdmcore.sim.oasis_setting import (
     DECAY,
     GRADIENT_MB,
@@ -45,9 +45,8 @@ from tdmcore.sim.oasis_setting import (
 from tdmcore.sim.oasis_study import compare_admission, performance_ratio_study
 from tdmcore.sim.slotted import CRITICAL_DECAY, PolicyError, job_class, run_slotted
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-needs_data = pytest.mark.skipif(not DATA.is_dir(),
-                                reason="../shared/data is not beside this checkout")
+DATA = data_dir()  # ../shared/data or TDMCORE_DATA (tests/conftest.py checks it)
+needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="no ../shared/data")
 
 
 def make_job(arrival: int = 0, epochs: int = 1, chunks: int = 2, *, tau: float = 1.0,

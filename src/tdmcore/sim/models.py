@@ -90,13 +90,17 @@ def data_dir() -> Path:
 
     env = os.environ.get("TDMCORE_DATA")
     if env:
+        if not (Path(env) / "models.csv").is_file():
+            raise ValueError(f"data: TDMCORE_DATA={env} has no models.csv (expected the "
+                             "shared data folder: traces/, profiles/, models.csv ...)")
         return Path(env)
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        candidate = parent.parent / "shared" / "data"
-        if (candidate / "models.csv").is_file():
-            return candidate
-    raise ValueError("data: ../shared/data not found (set TDMCORE_DATA to its path)")
+    for start in (Path(__file__).resolve(), Path.cwd().resolve() / "x"):
+        for parent in start.parents:
+            candidate = parent.parent / "shared" / "data"
+            if (candidate / "models.csv").is_file():
+                return candidate
+    raise ValueError("data: ../shared/data not found beside the repository or the "
+                     "current folder (set TDMCORE_DATA to its path)")
 
 
 @dataclass(frozen=True)

@@ -91,8 +91,8 @@ def job_rows(runs: Mapping[str, Mapping[str, RunResult]]) -> list[dict[str, Any]
                     "priority": "high" if job.priority > 0 else "low",
                     "nodes": " ".join(job.nodes),
                     "arrival_s": _r(job.arrival_ms / 1e3, 3),
-                    "wait_s": _r((job.wait_ms or math.nan) / 1e3, 3)
-                    if job.wait_ms is not None else math.nan,
+                    "wait_s": _r(job.wait_ms / 1e3, 3) if job.wait_ms is not None
+                    else math.nan,
                     "jct_s": _r(job.jct_ms / 1e3, 3) if job.jct_ms is not None else math.nan,
                     "iterations": int(job.durations_ms.size),
                     "per_1000_s": _r(job.per_1000_s),
