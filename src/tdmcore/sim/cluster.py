@@ -66,10 +66,10 @@ __all__ = [
 CLUSTER_POLICIES: tuple[str, ...] = (*POLICIES, "ideal")
 #: Iterations logged per job between two drains of the kernel's buffers.
 LOG_SLOTS = 256
-#: **[decision]** A job on one node (no host-link traffic) longer than this keeps a
+#: **[decision]** A stretch computed in closed form longer than this keeps a
 #: systematic sample of this many iteration times for its percentiles; its mean and
 #: end time are exact.  (Philly jobs run up to 10^8 iterations.)
-KEEP_DURATIONS = 100_000
+KEEP_DURATIONS = 10_000
 #: Local jobs draw their compute noise in blocks of this many iterations.
 NOISE_BLOCK = 1 << 20
 
