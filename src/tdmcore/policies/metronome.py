@@ -71,8 +71,9 @@ def latency_scores(state: ClusterState, pod: Pod) -> NDArray[np.float64]:
         nodes.extend(p.node for p in state.job_pods(other))
     if not nodes:
         return cluster.mean_latency.copy()
-    counts = np.bincount(np.asarray(nodes), minlength=len(cluster)).astype(np.float64)
-    total = cluster.latency @ counts
+    # only the nodes that hold dependents contribute: O(nodes x k), not O(nodes^2)
+    used, counts = np.unique(np.asarray(nodes), return_counts=True)
+    total = cluster.latency[:, used] @ counts.astype(np.float64)
     # "If that sum is 0": per node, literally (possible when tau has zero entries).
     return np.asarray(np.where(total == 0.0, cluster.mean_latency, total), dtype=np.float64)
 

@@ -440,11 +440,16 @@ class _Run:
 
     # ------------------------------------------------------------------ placing
     def _fits_empty(self, job: SimJob) -> bool:
-        if job.name not in self.fits_empty:
+        """Could the job run on the empty cluster?  Feasibility there depends only
+        on the pods' requests and rate (resources, Eq. 14, the loop filter), so the
+        answer is shared by jobs of the same shape."""
+        rate = None if job.pattern is None else job.pattern.bandwidth_gbps
+        key = f"{job.workers}|{job.gpu}|{job.cpu}|{job.mem_gib}|{rate}"
+        if key not in self.fits_empty:
             trial = ClusterState(self.cluster)
             decision = self.scheduler.schedule_gang(trial, job.pods())
-            self.fits_empty[job.name] = decision.status is Status.SUCCESS
-        return self.fits_empty[job.name]
+            self.fits_empty[key] = decision.status is Status.SUCCESS
+        return self.fits_empty[key]
 
     def _try_place(self, job: SimJob, t: float) -> bool:
         self._drain()  # the controller sees every iteration up to now
