@@ -964,8 +964,25 @@ class _Run:
             for link in set(self.params[name][4]):
                 self.link_jobs[link].discard(name)
 
+    def _room_for(self, job: SimJob) -> bool:
+        """A necessary condition for placing the job's gang under any policy (all of
+        them filter on resources): enough pod-sized holes, node by node."""
+        state = self.state
+        holes = np.full(len(self.cluster), np.inf)
+        for free, need in ((state.free_gpu, job.gpu), (state.free_cpu, job.cpu),
+                           (state.free_mem, job.mem_gib)):
+            if need > 0:
+                holes = np.minimum(holes, np.floor((free + 1e-9) / need))
+        return bool(holes.sum() >= job.workers)
+
     def _retry(self, queue: list[SimJob], t: float) -> list[SimJob]:
-        """Retry the waiting jobs in arrival order (the head blocks the rest)."""
+        """Retry the waiting jobs in arrival order (the head blocks the rest).
+
+        A head without room for its gang is not even tried (the decision could only
+        fail): exact, and it keeps long queues cheap.
+        """
+        if not queue or not self._room_for(queue[0]):
+            return queue
         still: list[SimJob] = []
         for job in queue:
             if still or not self._try_place(job, t):
