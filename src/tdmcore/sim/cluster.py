@@ -341,10 +341,6 @@ class _Flow:
             self.finished)
 
 
-def _controlled(policy: str) -> bool:
-    return policy.startswith("metronome") or policy == "ideal"
-
-
 def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str, *, seed: int = 0,
                 noise_sigma: float = 0.01, sample_ms: float | None = None,
                 progress: Callable[[float], None] | None = None,
@@ -402,8 +398,9 @@ class _Run:
         placement = make_policy("metronome" if self.ideal else policy)
         self.scheduler = Scheduler(placement)
         self.state = ClusterState(self.cluster)
+        # the stop-and-wait controller runs for the Metronome policies only
         self.controller = Controller.for_policy(self.state, placement) \
-            if _controlled(policy) and not self.ideal else None
+            if policy.startswith("metronome") else None
         k = len(self.cluster)
         n_private = sum(j.workers for j in jobs) if self.ideal else 0
         capacity = np.concatenate([self.cluster.link_gbps, np.zeros(n_private)])
@@ -622,51 +619,37 @@ class _Run:
         return True
 
     def _solo_commit(self, name: str, solo: _Solo, count: int) -> Any:
-        """Record ``count`` iterations of the stretch; return the generator after
-        them and the start of the next one."""
+        """Record ``count`` iterations of the stretch, in one pass; return the
+        generator after them and the start of the next one."""
         res = self.results[name]
         step = max(1, -(-count // KEEP_DURATIONS))
+        keep = 0 if self.controller is None else min(count,
+                                                      self.controller.config.readjust_horizon)
+        last_d, last_s = np.zeros(0), np.zeros(0)
         done, t = 0, solo.s0
         gen = None
         for chunk in self._solo_durations(name, solo, count):
             if isinstance(chunk, np.random.Generator):
                 gen = chunk
                 continue
+            if keep:  # the last `keep` iterations and their starts
+                starts = t + np.concatenate([[0.0], np.cumsum(chunk)])[:-1]
+                last_d = np.concatenate([last_d, chunk])[-keep:]
+                last_s = np.concatenate([last_s, starts])[-keep:]
             res.busy_ms += float(chunk.sum())
             t += float(chunk.sum())
             self.durations[name].append(chunk[(-done) % step::step].copy())
             done += chunk.size
         res.done += count
-        _, _, _, volume, links = self.params[name]
-        nodes = self.pod_node_links[name]
-        np.add.at(self.sent_by_node, nodes, volume * count)
-        if self.controller is not None and count:
+        volume = self.params[name][3]
+        np.add.at(self.sent_by_node, self.pod_node_links[name], volume * count)
+        if keep:
             # the controller's view after these reports: the last ones fill its window
             # and history, and give the anchor (none of them can trigger anything)
-            keep = min(count, self.controller.config.readjust_horizon)
-            last, starts = self._solo_tail(name, solo, count, keep)
             pod = self.state.job_members[name][0]
-            actions = self.controller.report_iterations(pod, starts, last)
+            actions = self.controller.report_iterations(pod, last_s, last_d)  # type: ignore[union-attr]
             assert not actions, actions
         return gen, t
-
-    def _solo_tail(self, name: str, solo: _Solo, count: int, keep: int
-                   ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """Durations and starts of the last ``keep`` of ``count`` iterations."""
-        kept: list[NDArray[np.float64]] = []
-        t, first_t, seen = solo.s0, solo.s0, 0
-        for chunk in self._solo_durations(name, solo, count):
-            if isinstance(chunk, np.random.Generator):
-                continue
-            if seen + chunk.size > count - keep:
-                if not kept:
-                    first_t = t
-                kept.append(chunk)
-            t += float(chunk.sum())
-            seen += chunk.size
-        flat = np.concatenate(kept)
-        starts = first_t + np.concatenate([[0.0], np.cumsum(flat)])[:-1]
-        return flat[-keep:], starts[-keep:]
 
     def _solo_to_kernel(self, name: str, t: float) -> None:
         """The job stops being alone at ``t``: rebuild its kernel state there."""
