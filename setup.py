@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from Cython.Build import cythonize
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 
 extensions = [
     Extension(
@@ -15,7 +15,13 @@ extensions = [
     ),
 ]
 
+# Two roots: the library under src/, the Kubernetes bridge at the top level (the
+# project's fixed shape).  Declared here because pyproject's find cannot map both.
+packages = find_packages("src") + find_packages(".", include=["k8s_bridge", "k8s_bridge.*"])
+
 setup(
+    packages=packages,
+    package_dir={"": "src", "k8s_bridge": "k8s_bridge"},
     ext_modules=cythonize(
         extensions,
         language_level=3,

@@ -191,6 +191,19 @@ class Controller:
         self.links.pop(node, None)
         return self.update_offsets()
 
+    def plan_link(self, node: int, *, optimal: bool) -> None:
+        """(Re)plan ``node``'s link as :meth:`on_reserve` would.
+
+        ``optimal=True`` asks for the offline recalculation (``SkipPhaseThree = 0``);
+        it runs only when the 3rd stage is enabled, else the ``first`` mode does.
+        A front end that rebuilds the controller from recorded state (the
+        Kubernetes controller after a restart) uses this to restore each link.
+        """
+        if not 0 <= node < len(self.state.cluster):
+            raise ValueError(f"node: expected a node index in [0, {len(self.state.cluster)})")
+        mode = "optimal" if optimal and self.config.phase_three else "first"
+        self.links[node] = self._plan(node, mode)
+
     def _plan(self, node: int, mode: str) -> LinkPlan:
         if mode == "optimal":
             self.recalculations += 1

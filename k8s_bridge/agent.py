@@ -1,0 +1,746 @@
+"""The per-node agent: an HTTP relay between training pods and the controller.
+
+The agent runs as a DaemonSet with a ``hostPort``; the training-side hook
+(:mod:`k8s_bridge.hook`) in every pod of the node posts its iteration times to
+``POST /v1/report``. The agent validates the report strictly, fills in the node
+name, forwards it to the controller's ``POST /v1/report`` and relays the answer
+(a pause to apply before the next iteration, the pod's time shift and period).
+
+**[decision]** The agent *fails open*: training must never stall because the
+controller is missing, slow, down or confused. Whenever the controller is not
+configured, unreachable, times out, answers 5xx, a redirect, or a 200 that is not
+a valid answer, the pod gets at once ::
+
+    200 {"pause_ms": 0.0, "shift_ms": null, "period_ms": null,
+         "target_phase_ms": null, "controller": "unreachable"}
+
+(with an ``X-Tdmcore-Fail-Open: <reason>`` header for debugging). A 4xx from the
+controller (404 unknown pod, 400) is passed through unchanged: the controller is
+alive and has something to say to the pod.
+
+**[decision]** Backoff: after ``backoff_after`` (3) consecutive failed forwards
+the agent stops forwarding for ``backoff_base_s * 2**k`` seconds (capped at
+``backoff_cap_s`` = 30 s), answering the fail-open reply immediately; the first
+report after the interval is forwarded as a probe (one probe at a time; the other
+reports keep failing open) and a success resets the backoff.
+
+**[decision]** Body size: reports over ``max_body_bytes`` (1 MiB) are answered 400.
+When ``Content-Length`` announces a larger body the app answers without reading
+``wsgi.input`` at all; otherwise it reads at most ``max_body_bytes + 1`` bytes.
+Note that waitress itself buffers a request body before calling the application
+(spooling anything over 512 KiB to a temporary file, not memory); bodies over
+``WAITRESS_MAX_BODY_BYTES`` (16 MiB) are refused by waitress with 413 before they
+are read.
+
+**[decision]** Unknown fields of a report are ignored and not forwarded; the
+forwarded body is rebuilt from the validated fields, so the controller only ever
+sees the documented schema. ``comm_ms`` may be omitted (taken as ``null``). The
+node name configured on the agent (``--node``, default ``$NODE_NAME``) overrides
+one sent by the pod; a pod's ``node`` is kept only when the agent has none.
+
+**[decision]** The controller is called without HTTP proxies (``$HTTP_PROXY`` is
+ignored): it is an in-cluster Service. ``timeout_s`` bounds each socket operation
+(connect, each read), as in :mod:`urllib`; it is not a total deadline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import re
+import signal
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Mapping, Sequence
+from http.client import HTTPException
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import waitress
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from werkzeug.exceptions import HTTPException as WerkzeugHTTPException
+from werkzeug.routing import Map, Rule
+from werkzeug.wrappers import Request, Response
+
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
+__all__ = [
+    "DEFAULT_PORT",
+    "FAIL_OPEN_REPLY",
+    "MAX_BODY_BYTES",
+    "MAX_ITERATIONS",
+    "Agent",
+    "AgentServer",
+    "ReportError",
+    "main",
+    "run_agent",
+    "serve",
+    "validate_report",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 9471
+DEFAULT_TIMEOUT_S = 0.5
+MAX_BODY_BYTES = 1 << 20
+MAX_ITERATIONS = 1024
+WAITRESS_MAX_BODY_BYTES = 16 << 20
+# The controller's answer is a handful of numbers; anything longer is garbage.
+MAX_ANSWER_BYTES = 64 << 10
+BACKOFF_AFTER = 3
+BACKOFF_BASE_S = 0.5
+BACKOFF_CAP_S = 30.0
+REPORT_PATH = "/v1/report"
+
+FAIL_OPEN_REPLY: Mapping[str, Any] = MappingProxyType(
+    {
+        "pause_ms": 0.0,
+        "shift_ms": None,
+        "period_ms": None,
+        "target_phase_ms": None,
+        "controller": "unreachable",
+    }
+)
+_FAIL_OPEN_BODY = json.dumps(dict(FAIL_OPEN_REPLY)).encode()
+
+# Kubernetes object names: a namespace is a DNS-1123 label, a pod a DNS-1123 subdomain.
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_NAMESPACE_RE = re.compile(rf"{_DNS_LABEL}\Z")
+_SUBDOMAIN_RE = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*\Z")
+
+
+class ReportError(ValueError):
+    """A report that does not follow the schema; ``str(exc)`` is ``"<field>: <problem>"``.
+
+    Parameters
+    ----------
+    field : str
+        Path of the offending field, e.g. ``"iterations[3].duration_ms"``.
+    problem : str
+        What is wrong with it.
+    """
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
+def _type_name(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _number(value: object, field: str) -> float:
+    # bool is an int subclass, but true is not a duration.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ReportError(field, f"must be a number, got {_type_name(value)}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ReportError(field, "must be finite")
+    return number
+
+
+def _name(body: dict[str, Any], field: str, pattern: re.Pattern[str], max_len: int) -> str:
+    if field not in body:
+        raise ReportError(field, "missing")
+    value = body[field]
+    if not isinstance(value, str):
+        raise ReportError(field, f"must be a string, got {_type_name(value)}")
+    if not value:
+        raise ReportError(field, "must not be empty")
+    if len(value) > max_len or not pattern.match(value):
+        raise ReportError(field, f"not a valid Kubernetes name (DNS-1123, <= {max_len} chars)")
+    return value
+
+
+def validate_report(body: object, max_iterations: int = MAX_ITERATIONS) -> dict[str, Any]:
+    """Check a decoded report and return it rebuilt from the known fields only.
+
+    Parameters
+    ----------
+    body : object
+        The decoded JSON body of ``POST /v1/report``.
+    max_iterations : int
+        Largest accepted number of iterations.
+
+    Returns
+    -------
+    dict
+        ``{"namespace", "pod", ["node"], "iterations": [{"start_ms", "duration_ms",
+        "comm_ms"}]}`` with floats (``comm_ms`` may be ``None``).
+
+    Raises
+    ------
+    ReportError
+        Naming the first bad field: missing, wrong type, NaN/inf, ``duration_ms <= 0``,
+        negative ``start_ms`` or ``comm_ms``, no or too many iterations.
+    """
+    if not isinstance(body, dict):
+        raise ReportError("body", f"must be a JSON object, got {_type_name(body)}")
+    report: dict[str, Any] = {
+        "namespace": _name(body, "namespace", _NAMESPACE_RE, 63),
+        "pod": _name(body, "pod", _SUBDOMAIN_RE, 253),
+    }
+    node = body.get("node")
+    if node is not None:
+        if not isinstance(node, str):
+            raise ReportError("node", f"must be a string or null, got {_type_name(node)}")
+        if not node or len(node) > 253:
+            raise ReportError("node", "must be 1..253 characters")
+        report["node"] = node
+    if "iterations" not in body:
+        raise ReportError("iterations", "missing")
+    raw = body["iterations"]
+    if not isinstance(raw, list):
+        raise ReportError("iterations", f"must be a list, got {_type_name(raw)}")
+    if not raw:
+        raise ReportError("iterations", "must not be empty")
+    if len(raw) > max_iterations:
+        raise ReportError("iterations", f"at most {max_iterations} items, got {len(raw)}")
+    iterations = []
+    for i, item in enumerate(raw):
+        where = f"iterations[{i}]"
+        if not isinstance(item, dict):
+            raise ReportError(where, f"must be an object, got {_type_name(item)}")
+        for key in ("start_ms", "duration_ms"):
+            if key not in item:
+                raise ReportError(f"{where}.{key}", "missing")
+        start_ms = _number(item["start_ms"], f"{where}.start_ms")
+        if start_ms < 0.0:
+            raise ReportError(f"{where}.start_ms", "must be >= 0 (epoch milliseconds)")
+        duration_ms = _number(item["duration_ms"], f"{where}.duration_ms")
+        if duration_ms <= 0.0:
+            raise ReportError(f"{where}.duration_ms", "must be > 0")
+        comm = item.get("comm_ms")
+        comm_ms = None if comm is None else _number(comm, f"{where}.comm_ms")
+        if comm_ms is not None and comm_ms < 0.0:
+            raise ReportError(f"{where}.comm_ms", "must be >= 0 or null")
+        iterations.append({"start_ms": start_ms, "duration_ms": duration_ms, "comm_ms": comm_ms})
+    report["iterations"] = iterations
+    return report
+
+
+def _valid_answer(raw: bytes) -> bool:
+    """Whether a controller's 200 body is an answer a hook can use."""
+    try:
+        answer = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    if not isinstance(answer, dict):
+        return False
+    pause = answer.get("pause_ms")
+    if isinstance(pause, bool) or not isinstance(pause, int | float):
+        return False
+    if not (math.isfinite(pause) and pause >= 0.0):
+        return False
+    for key in ("shift_ms", "period_ms", "target_phase_ms"):
+        value = answer.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if not math.isfinite(value):
+            return False
+    return True
+
+
+class _ForwardFailed(Exception):
+    """A forward that must fail open; ``reason`` is a metrics label."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+def _json_response(payload: object, status: int = 200) -> Response:
+    return Response(json.dumps(payload), status=status, mimetype="application/json")
+
+
+def _error(status: int, message: str) -> Response:
+    return _json_response({"error": message}, status)
+
+
+class Agent:
+    """Configuration, state and WSGI application of one node's agent.
+
+    Parameters
+    ----------
+    controller_url : str or None
+        Base URL of the controller (``http://tdmcore-controller.tdmcore:8080``);
+        ``/v1/report`` is appended. ``None``: every report fails open.
+    node : str or None
+        The node this agent runs on, added to every forwarded report.
+    timeout_s : float
+        Socket timeout of each forward to the controller, seconds.
+    max_body_bytes : int
+        Largest accepted report body.
+    backoff_after : int
+        Consecutive failed forwards before the agent backs off.
+    backoff_base_s, backoff_cap_s : float
+        First and largest backoff interval, seconds; the interval doubles with each
+        further failure.
+
+    Raises
+    ------
+    ValueError
+        For a controller URL that is not ``http(s)://host...`` or bad numbers.
+    """
+
+    def __init__(
+        self,
+        controller_url: str | None,
+        node: str | None = None,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        backoff_after: int = BACKOFF_AFTER,
+        backoff_base_s: float = BACKOFF_BASE_S,
+        backoff_cap_s: float = BACKOFF_CAP_S,
+    ) -> None:
+        if controller_url is not None:
+            controller_url = controller_url.strip().rstrip("/")
+            if not re.match(r"https?://[^/\s]+", controller_url):
+                raise ValueError(f"controller_url: not an http(s) URL: {controller_url!r}")
+        if not (math.isfinite(timeout_s) and timeout_s > 0):
+            raise ValueError(f"timeout_s: must be finite and > 0, got {timeout_s}")
+        if max_body_bytes < 1:
+            raise ValueError(f"max_body_bytes: must be >= 1, got {max_body_bytes}")
+        if backoff_after < 1:
+            raise ValueError(f"backoff_after: must be >= 1, got {backoff_after}")
+        if not (0 < backoff_base_s <= backoff_cap_s and math.isfinite(backoff_cap_s)):
+            raise ValueError("backoff_base_s, backoff_cap_s: need 0 < base <= cap < inf")
+        self.controller_url = controller_url
+        self.node = node or None
+        self.timeout_s = float(timeout_s)
+        self.max_body_bytes = int(max_body_bytes)
+        self.backoff_after = int(backoff_after)
+        self.backoff_base_s = float(backoff_base_s)
+        self.backoff_cap_s = float(backoff_cap_s)
+        # Set by run_agent on SIGTERM so that /readyz drops the agent from service.
+        self.draining = False
+
+        self._lock = threading.Lock()
+        self._failures = 0
+        self._retry_at = 0.0  # time.monotonic() before which nothing is forwarded
+        # No proxies: the controller is an in-cluster Service (see module docstring).
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._m_reports = Counter(
+            "tdmcore_agent_reports",
+            "Reports received from training pods (valid or not).",
+            registry=self.registry,
+        )
+        self._m_invalid = Counter(
+            "tdmcore_agent_invalid_reports",
+            "Reports answered 400 by the agent (not forwarded).",
+            registry=self.registry,
+        )
+        self._m_forwarded = Counter(
+            "tdmcore_agent_forwarded",
+            "Reports forwarded to the controller and answered (200 or 4xx).",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self._m_failed = Counter(
+            "tdmcore_agent_forward_failures",
+            "Forwards to the controller that failed; the pod got the fail-open reply.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self._m_skipped = Counter(
+            "tdmcore_agent_skipped",
+            "Reports answered fail-open without forwarding (no controller, backoff).",
+            ["reason"],
+            registry=self.registry,
+        )
+        self._m_latency = Histogram(
+            "tdmcore_agent_forward_latency_seconds",
+            "Latency of forwards to the controller, failed ones included.",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+            registry=self.registry,
+        )
+        self._m_consecutive = Gauge(
+            "tdmcore_agent_consecutive_failures",
+            "Consecutive failed forwards (0 when the controller answers).",
+            registry=self.registry,
+        )
+        for reason in ("unreachable", "timeout", "server_error", "bad_answer"):
+            self._m_failed.labels(reason=reason)
+        for reason in ("not_configured", "backoff"):
+            self._m_skipped.labels(reason=reason)
+        for outcome in ("ok", "client_error"):
+            self._m_forwarded.labels(outcome=outcome)
+
+        self._url_map = Map(
+            [
+                Rule(REPORT_PATH, endpoint="report", methods=["POST"]),
+                Rule("/healthz", endpoint="healthz", methods=["GET"]),
+                Rule("/readyz", endpoint="readyz", methods=["GET"]),
+                Rule("/metrics", endpoint="metrics", methods=["GET"]),
+            ]
+        )
+
+    # -- WSGI -------------------------------------------------------------------------
+
+    def app(self) -> WSGIApplication:
+        """The WSGI application serving this agent's routes."""
+
+        def application(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+            request = Request(environ)
+            response = self._dispatch(request)
+            return response(environ, start_response)
+
+        return application
+
+    def _dispatch(self, request: Request) -> Response:
+        adapter = self._url_map.bind_to_environ(request.environ)
+        try:
+            endpoint, _ = adapter.match()
+        except WerkzeugHTTPException as exc:
+            response = _error(exc.code or 500, exc.description or exc.name)
+            if exc.code == 405:
+                response.headers["Allow"] = ", ".join(getattr(exc, "valid_methods", None) or [])
+            return response
+        try:
+            if endpoint == "report":
+                return self._report(request)
+            if endpoint == "healthz":
+                return Response("ok", mimetype="text/plain")
+            if endpoint == "readyz":
+                if self.draining:
+                    return Response("draining", status=503, mimetype="text/plain")
+                return Response("ok", mimetype="text/plain")
+            return Response(generate_latest(self.registry), content_type=CONTENT_TYPE_LATEST)
+        except Exception:  # pragma: no cover - a bug; still answer, never crash the server
+            log.exception("unhandled error on %s", request.path)
+            return _error(500, "internal error")
+
+    # -- POST /v1/report ---------------------------------------------------------------
+
+    def _read_body(self, request: Request) -> bytes:
+        limit = self.max_body_bytes
+        length = request.content_length
+        if length is not None and length > limit:
+            # Answer from the header alone: the body is never read.
+            raise ReportError("body", f"larger than {limit} bytes ({length})")
+        data = request.stream.read(limit + 1)
+        if len(data) > limit:
+            raise ReportError("body", f"larger than {limit} bytes")
+        return data
+
+    def _report(self, request: Request) -> Response:
+        self._m_reports.inc()
+        try:
+            raw = self._read_body(request)
+            try:
+                # NaN/Infinity literals decode to floats and are caught, naming the
+                # field, by validate_report.
+                decoded = json.loads(raw)
+            except RecursionError:
+                raise ReportError("body", "JSON nested too deeply") from None
+            except UnicodeDecodeError:
+                raise ReportError("body", "not UTF-8") from None
+            except json.JSONDecodeError as exc:
+                raise ReportError("body", f"malformed JSON: {exc}") from None
+            report = validate_report(decoded)
+        except ReportError as exc:
+            self._m_invalid.inc()
+            return _error(400, str(exc))
+        if self.node is not None:
+            report["node"] = self.node
+        return self._forward(report)
+
+    def _fail_open(self, reason: str) -> Response:
+        response = Response(_FAIL_OPEN_BODY, mimetype="application/json")
+        response.headers["X-Tdmcore-Fail-Open"] = reason
+        return response
+
+    def _may_forward(self) -> bool:
+        """Whether to forward now; while backed off, lets one probe through per interval."""
+        with self._lock:
+            if self._failures < self.backoff_after:
+                return True
+            now = time.monotonic()
+            if now < self._retry_at:
+                return False
+            # This request probes; the others keep failing open until it is answered.
+            self._retry_at = now + self._interval_s()
+            return True
+
+    def _interval_s(self) -> float:
+        exponent = min(self._failures - self.backoff_after, 32)
+        return float(min(self.backoff_cap_s, self.backoff_base_s * 2.0**exponent))
+
+    def _record(self, ok: bool) -> None:
+        with self._lock:
+            if ok:
+                self._failures = 0
+                self._retry_at = 0.0
+            else:
+                self._failures += 1
+                if self._failures >= self.backoff_after:
+                    self._retry_at = time.monotonic() + self._interval_s()
+            self._m_consecutive.set(self._failures)
+
+    def _forward(self, report: dict[str, Any]) -> Response:
+        if self.controller_url is None:
+            self._m_skipped.labels(reason="not_configured").inc()
+            return self._fail_open("not_configured")
+        if not self._may_forward():
+            self._m_skipped.labels(reason="backoff").inc()
+            return self._fail_open("backoff")
+        started = time.perf_counter()
+        try:
+            status, body = self._post(report)
+        except _ForwardFailed as exc:
+            self._m_latency.observe(time.perf_counter() - started)
+            self._m_failed.labels(reason=exc.reason).inc()
+            self._record(ok=False)
+            log.debug("forward failed open: %s", exc)
+            return self._fail_open(exc.reason)
+        self._m_latency.observe(time.perf_counter() - started)
+        self._record(ok=True)
+        if status == 200:
+            self._m_forwarded.labels(outcome="ok").inc()
+            return Response(body, status=200, mimetype="application/json")
+        self._m_forwarded.labels(outcome="client_error").inc()
+        try:
+            error = json.loads(body)
+        except (ValueError, RecursionError):
+            error = None
+        if isinstance(error, dict) and isinstance(error.get("error"), str):
+            return Response(body, status=status, mimetype="application/json")
+        return _error(status, f"controller answered {status}")
+
+    def _post(self, report: dict[str, Any]) -> tuple[int, bytes]:
+        """POST to the controller; returns (200 or 4xx, body) or raises _ForwardFailed."""
+        assert self.controller_url is not None
+        request = urllib.request.Request(
+            self.controller_url + REPORT_PATH,
+            data=json.dumps(report, allow_nan=False).encode(),
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+            method="POST",
+        )
+        try:
+            with self._opener.open(request, timeout=self.timeout_s) as response:
+                status = int(response.status)
+                body = bytes(response.read(MAX_ANSWER_BYTES + 1))
+        except urllib.error.HTTPError as exc:
+            with exc:
+                if 400 <= exc.code < 500:
+                    try:
+                        return exc.code, bytes(exc.read(MAX_ANSWER_BYTES))
+                    except (OSError, HTTPException):
+                        return exc.code, b""
+            if exc.code >= 500:
+                raise _ForwardFailed("server_error", f"HTTP {exc.code}") from None
+            raise _ForwardFailed("bad_answer", f"HTTP {exc.code}") from None
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, TimeoutError | socket.timeout):
+                raise _ForwardFailed("timeout", str(exc.reason)) from None
+            raise _ForwardFailed("unreachable", str(exc.reason)) from None
+        except TimeoutError as exc:
+            raise _ForwardFailed("timeout", str(exc) or "read timed out") from None
+        except (OSError, HTTPException, ValueError) as exc:
+            raise _ForwardFailed("unreachable", f"{type(exc).__name__}: {exc}") from None
+        if status != 200 or len(body) > MAX_ANSWER_BYTES or not _valid_answer(body):
+            raise _ForwardFailed("bad_answer", f"HTTP {status}, {len(body)} bytes")
+        return status, body
+
+
+class AgentServer:
+    """A waitress server for an agent's app; see :func:`serve`.
+
+    Parameters
+    ----------
+    server : object
+        What :func:`waitress.create_server` returned.
+    """
+
+    def __init__(self, server: Any) -> None:
+        self._server = server
+        self._loop_thread: threading.Thread | None = None
+        self._loop_done = threading.Event()
+        self._closed = False
+        self._closing = threading.Lock()
+
+    @property
+    def host(self) -> str:
+        """The address the server listens on."""
+        return str(self._server.effective_host)
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on (the real one when asked for port 0)."""
+        return int(self._server.effective_port)
+
+    def run(self) -> None:
+        """Serve until :meth:`shutdown` (blocks the calling thread)."""
+        self._loop_thread = threading.current_thread()
+        try:
+            self._server.run()
+        finally:
+            self._loop_done.set()
+
+    def start_in_thread(self) -> threading.Thread:
+        """Serve from a daemon thread and return it."""
+        thread = threading.Thread(target=self.run, name="tdmcore-agent", daemon=True)
+        self._loop_thread = thread
+        thread.start()
+        return thread
+
+    def shutdown(self, timeout_s: float = 5.0) -> None:
+        """Close the listening socket and every connection, stop the worker threads.
+
+        Safe to call from any thread but the serving one (a signal handler should hand
+        it to a thread), and more than once. Requests in flight may be cut off.
+        """
+        with self._closing:
+            if self._closed:
+                return
+            self._closed = True
+        server = self._server
+        socket_map = server._map  # waitress keeps its dispatchers there
+
+        def close_all() -> None:
+            for dispatcher in list(socket_map.values()):
+                try:
+                    dispatcher.close()
+                except OSError:  # pragma: no cover - already closed
+                    pass
+
+        loop = self._loop_thread
+        if loop is not None and loop.is_alive() and loop is not threading.current_thread():
+            # Close from inside the event loop's thread; the loop ends once its map is empty.
+            server.trigger.pull_trigger(close_all)
+            self._loop_done.wait(timeout_s)
+        else:
+            close_all()
+        server.task_dispatcher.shutdown(timeout=timeout_s)
+
+
+def serve(app: WSGIApplication, host: str, port: int) -> AgentServer:
+    """Bind a waitress server (4 threads) for ``app`` without starting it.
+
+    Parameters
+    ----------
+    app : WSGI application
+        Usually ``Agent(...).app()``.
+    host : str
+        Address to listen on.
+    port : int
+        Port; 0 picks a free one (read it back from ``.port``).
+
+    Returns
+    -------
+    AgentServer
+        Call ``.run()`` (or ``.start_in_thread()``) to serve, ``.shutdown()`` to stop.
+    """
+    server = waitress.create_server(
+        app,
+        host=host,
+        port=port,
+        threads=4,
+        ident="tdmcore-agent",
+        max_request_body_size=WAITRESS_MAX_BODY_BYTES,
+    )
+    return AgentServer(server)
+
+
+def run_agent(
+    host: str,
+    port: int,
+    controller: str | None,
+    node: str | None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> None:
+    """Run the agent until SIGTERM or SIGINT.
+
+    On SIGTERM or SIGINT ``/readyz`` starts answering 503 and the server stops (a
+    report in flight may be cut off: its hook counts one failed post).
+
+    Parameters
+    ----------
+    host, port : str, int
+        Where to listen (the DaemonSet's ``hostPort``).
+    controller : str or None
+        The controller's base URL; ``None`` runs the agent in fail-open mode only.
+    node : str or None
+        This node's name (the Downward API's ``spec.nodeName``).
+    timeout_s : float
+        Socket timeout of forwards to the controller, seconds.
+    """
+    agent = Agent(controller, node, timeout_s=timeout_s)
+    server = serve(agent.app(), host, port)
+
+    def stop(signum: int, frame: object) -> None:
+        log.info("signal %d: stopping", signum)
+        agent.draining = True
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+    log.info(
+        "tdmcore agent on %s:%d for node %s, controller %s (timeout %.3f s)",
+        server.host,
+        server.port,
+        node or "<unknown>",
+        controller or "<none: fail-open only>",
+        timeout_s,
+    )
+    server.run()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: ``python -m k8s_bridge.agent --controller URL``.
+
+    Returns
+    -------
+    int
+        The exit status (0 after a clean stop, 2 for bad arguments).
+    """
+    parser = argparse.ArgumentParser(
+        prog="tdmcore-agent", description="tdmcore per-node agent (relay to the controller)."
+    )
+    parser.add_argument("--host", default="0.0.0.0", help="address to listen on")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to listen on")
+    parser.add_argument(
+        "--controller",
+        default=os.environ.get("TDMCORE_CONTROLLER_URL") or None,
+        help="controller base URL (default $TDMCORE_CONTROLLER_URL; none: fail open)",
+    )
+    parser.add_argument(
+        "--node",
+        default=os.environ.get("NODE_NAME") or None,
+        help="this node's name (default $NODE_NAME)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help="socket timeout of forwards to the controller, seconds",
+    )
+    parser.add_argument("--log-level", default="INFO", help="logging level")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        run_agent(args.host, args.port, args.controller, args.node, args.timeout)
+    except ValueError as exc:
+        parser.error(str(exc))  # exits with status 2
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,217 @@
+"""``tdmcore-bridge``: the extender sidecar, the standalone scheduler, the
+controller and the node agent, one sub-command each."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+
+import click
+
+from tdmcore.policies import POLICIES
+
+from .informer import Informer
+from .kube import Kube
+from .model import WATCHED_KINDS, ClusterModel
+from .web import DEFAULT_MAX_BODY, Server
+
+__all__ = ["main", "start_informers"]
+
+log = logging.getLogger("k8s_bridge")
+
+#: Without these synced the bridge is not ready (the others are optional CRDs).
+REQUIRED_KINDS = ("Node", "Pod", "NodeBandwidth", "PodBandwidth")
+
+
+def start_informers(kube: Kube, model: ClusterModel, kinds: Sequence[str] = WATCHED_KINDS,
+                    *, watch_timeout_s: float = 300.0) -> tuple[list[Informer],
+                                                                 Callable[[], bool]]:
+    """One informer per kind feeding ``model``; and a readiness check."""
+    informers = [Informer(kube, kind, model.on_event, watch_timeout_s=watch_timeout_s).start()
+                 for kind in kinds]
+    required = [i for i in informers if i.kind in REQUIRED_KINDS]
+
+    def ready() -> bool:
+        return all(i.synced.is_set() for i in required)
+
+    return informers, ready
+
+
+def _common(f: Callable[..., None]) -> Callable[..., None]:
+    options = [
+        click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None,
+                     help="Outside a cluster: the kubeconfig to use."),
+        click.option("--api-server", default=None,
+                     help="Talk to this URL without authentication (kubectl proxy)."),
+        click.option("--host", default="0.0.0.0", show_default=True),
+        click.option("--log-level", default="INFO", show_default=True,
+                     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"])),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _policy_options(f: Callable[..., None]) -> Callable[..., None]:
+    f = click.option("--default-link-gbps", type=click.FloatRange(min=0, min_open=True),
+                     default=25.0, show_default=True,
+                     help="Link capacity of nodes without NodeBandwidth.spec.bandwidth.")(f)
+    f = click.option("--policy", type=click.Choice(list(POLICIES)), default="metronome",
+                     show_default=True, help="The scheduling policy (as in the simulator).")(f)
+    return f
+
+
+def _setup(log_level: str, kubeconfig: str | None, api_server: str | None) -> Kube:
+    logging.basicConfig(level=log_level,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return Kube.connect(kubeconfig, host=api_server)
+
+
+def _serve_forever(server: Server, stop: threading.Event) -> None:
+    def handle(signum: int, frame: object) -> None:
+        stop.set()
+        server.stop()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+    log.info("serving on %s", server.url)
+    server.run()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="tdmcore")
+def cli() -> None:
+    """tdmcore on Kubernetes: extender, standalone scheduler, controller and agent."""
+
+
+@cli.command("extender")
+@_common
+@_policy_options
+@click.option("--port", type=click.IntRange(0, 65535), default=8888, show_default=True)
+@click.option("--prefix", default="", help="URL prefix of the verbs (urlPrefix's path).")
+@click.option("--max-body-bytes", type=click.IntRange(min=1024), default=DEFAULT_MAX_BODY,
+              show_default=True, help="Larger requests are answered 400.")
+def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_level: str,
+                 policy: str, default_link_gbps: float, port: int, prefix: str,
+                 max_body_bytes: int) -> None:
+    """kube-scheduler HTTP extender: POST /filter, /prioritize, /bind."""
+    from .extender import Extender
+    from .pipeline import Pipeline
+
+    kube = _setup(log_level, kubeconfig, api_server)
+    model = ClusterModel(default_link_gbps=default_link_gbps)
+    _, ready = start_informers(kube, model)
+    pipeline = Pipeline(model, policy, kube)
+    pipeline.warm_up()
+    ext = Extender(pipeline, prefix=prefix, ready=ready, max_body=max_body_bytes)
+    _serve_forever(Server(ext.app, host, port), threading.Event())
+
+
+@cli.command("scheduler")
+@_common
+@_policy_options
+@click.option("--port", type=click.IntRange(0, 65535), default=8889, show_default=True)
+@click.option("--scheduler-name", default="tdmcore-scheduler", show_default=True,
+              help="Schedule pods whose spec.schedulerName is this.")
+@click.option("--leader-elect/--no-leader-elect", default=False, show_default=True)
+@click.option("--lease-namespace", default="tdmcore-system", show_default=True)
+def scheduler_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_level: str,
+                  policy: str, default_link_gbps: float, port: int, scheduler_name: str,
+                  leader_elect: bool, lease_namespace: str) -> None:
+    """Standalone secondary scheduler over the same pipeline (PodGroup gangs)."""
+    from .leader import default_identity, start_election
+    from .pipeline import Pipeline
+    from .standalone import StandaloneScheduler
+
+    kube = _setup(log_level, kubeconfig, api_server)
+    model = ClusterModel(default_link_gbps=default_link_gbps)
+    _, ready = start_informers(kube, model)
+    pipeline = Pipeline(model, policy, kube)
+    pipeline.warm_up()
+    sched = StandaloneScheduler(pipeline, scheduler_name, ready=ready)
+    leading = start_election(kube, scheduler_name, lease_namespace,
+                             default_identity()).leading if leader_elect else None
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            if ready() and (leading is None or leading.is_set()):
+                sched.run_once()
+            stop.wait(0.5)
+
+    threading.Thread(target=loop, name="scheduling", daemon=True).start()
+    _serve_forever(Server(sched.app, host, port), stop)
+
+
+@cli.command("controller")
+@_common
+@_policy_options
+@click.option("--port", type=click.IntRange(0, 65535), default=8890, show_default=True)
+@click.option("--leader-elect/--no-leader-elect", default=False, show_default=True)
+@click.option("--lease-name", default="tdmcore-controller", show_default=True)
+@click.option("--lease-namespace", default="tdmcore-system", show_default=True)
+@click.option("--resync-seconds", type=click.FloatRange(min=0.5), default=5.0,
+              show_default=True)
+def controller_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_level: str,
+                   policy: str, default_link_gbps: float, port: int, leader_elect: bool,
+                   lease_name: str, lease_namespace: str, resync_seconds: float) -> None:
+    """The controller: offsets, recalculation, regulation (POST /v1/report)."""
+    from .leader import default_identity, start_election
+    from .reconciler import ControllerService
+
+    kube = _setup(log_level, kubeconfig, api_server)
+    model = ClusterModel(default_link_gbps=default_link_gbps)
+    _, ready = start_informers(kube, model)
+    leading = start_election(kube, lease_name, lease_namespace,
+                             default_identity()).leading if leader_elect else None
+    service = ControllerService(model, kube, policy, leader=leading)
+    # Only the leader is ready: the Service sends agents' reports to it alone.
+    service.app.ready = lambda: ready() and service.leading.is_set()
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set() and not ready():
+            stop.wait(0.2)
+        service.run(stop, resync_seconds)
+
+    threading.Thread(target=loop, name="reconcile", daemon=True).start()
+    _serve_forever(Server(service.app, host, port), stop)
+
+
+@cli.command("agent")
+@click.option("--host", default="0.0.0.0", show_default=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=9471, show_default=True)
+@click.option("--controller", default=None,
+              help="The controller's URL (none: answer every report with no action).")
+@click.option("--node", envvar="NODE_NAME", default="", help="This node's name [NODE_NAME].")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.01), default=0.5,
+              show_default=True, help="Seconds to wait for the controller.")
+@click.option("--log-level", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
+def agent_cmd(host: str, port: int, controller: str | None, node: str, timeout_s: float,
+              log_level: str) -> None:
+    """The node agent: relays training pods' iteration reports to the controller."""
+    from .agent import run_agent
+
+    logging.basicConfig(level=log_level,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    run_agent(host, port, controller, node, timeout_s)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="tdmcore-bridge",
+                 standalone_mode=False)
+    except click.exceptions.Abort:
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,403 @@
+"""Kubernetes JSON -> tdmcore's domain objects (spec/kubernetes.md "Resources").
+
+Everything here is a pure function of plain JSON dicts as the API server sends
+them, so the extender, the standalone scheduler and the controller read the
+cluster the same way.  Malformed objects raise :class:`ValueError` naming the
+field; the caller decides whether that is a client's bad request (HTTP 400) or an
+object to skip (a watch event it cannot use).
+
+Conventions (documented in the README's Kubernetes section):
+
+* pod identity: ``<namespace>/<name>``; job identity: ``<namespace>/<job>`` where
+  ``<job>`` is the Kubeflow label ``training.kubeflow.org/job-name``, else
+  ``tdmcore.io/job``, else the coscheduling PodGroup label, else the pod's name.
+  A pod in an AppGroup (``appgroup.diktyo.x-k8s.io``) with a workload selector
+  (``appgroup.diktyo.x-k8s.io.workload``) belongs to the job
+  ``<namespace>/<appgroup>.<selector>``: the AppGroup's dependencies name workload
+  selectors, and a dependency is between jobs (spec/metronome.md §1).
+* priority: label ``tdmcore.io/priority`` = ``high`` / ``low`` / an integer
+  (larger is higher); absent = ``low``.
+* LowComm (the paper's Table II): label ``low_comm: "true"``.  A pod that is not
+  LowComm but has no PodBandwidth is treated as LowComm too: with no traffic
+  pattern there is nothing to multiplex.
+* traffic pattern: the PodBandwidth in the pod's namespace whose ``spec.podName``
+  is the pod, else the oldest one whose ``spec.selector`` matches its labels; the
+  controller's pattern update (``status.observedPeriodMs``/``observedDutyCycle``)
+  overrides the spec.
+* link bandwidth: ``NodeBandwidth.spec.bandwidth``: a number is Gbps, a string is a
+  Kubernetes quantity in bit/s (``"25G"`` = 25 Gbps, ``"25Gi"`` = 26.84 Gbps).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import InvalidOperation
+from typing import Any
+
+import numpy as np
+from kubernetes.utils import parse_quantity
+from numpy.typing import NDArray
+
+from tdmcore.model import Node, Pod, TrafficPattern, Workload, priority_value
+
+__all__ = [
+    "GROUP",
+    "VERSION",
+    "LABEL_APPGROUP",
+    "LABEL_JOB",
+    "LABEL_KUBEFLOW_JOB",
+    "LABEL_LOW_COMM",
+    "LABEL_POD_GROUP",
+    "LABEL_PRIORITY",
+    "LABEL_WORKLOAD",
+    "GPU_RESOURCE",
+    "job_of",
+    "latency_matrix",
+    "link_gbps",
+    "matches_selector",
+    "node_from_json",
+    "pattern_for",
+    "podbandwidth_for",
+    "pod_from_json",
+    "pod_key",
+    "pod_requests",
+    "quantity",
+    "workloads_from_appgroups",
+]
+
+GROUP = "tdmcore.io"
+VERSION = "v1alpha1"
+LABEL_KUBEFLOW_JOB = "training.kubeflow.org/job-name"
+LABEL_JOB = "tdmcore.io/job"
+LABEL_PRIORITY = "tdmcore.io/priority"
+LABEL_LOW_COMM = "low_comm"
+LABEL_POD_GROUP = "scheduling.x-k8s.io/pod-group"
+LABEL_APPGROUP = "appgroup.diktyo.x-k8s.io"
+LABEL_WORKLOAD = "appgroup.diktyo.x-k8s.io.workload"
+GPU_RESOURCE = "nvidia.com/gpu"
+GIB = 2.0**30
+
+
+def _dict(value: Any, name: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{name}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _str(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{name}: expected a non-empty string, got {value!r:.60}")
+    return value
+
+
+def quantity(value: Any, name: str) -> float:
+    """A Kubernetes quantity (``"500m"``, ``"16Gi"``, ``4``) as a float."""
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"{name}: expected a quantity, got {value!r}")
+    try:
+        number = float(parse_quantity(value))
+    except (ValueError, TypeError, InvalidOperation) as exc:
+        raise ValueError(f"{name}: {value!r:.60} is not a Kubernetes quantity") from exc
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"{name}: expected a finite quantity >= 0, got {value!r:.60}")
+    return number
+
+
+def pod_key(pod: Mapping[str, Any]) -> str:
+    """``<namespace>/<name>`` of a pod JSON object."""
+    meta = _dict(pod.get("metadata"), "Pod.metadata")
+    namespace = meta.get("namespace") or "default"
+    name = _str(meta.get("name"), "Pod.metadata.name")
+    return f"{_str(namespace, 'Pod.metadata.namespace')}/{name}"
+
+
+def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
+    meta = _dict(obj.get("metadata"), "metadata")
+    labels = _dict(meta.get("labels"), "metadata.labels")
+    for k, v in labels.items():
+        if not isinstance(v, str):
+            raise ValueError(f"metadata.labels: the value of {k!r} must be a string")
+    return labels
+
+
+def job_of(pod: Mapping[str, Any]) -> str:
+    """The job identity of a pod (see the module docstring)."""
+    meta = _dict(pod.get("metadata"), "Pod.metadata")
+    namespace = meta.get("namespace") or "default"
+    labels = labels_of(pod)
+    group, selector = labels.get(LABEL_APPGROUP), labels.get(LABEL_WORKLOAD)
+    if group and selector:
+        return f"{namespace}/{group}.{selector}"
+    for key in (LABEL_KUBEFLOW_JOB, LABEL_JOB, LABEL_POD_GROUP):
+        if labels.get(key):
+            return f"{namespace}/{labels[key]}"
+    return f"{namespace}/{_str(meta.get('name'), 'Pod.metadata.name')}"
+
+
+def _container_requests(container: Mapping[str, Any], where: str) -> tuple[float, float, float]:
+    resources = _dict(container.get("resources"), f"{where}.resources")
+    requests = _dict(resources.get("requests"), f"{where}.resources.requests")
+    limits = _dict(resources.get("limits"), f"{where}.resources.limits")
+    out = []
+    for key in ("cpu", "memory", GPU_RESOURCE):
+        # A limit without a request defaults the request to the limit (API defaulting).
+        value = requests.get(key, limits.get(key))
+        out.append(0.0 if value is None else quantity(value, f"{where}.resources.{key}"))
+    return out[0], out[1] / GIB, out[2]
+
+
+def pod_requests(pod: Mapping[str, Any]) -> tuple[float, float, float]:
+    """Effective (cpu cores, memory GiB, GPUs) as kube-scheduler computes them:
+    max(sum over containers, max over init containers) + overhead."""
+    spec = _dict(pod.get("spec"), "Pod.spec")
+    containers = spec.get("containers") or []
+    init = spec.get("initContainers") or []
+    if not isinstance(containers, list) or not isinstance(init, list):
+        raise ValueError("Pod.spec.containers: expected a list")
+    total = np.zeros(3)
+    for i, c in enumerate(containers):
+        total += _container_requests(_dict(c, f"Pod.spec.containers[{i}]"),
+                                     f"Pod.spec.containers[{i}]")
+    for i, c in enumerate(init):
+        total = np.maximum(total, _container_requests(
+            _dict(c, f"Pod.spec.initContainers[{i}]"), f"Pod.spec.initContainers[{i}]"))
+    overhead = _dict(spec.get("overhead"), "Pod.spec.overhead")
+    for j, key in enumerate(("cpu", "memory", GPU_RESOURCE)):
+        if key in overhead:
+            value = quantity(overhead[key], f"Pod.spec.overhead.{key}")
+            total[j] += value / GIB if key == "memory" else value
+    return float(total[0]), float(total[1]), float(total[2])
+
+
+def matches_selector(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """A metav1.LabelSelector (matchLabels, matchExpressions) against labels."""
+    for k, v in _dict(selector.get("matchLabels"), "selector.matchLabels").items():
+        if labels.get(k) != v:
+            return False
+    for i, expr in enumerate(selector.get("matchExpressions") or []):
+        expr = _dict(expr, f"selector.matchExpressions[{i}]")
+        key, op = str(expr.get("key")), expr.get("operator")
+        values = expr.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+        if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            raise ValueError(f"selector.matchExpressions[{i}].operator: unknown {op!r}")
+    return True
+
+
+def _number(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name}: expected a number, got {value!r:.60}")
+    return float(value)
+
+
+def pattern_of_podbandwidth(pbw: Mapping[str, Any]) -> TrafficPattern:
+    """The traffic pattern a PodBandwidth describes (status overrides spec)."""
+    spec = _dict(pbw.get("spec"), "PodBandwidth.spec")
+    status = _dict(pbw.get("status"), "PodBandwidth.status")
+    period = status.get("observedPeriodMs", spec.get("period"))
+    duty = status.get("observedDutyCycle", spec.get("duty_cycle"))
+    try:
+        return TrafficPattern(_number(period, "PodBandwidth.spec.period"),
+                              _number(duty, "PodBandwidth.spec.duty_cycle"),
+                              _number(spec.get("bandwidth"), "PodBandwidth.spec.bandwidth"))
+    except ValueError as exc:
+        raise ValueError(f"PodBandwidth.spec: {exc}") from exc
+
+
+def podbandwidth_for(pod: Mapping[str, Any], podbandwidths: Iterable[Mapping[str, Any]]
+                     ) -> Mapping[str, Any] | None:
+    """The PodBandwidth describing ``pod``: by ``spec.podName``, else the oldest
+    (creation time, then name) whose ``spec.selector`` matches its labels."""
+    labels = labels_of(pod)
+    meta = _dict(pod.get("metadata"), "Pod.metadata")
+    namespace = meta.get("namespace") or "default"
+    name = meta.get("name")
+    by_selector: list[tuple[str, str, Mapping[str, Any]]] = []
+    for pbw in podbandwidths:
+        pmeta = _dict(pbw.get("metadata"), "PodBandwidth.metadata")
+        if (pmeta.get("namespace") or "default") != namespace:
+            continue
+        spec = _dict(pbw.get("spec"), "PodBandwidth.spec")
+        if spec.get("podName") == name:
+            return pbw
+        selector = spec.get("selector")
+        if isinstance(selector, dict) and matches_selector(selector, labels):
+            by_selector.append((str(pmeta.get("creationTimestamp", "")),
+                                str(pmeta.get("name", "")), pbw))
+    if by_selector:
+        return min(by_selector, key=lambda t: (t[0], t[1]))[2]
+    return None
+
+
+def pattern_for(pod: Mapping[str, Any], podbandwidths: Iterable[Mapping[str, Any]]
+                ) -> TrafficPattern | None:
+    """The pod's traffic pattern, or None (LowComm) -- see the module docstring."""
+    if labels_of(pod).get(LABEL_LOW_COMM, "").lower() == "true":
+        return None
+    pbw = podbandwidth_for(pod, podbandwidths)
+    return None if pbw is None else pattern_of_podbandwidth(pbw)
+
+
+def pod_from_json(pod: Mapping[str, Any], podbandwidths: Iterable[Mapping[str, Any]] = (),
+                  workloads: Mapping[str, Workload] | None = None) -> Pod:
+    """A tdmcore :class:`~tdmcore.model.Pod` from a v1 Pod JSON object."""
+    if not isinstance(pod, Mapping):
+        raise ValueError(f"Pod: expected an object, got {type(pod).__name__}")
+    key = pod_key(pod)
+    labels = labels_of(pod)
+    cpu, mem, gpu = pod_requests(pod)
+    raw = labels.get(LABEL_PRIORITY, "low")
+    priority = int(raw) if re.fullmatch(r"-?[0-9]{1,9}", raw) else priority_value(
+        raw, f"Pod.metadata.labels[{LABEL_PRIORITY!r}]")
+    namespace = key.split("/", 1)[0]
+    workload = None
+    if labels.get(LABEL_APPGROUP) and labels.get(LABEL_WORKLOAD):
+        name = f"{namespace}/{labels[LABEL_APPGROUP]}"
+        if workloads is None or name in workloads:
+            workload = name
+    return Pod(name=key, job=job_of(pod), cpu=cpu, mem_gib=mem, gpu=gpu,
+               pattern=pattern_for(pod, podbandwidths), priority=priority, workload=workload)
+
+
+def link_gbps(nodebandwidth: Mapping[str, Any] | None, default: float) -> float:
+    """The host link's capacity (Gbps) a NodeBandwidth declares, else ``default``."""
+    if nodebandwidth is None:
+        return default
+    spec = _dict(nodebandwidth.get("spec"), "NodeBandwidth.spec")
+    value = spec.get("bandwidth")
+    if value is None:
+        return default
+    if isinstance(value, str):
+        gbps = quantity(value, "NodeBandwidth.spec.bandwidth") / 1e9
+    else:
+        gbps = _number(value, "NodeBandwidth.spec.bandwidth")
+    if not math.isfinite(gbps) or gbps <= 0:
+        raise ValueError(f"NodeBandwidth.spec.bandwidth: must be > 0, got {value!r}")
+    return gbps
+
+
+def node_from_json(node: Mapping[str, Any], link: float) -> Node:
+    """A tdmcore :class:`~tdmcore.model.Node` from a v1 Node (its allocatable)."""
+    meta = _dict(node.get("metadata"), "Node.metadata")
+    name = _str(meta.get("name"), "Node.metadata.name")
+    status = _dict(node.get("status"), "Node.status")
+    alloc = _dict(status.get("allocatable"), "Node.status.allocatable")
+    cpu = quantity(alloc.get("cpu", 0), "Node.status.allocatable.cpu")
+    mem = quantity(alloc.get("memory", 0), "Node.status.allocatable.memory") / GIB
+    gpu = quantity(alloc.get(GPU_RESOURCE, 0), f"Node.status.allocatable.{GPU_RESOURCE}")
+    return Node(name=name, cpu=cpu, mem_gib=mem, gpu=gpu, link_gbps=link)
+
+
+def node_schedulable(node: Mapping[str, Any]) -> bool:
+    """Ready and not cordoned (``spec.unschedulable``)."""
+    if _dict(node.get("spec"), "Node.spec").get("unschedulable"):
+        return False
+    for cond in _dict(node.get("status"), "Node.status").get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return True
+
+
+def latency_matrix(nodes: Sequence[Mapping[str, Any]],
+                   topologies: Iterable[Mapping[str, Any]], weights: str = "UserDefined"
+                   ) -> NDArray[np.float64] | None:
+    """``tau`` (Table I) from a networkaware NetworkTopology, or None (flat network).
+
+    **[decision]** ``tau[x, y] = 1 + cost``, with the cost of the two nodes' zones
+    (label ``topology.kubernetes.io/zone``) when they differ, else of their regions
+    (``topology.kubernetes.io/region``) when those differ, else 0, read from the
+    first NetworkTopology's weights named ``weights`` (CRD field names:
+    ``spec.weights[].topologyList[].originList[].costList[]``).  Pairs without a
+    listed cost count 0.
+    """
+    topology = next(iter(topologies), None)
+    if topology is None:
+        return None
+    spec = _dict(topology.get("spec"), "NetworkTopology.spec")
+    chosen = None
+    for w in spec.get("weights") or []:
+        if isinstance(w, dict) and w.get("name") == weights:
+            chosen = w
+    if chosen is None:
+        return None
+    costs: dict[str, dict[tuple[str, str], float]] = {}
+    for t in chosen.get("topologyList") or []:
+        key = _str(_dict(t, "topologyList[]").get("topologyKey"), "topologyList[].topologyKey")
+        table = costs.setdefault(key, {})
+        for origin in t.get("originList") or []:
+            src = _str(_dict(origin, "originList[]").get("origin"), "originList[].origin")
+            for c in origin.get("costList") or []:
+                c = _dict(c, "costList[]")
+                dst = _str(c.get("destination"), "costList[].destination")
+                table[(src, dst)] = _number(c.get("networkCost", 0), "costList[].networkCost")
+    tau = np.ones((len(nodes), len(nodes)))
+    zone_cost, zone_known = _pair_costs(
+        [labels_of(n).get("topology.kubernetes.io/zone") for n in nodes],
+        costs.get("topology.kubernetes.io/zone", {}))
+    region_cost, region_known = _pair_costs(
+        [labels_of(n).get("topology.kubernetes.io/region") for n in nodes],
+        costs.get("topology.kubernetes.io/region", {}))
+    # zones differ -> the zone cost; else regions differ -> the region cost; else 0
+    cost = np.where(zone_known, zone_cost, np.where(region_known, region_cost, 0.0))
+    tau += np.maximum(cost, 0.0)
+    np.fill_diagonal(tau, 1.0)
+    return tau
+
+
+def _pair_costs(keys: Sequence[str | None], table: Mapping[tuple[str, str], float]
+                ) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+    """Per node pair: the listed cost between their (different) keys, and whether
+    both have a key and the keys differ."""
+    names = sorted({k for k in keys if k})
+    index = {k: i for i, k in enumerate(names)}
+    z = len(names)
+    table_m = np.zeros((z + 1, z + 1))
+    for (src, dst), c in table.items():
+        if src in index and dst in index:
+            table_m[index[src], index[dst]] = c
+    idx = np.array([index[k] if k else z for k in keys], dtype=np.int64)
+    differ = (idx[:, None] != idx[None, :]) & (idx[:, None] < z) & (idx[None, :] < z)
+    return table_m[idx[:, None], idx[None, :]], differ
+
+
+def workloads_from_appgroups(appgroups: Iterable[Mapping[str, Any]]) -> list[Workload]:
+    """One :class:`~tdmcore.model.Workload` per AppGroup: its workload selectors are
+    jobs (``<ns>/<appgroup>.<selector>``) and its dependencies pairs of them."""
+    out = []
+    for ag in appgroups:
+        meta = _dict(ag.get("metadata"), "AppGroup.metadata")
+        namespace = meta.get("namespace") or "default"
+        name = _str(meta.get("name"), "AppGroup.metadata.name")
+        spec = _dict(ag.get("spec"), "AppGroup.spec")
+        jobs: list[str] = []
+        deps: list[tuple[str, str]] = []
+        for entry in spec.get("workloads") or []:
+            entry = _dict(entry, "AppGroup.spec.workloads[]")
+            sel = _str(_dict(entry.get("workload"), "workloads[].workload").get("selector"),
+                       "AppGroup.spec.workloads[].workload.selector")
+            job = f"{namespace}/{name}.{sel}"
+            if job not in jobs:
+                jobs.append(job)
+            for dep in entry.get("dependencies") or []:
+                other = _str(_dict(_dict(dep, "dependencies[]").get("workload"),
+                                   "dependencies[].workload").get("selector"),
+                             "AppGroup.spec.workloads[].dependencies[].workload.selector")
+                deps.append((job, f"{namespace}/{name}.{other}"))
+        for _, b in deps:
+            if b not in jobs:
+                jobs.append(b)
+        if jobs:
+            out.append(Workload(f"{namespace}/{name}", tuple(jobs), tuple(deps)))
+    return out
+

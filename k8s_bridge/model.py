@@ -1,0 +1,301 @@
+"""The cluster as the bridge sees it: cached API objects -> a tdmcore ClusterState.
+
+Informers (or tests) feed :meth:`ClusterModel.on_event`; :meth:`ClusterModel.state`
+returns the :class:`~tdmcore.model.ClusterState` the policies work on, rebuilt
+lazily when something that matters for scheduling changed (a pod's node, phase,
+requests, labels or pattern; a node; a NodeBandwidth; the topology or AppGroups).
+Pod status churn (conditions, container states) does not trigger a rebuild.
+
+Placement order (the "deploy order" Metronome breaks ties with) is what the
+NodeBandwidth status recorded at Reserve (``status.pods[].order``), then the pod's
+creation time; shifts come from the same status, where the controller writes them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from tdmcore.model import Cluster, ClusterState, Pod
+
+from . import convert
+from .informer import object_key
+
+__all__ = ["WATCHED_KINDS", "ClusterModel"]
+
+log = logging.getLogger(__name__)
+
+WATCHED_KINDS = ("Node", "Pod", "NodeBandwidth", "PodBandwidth", "NetworkTopology",
+                 "AppGroup", "PodGroup")
+_CLUSTER_KINDS = {"Node", "NetworkTopology", "AppGroup"}
+_TERMINAL = {"Succeeded", "Failed"}
+
+
+def pod_is_placed(pod: Mapping[str, Any]) -> bool:
+    """Bound to a node and still holding its resources."""
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    return bool(spec.get("nodeName")) and status.get("phase") not in _TERMINAL
+
+
+def _pod_signature(pod: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """What of a pod matters to the ClusterState; None for a pod not placed (a
+    pending pod changes nothing until it is bound)."""
+    if not pod_is_placed(pod):
+        return None
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    containers = spec.get("containers") or []
+    return (spec.get("nodeName"), spec.get("schedulerName"),
+            repr(sorted((meta.get("labels") or {}).items())),
+            repr([c.get("resources") if isinstance(c, dict) else None for c in containers]))
+
+
+class ClusterModel:
+    """JSON caches of the watched kinds and the ClusterState built from them."""
+
+    def __init__(self, *, default_link_gbps: float = 25.0,
+                 topology_weights: str = "UserDefined") -> None:
+        if not default_link_gbps > 0:
+            raise ValueError("default_link_gbps: must be > 0")
+        self.default_link_gbps = float(default_link_gbps)
+        self.topology_weights = topology_weights
+        self.objects: dict[str, dict[str, dict[str, Any]]] = {k: {} for k in WATCHED_KINDS}
+        self.lock = threading.RLock()
+        self._cluster: Cluster | None = None
+        self._state: ClusterState | None = None
+        self._node_json: list[dict[str, Any]] = []
+        #: per node (cluster order): Ready and not cordoned
+        self.schedulable: list[bool] = []
+        # pod key -> (resourceVersion, PodBandwidth generation, domain Pod)
+        self._pods: dict[str, tuple[str, int, Pod]] = {}
+        self._pbw_generation = 0
+        # (kind, key) -> the status this process wrote and the state reflects
+        self._expected: dict[tuple[str, str], dict[str, Any]] = {}
+        self._signatures: dict[str, tuple[Any, ...]] = {}
+        self.rebuilds = 0
+        #: bumped whenever the state must be rebuilt (loops wait for it to move)
+        self.changes = 0
+        self.skipped: dict[str, str] = {}  # object key -> why it could not be used
+
+    # ---------------------------------------------------------------- events
+    def on_event(self, kind: str, event: str, obj: dict[str, Any], *,
+                 reflected: bool = False) -> None:
+        """An informer event (ADDED / MODIFIED / DELETED) for one object.
+
+        ``reflected=True``: the current state already reflects this object (the
+        bridge just wrote it), so only the cache is updated.
+        """
+        if kind not in self.objects:
+            return
+        key = object_key(obj)
+        with self.lock:
+            store = self.objects[kind]
+            before = store.get(key)
+            if event != "DELETED" and _older(obj, before):
+                return  # the echo of a write we have already applied (reflected)
+            if reflected:
+                store[key] = obj
+                return
+            if event == "DELETED":
+                store.pop(key, None)
+            else:
+                store[key] = obj
+            if kind in _CLUSTER_KINDS:
+                self._cluster = None
+                self._dirty()
+            elif kind == "NodeBandwidth":
+                old = before or {}
+                gone = event == "DELETED"
+                if self._link(before) != (None if gone else self._link(obj)):
+                    self._cluster = None  # the link's capacity changed
+                    self._dirty()
+                elif old.get("status") != obj.get("status") \
+                        and not self._is_expected(kind, key, obj):
+                    self._dirty()  # recorded orders and shifts
+            elif kind == "PodBandwidth":
+                old = before or {}
+                if event == "DELETED" or old.get("spec") != obj.get("spec") \
+                        or old.get("status") != obj.get("status"):
+                    self._pbw_generation += 1
+                    self._dirty()
+            elif kind == "Pod":
+                sig = None if event == "DELETED" else _pod_signature(obj)
+                if event == "DELETED":
+                    self._pods.pop(key, None)
+                if self._signatures.get(key) != sig:
+                    self._dirty()
+                if sig is None:
+                    self._signatures.pop(key, None)
+                else:
+                    self._signatures[key] = sig
+
+    def expect(self, kind: str, key: str, status: Mapping[str, Any]) -> None:
+        """This process is about to write ``status`` and its state already reflects
+        it: the watch echo must not force a rebuild (registered before the write, so
+        an echo that overtakes the writer's answer is recognised too)."""
+        with self.lock:
+            self._expected[(kind, key)] = dict(status)
+
+    def _is_expected(self, kind: str, key: str, obj: Mapping[str, Any]) -> bool:
+        want = self._expected.get((kind, key))
+        got = obj.get("status") or {}
+        return want is not None and all(got.get(k) == v for k, v in want.items())
+
+    def _link(self, nbw: Mapping[str, Any] | None) -> float | str | None:
+        """The capacity a NodeBandwidth sets (None: the default; str: invalid)."""
+        if nbw is None or (nbw.get("spec") or {}).get("bandwidth") is None:
+            return None
+        try:
+            return convert.link_gbps(nbw, self.default_link_gbps)
+        except ValueError as exc:
+            return str(exc)
+
+    def invalidate(self) -> None:
+        with self.lock:
+            self._dirty()
+
+    def _dirty(self) -> None:
+        self._state = None
+        self.changes += 1
+
+    # ----------------------------------------------------------------- views
+    def node_names(self) -> list[str]:
+        with self.lock:
+            self.cluster()
+            return [str(n["metadata"]["name"]) for n in self._node_json]
+
+    def node_json(self, name: str) -> dict[str, Any] | None:
+        with self.lock:
+            return self.objects["Node"].get(name)
+
+    def cluster(self) -> Cluster:
+        """Nodes in name order (the order that breaks ties), tau, AppGroups."""
+        with self.lock:
+            if self._cluster is not None:
+                return self._cluster
+            nodes, node_json = [], []
+            for name in sorted(self.objects["Node"]):
+                obj = self.objects["Node"][name]
+                try:
+                    link = convert.link_gbps(self.objects["NodeBandwidth"].get(name),
+                                             self.default_link_gbps)
+                except ValueError as exc:
+                    self.skipped[f"NodeBandwidth/{name}"] = str(exc)
+                    link = self.default_link_gbps
+                try:
+                    nodes.append(convert.node_from_json(obj, link))
+                    node_json.append(obj)
+                except ValueError as exc:
+                    self.skipped[f"Node/{name}"] = str(exc)
+            if not nodes:
+                raise LookupError("no usable Node in the cache yet")
+            try:
+                latency = convert.latency_matrix(
+                    node_json, self.objects["NetworkTopology"].values(), self.topology_weights)
+                workloads = convert.workloads_from_appgroups(self.objects["AppGroup"].values())
+                cluster = Cluster(nodes, latency=latency, workloads=workloads)
+            except ValueError as exc:
+                self.skipped["NetworkTopology/AppGroup"] = str(exc)
+                cluster = Cluster(nodes)
+            self._cluster = cluster
+            self._node_json = node_json
+            self.schedulable = [convert.node_schedulable(n) for n in node_json]
+            self._pods.clear()  # workloads may have changed
+            return cluster
+
+    def domain_pod(self, pod: Mapping[str, Any]) -> Pod:
+        """The tdmcore Pod for a pod JSON object (``ValueError`` if malformed)."""
+        with self.lock:
+            cluster = self.cluster()
+            return convert.pod_from_json(pod, self.objects["PodBandwidth"].values(),
+                                         cluster.workloads)
+
+    def _domain_cached(self, key: str, pod: Mapping[str, Any], cluster: Cluster) -> Pod:
+        rv = str((pod.get("metadata") or {}).get("resourceVersion", ""))
+        hit = self._pods.get(key)
+        if hit is not None and hit[0] == rv and hit[1] == self._pbw_generation and rv:
+            return hit[2]
+        domain = convert.pod_from_json(pod, self.objects["PodBandwidth"].values(),
+                                       cluster.workloads)
+        self._pods[key] = (rv, self._pbw_generation, domain)
+        return domain
+
+    def recorded(self) -> dict[str, dict[str, Any]]:
+        """Pod key -> its entry in its node's NodeBandwidth status."""
+        out = {}
+        for nbw in self.objects["NodeBandwidth"].values():
+            for entry in (nbw.get("status") or {}).get("pods") or []:
+                if isinstance(entry, dict) and entry.get("name"):
+                    out[f"{entry.get('namespace') or 'default'}/{entry['name']}"] = entry
+        return out
+
+    def state(self) -> ClusterState:
+        """The placed pods as a ClusterState (rebuilt only after a relevant change)."""
+        with self.lock:
+            if self._state is not None:
+                return self._state
+            cluster = self.cluster()
+            state = ClusterState(cluster)
+            recorded = self.recorded()
+            placed = []
+            for key, pod in self.objects["Pod"].items():
+                if not pod_is_placed(pod):
+                    continue
+                node = cluster.node_index.get(str(pod["spec"]["nodeName"]))
+                if node is None:
+                    continue
+                entry = recorded.get(key, {})
+                order = entry.get("order")
+                order = order if isinstance(order, int) and not isinstance(order, bool) \
+                    else 1 << 60
+                created = str((pod.get("metadata") or {}).get("creationTimestamp", ""))
+                placed.append((order, created, key, node, pod, entry))
+            placed.sort(key=lambda t: (t[0], t[1], t[2]))
+            shifts: dict[str, float] = {}
+            for _, _, key, node, pod, entry in placed:
+                try:
+                    domain = self._domain_cached(key, pod, cluster)
+                except ValueError as exc:
+                    self.skipped[f"Pod/{key}"] = str(exc)
+                    continue
+                try:
+                    # Over-committed nodes (pods placed by others) are still recorded:
+                    # the API, not our Filter, is the truth about what runs where.
+                    _force_place(state, domain, node)
+                except ValueError as exc:
+                    self.skipped[f"Pod/{key}"] = str(exc)
+                    continue
+                shift = entry.get("shiftMs")
+                if isinstance(shift, int | float) and not isinstance(shift, bool):
+                    shifts[key] = float(shift)
+            state.set_shifts(shifts)
+            self._state = state
+            self.rebuilds += 1
+            return state
+
+
+def _older(obj: Mapping[str, Any], than: Mapping[str, Any] | None) -> bool:
+    """``obj`` is an older version than ``than`` (resourceVersions of one object
+    grow; they are compared only when both are integers, as etcd's are)."""
+    if than is None:
+        return False
+    a = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+    b = str((than.get("metadata") or {}).get("resourceVersion", ""))
+    return a.isdigit() and b.isdigit() and int(a) < int(b)
+
+
+def _force_place(state: ClusterState, pod: Pod, node: int) -> None:
+    """Record a pod the API says is bound, even if the node looks full to us."""
+    try:
+        state.place(pod, node)
+    except ValueError:
+        state.check_pod(pod)  # a real inconsistency (duplicate, job mismatch): re-raise
+        # Resources: count what fits; the API already admitted it (kubelet's view).
+        state.place(replace(pod, cpu=0.0, mem_gib=0.0, gpu=0.0), node)
+        state.used_cpu[node] += pod.cpu
+        state.used_mem[node] += pod.mem_gib
+        state.used_gpu[node] += pod.gpu

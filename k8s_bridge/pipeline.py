@@ -1,0 +1,357 @@
+"""The scheduling front end the extender and the standalone scheduler share.
+
+Both call the same :class:`tdmcore.framework.Scheduler` over the same policy
+objects the simulator uses (``tdmcore.policies.make_policy``) on the
+:class:`~tdmcore.model.ClusterState` that :class:`~k8s_bridge.model.ClusterModel`
+builds from the API: nothing here decides anything a policy does not.
+
+* :meth:`Pipeline.filter` / :meth:`Pipeline.prioritize` run PreFilter -> Filter ->
+  Score -> NormalizeScore once per (pod, cluster version) and answer for the
+  nodes kube-scheduler asks about.
+* :meth:`Pipeline.bind` re-checks the chosen node, binds the pod (pods/binding),
+  runs Reserve, and records the link in the node's NodeBandwidth status, where
+  the controller picks the shifts up (``status.recalculate``: the offline
+  recalculation is wanted, ``SkipPhaseThree = 0``, Alg. 1 line 37).
+* :meth:`Pipeline.schedule_gang` places a PodGroup all or nothing (Eqs. 11-12).
+
+**[decision]** Extender scores (spec/kubernetes.md): the extender answers 0..10
+(MaxExtenderPriority); a node's score is ``round(s / 10)`` (halves up) of the
+policy's normalized 0..100 score ``s``.  When the policy lets only some nodes win
+(Metronome's NormalizeScore keeps the nodes at the maximum raw score), the others
+get 0 and the finalists at least 1, so no excluded node can outrank a finalist
+on our score.  Infeasible nodes get 0 (they were filtered anyway).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tdmcore.framework import CycleState, Decision, GangDecision, ReserveResult, Scheduler, Status
+from tdmcore.model import ClusterState, Pod
+from tdmcore.policies import make_policy
+
+from . import convert
+from .kube import ApiError, Kube, NotFound
+from .model import ClusterModel
+
+__all__ = ["BadRequest", "BindError", "FilterOutcome", "Pipeline", "extender_score"]
+
+log = logging.getLogger(__name__)
+
+
+class BadRequest(ValueError):
+    """The caller sent something malformed (HTTP 400); nothing was changed."""
+
+
+class BindError(RuntimeError):
+    """Binding was refused or failed; nothing was recorded."""
+
+
+@dataclass(frozen=True)
+class FilterOutcome:
+    nodes: list[str]
+    failed: dict[str, str] = field(default_factory=dict)
+    unresolvable: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+
+
+def extender_score(score: float, finalist: bool | None) -> int:
+    """0..100 -> 0..10, see the module docstring (``finalist=None``: no restriction)."""
+    value = int(np.floor(float(score) / 10.0 + 0.5))
+    value = min(max(value, 0), 10)
+    if finalist is None:
+        return value
+    return max(value, 1) if finalist else 0
+
+
+class Pipeline:
+    """Filter / prioritize / bind / gangs over one policy and one cluster model."""
+
+    def __init__(self, model: ClusterModel, policy: str = "metronome",
+                 kube: Kube | None = None) -> None:
+        self.model = model
+        self.policy_name = policy
+        self.policy = make_policy(policy)
+        self.scheduler = Scheduler(self.policy)
+        self.kube = kube
+        self.lock = threading.RLock()
+        self._last: tuple[tuple[Any, ...], Decision, CycleState] | None = None
+        self._order_us = 0
+        self.decisions: dict[str, int] = {}
+
+    def warm_up(self) -> None:
+        """Compile the policy's kernels on a two-node cluster of our own (Numba's
+        cache makes this fast after the first run), so that the first real request
+        does not pay for it."""
+        from tdmcore.model import Cluster, Node, TrafficPattern
+
+        state = ClusterState(Cluster([Node("a", 8, 32, 8, 25.0), Node("b", 8, 32, 8, 25.0)]))
+        for k in range(3):
+            pod = Pod(f"w{k}", f"w{k}", cpu=1, gpu=1, priority=1 if k == 0 else 0,
+                      pattern=TrafficPattern(100.0 * (1 + k % 2), 0.3, 10.0))
+            self.scheduler.schedule(state, pod)
+
+    # ------------------------------------------------------------ decisions
+    def _pod(self, pod_json: Any) -> Pod:
+        if not isinstance(pod_json, Mapping):
+            raise BadRequest(f"Pod: expected a v1 Pod object, got {type(pod_json).__name__}")
+        try:
+            return self.model.domain_pod(pod_json)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from exc
+
+    def _decide(self, pod_json: Mapping[str, Any]) -> tuple[Pod, ClusterState, Decision,
+                                                             CycleState]:
+        pod = self._pod(pod_json)
+        try:
+            state = self.model.state()
+        except LookupError as exc:
+            raise BindError(str(exc)) from exc
+        meta = pod_json.get("metadata") or {}
+        key = (pod, meta.get("uid"), id(state), state.version)
+        if self._last is not None and self._last[0] == key:
+            return pod, state, self._last[1], self._last[2]
+        decision, cycle = self.scheduler.decide(state, pod)
+        self._last = (key, decision, cycle)
+        return pod, state, decision, cycle
+
+    def _index(self, names: Sequence[str]) -> tuple[list[int | None], dict[str, str]]:
+        index = self.model.cluster().node_index
+        out: list[int | None] = []
+        unknown: dict[str, str] = {}
+        for name in names:
+            i = index.get(name)
+            out.append(i)
+            if i is None:
+                unknown[name] = "node unknown to tdmcore (not in its Node cache)"
+        return out, unknown
+
+    def filter(self, pod_json: Mapping[str, Any], node_names: Sequence[str]) -> FilterOutcome:
+        """The nodes among ``node_names`` the policy's Filter keeps."""
+        with self.lock:
+            pod, state, decision, cycle = self._decide(pod_json)
+            idx, unknown = self._index(node_names)
+            if decision.status is Status.ERROR:
+                return FilterOutcome([], error=decision.message)
+            feasible = cycle.feasible
+            failed: dict[str, str] = dict(unknown)
+            unresolvable: dict[str, str] = {}
+            keep = []
+            schedulable = self.model.schedulable
+            for name, i in zip(node_names, idx, strict=True):
+                if i is None:
+                    continue
+                if not schedulable[i]:
+                    unresolvable[name] = "node is cordoned or not Ready"
+                elif feasible is not None and feasible[i]:
+                    keep.append(name)
+                else:
+                    reason, final = self._why(state, pod, i, decision)
+                    (unresolvable if final else failed)[name] = reason
+            self.decisions["filter"] = self.decisions.get("filter", 0) + 1
+            return FilterOutcome(keep, failed, unresolvable)
+
+    def _why(self, state: ClusterState, pod: Pod, node: int, decision: Decision
+             ) -> tuple[str, bool]:
+        """A per-node reason; ``True`` when preemption cannot help (link capacity)."""
+        prefix = f"tdmcore/{self.policy_name}: "
+        lacking = [name for name, need, free in (
+            ("cpu", pod.cpu, state.free_cpu[node]), ("memory", pod.mem_gib, state.free_mem[node]),
+            (convert.GPU_RESOURCE, pod.gpu, state.free_gpu[node])) if need > free + 1e-9]
+        if lacking:
+            return prefix + "Insufficient " + ", ".join(lacking), False
+        if pod.bandwidth_gbps > state.cluster.link_gbps[node]:
+            return prefix + (f"link {state.cluster.link_gbps[node]:g} Gbps < the pod's "
+                             f"{pod.bandwidth_gbps:g} Gbps (Eq. 14)"), True
+        return prefix + (decision.message or "rejected by the policy's Filter"), False
+
+    def prioritize(self, pod_json: Mapping[str, Any], node_names: Sequence[str]
+                   ) -> list[tuple[str, int]]:
+        """``(node, 0..10)`` for each of ``node_names`` (see :func:`extender_score`)."""
+        with self.lock:
+            _, _, decision, cycle = self._decide(pod_json)
+            idx, _ = self._index(node_names)
+            out = []
+            for name, i in zip(node_names, idx, strict=True):
+                if i is None or decision.status is not Status.SUCCESS or cycle.scores is None \
+                        or cycle.feasible is None or not cycle.feasible[i]:
+                    out.append((name, 0))
+                    continue
+                finalist = None if cycle.finalists is None else bool(cycle.finalists[i])
+                out.append((name, extender_score(float(cycle.scores[i]), finalist)))
+            self.decisions["prioritize"] = self.decisions.get("prioritize", 0) + 1
+            return out
+
+    # ----------------------------------------------------------------- bind
+    def bind(self, namespace: str, name: str, uid: str | None, node: str) -> ReserveResult:
+        """Bind ``namespace/name`` to ``node``, Reserve it and record the link.
+
+        Raises :class:`BadRequest` for an unknown pod or node (nothing changes) and
+        :class:`BindError` when the node no longer passes Filter or the API refuses
+        the binding (nothing is recorded).
+        """
+        with self.lock:
+            key = f"{namespace}/{name}"
+            pod_json = self.model.objects["Pod"].get(key)
+            if pod_json is None:
+                raise BadRequest(f"PodName: pod {key!r} is not in tdmcore's Pod cache")
+            if uid and (pod_json.get("metadata") or {}).get("uid") not in (None, uid):
+                raise BadRequest(f"PodUID: {uid!r} does not match pod {key!r}")
+            index = self.model.cluster().node_index.get(node)
+            if index is None:
+                raise BadRequest(f"Node: {node!r} is unknown to tdmcore")
+            pod, state, decision, cycle = self._decide(pod_json)
+            if decision.status is Status.ERROR:
+                raise BindError(decision.message)
+            if cycle.feasible is None or not cycle.feasible[index]:
+                raise BindError(f"node {node!r} no longer passes tdmcore's Filter for {key}")
+            # Holding the model's lock until the pod is marked bound keeps the watch
+            # echo of the binding from overtaking us (it would force a rebuild).
+            with self.model.lock:
+                self._bind_api(namespace, name, uid, node)
+                result = self.policy.reserve(state, cycle, index)
+                self._last = None
+                self._mark_bound(key, pod_json, node)
+            statuses = self._statuses(state, {index: [result]})
+            self.decisions["bind"] = self.decisions.get("bind", 0) + 1
+        self._write_statuses(statuses)  # outside the lock: other pods need not wait
+        return result
+
+    def _bind_api(self, namespace: str, name: str, uid: str | None, node: str) -> None:
+        if self.kube is None:
+            return
+        try:
+            self.kube.bind(namespace, name, uid, node)
+        except ApiError as exc:
+            raise BindError(f"binding {namespace}/{name} to {node} failed: {exc}") from exc
+
+    def _mark_bound(self, key: str, pod_json: Mapping[str, Any], node: str) -> None:
+        """Update the cached pod so that the coming watch event needs no rebuild."""
+        bound = dict(pod_json)
+        bound["spec"] = dict(pod_json.get("spec") or {})
+        bound["spec"]["nodeName"] = node
+        model = self.model
+        with model.lock:
+            state = model._state
+            model.on_event("Pod", "MODIFIED", bound)
+            model._state = state  # already placed by Reserve
+
+    # ---------------------------------------------------------------- gangs
+    def schedule_gang(self, pod_jsons: Sequence[Mapping[str, Any]]) -> GangDecision:
+        """Place and bind every pod of a gang or none (Eqs. 11-12)."""
+        with self.lock:
+            pods = [self._pod(p) for p in pod_jsons]
+            try:
+                state = self.model.state()
+            except LookupError as exc:
+                return GangDecision(Status.UNSCHEDULABLE, (), str(exc))
+            trial = state.copy()
+            gang = self.scheduler.schedule_gang(trial, pods)
+            if gang.status is not Status.SUCCESS:
+                return gang
+            with self.model.lock:  # see bind(): no echo overtakes the bookkeeping
+                gang, statuses = self._bind_gang(state, trial, gang, pod_jsons)
+        self._write_statuses(statuses)
+        return gang
+
+    def _bind_gang(self, state: ClusterState, trial: ClusterState, gang: GangDecision,
+                   pod_jsons: Sequence[Mapping[str, Any]]
+                   ) -> tuple[GangDecision, list[tuple[str, dict[str, Any]]]]:
+        bound: list[str] = []
+        for d, pod_json in zip(gang.decisions, pod_jsons, strict=True):
+            meta = pod_json.get("metadata") or {}
+            ns = meta.get("namespace") or "default"
+            try:
+                self._bind_api(ns, str(meta.get("name")), meta.get("uid"),
+                               str(d.node_name))
+            except BindError as exc:
+                # Bindings are not transactional: what was bound stays bound and
+                # the model re-reads the API; the rest is retried later.
+                log.warning("gang partially bound (%s): %s", ", ".join(bound), exc)
+                self.model.invalidate()
+                self._last = None
+                return GangDecision(Status.ERROR, gang.decisions, str(exc)), []
+            bound.append(d.pod)
+        state.__dict__.update(trial.__dict__)
+        self._last = None
+        by_node: dict[int, list[ReserveResult]] = {}
+        for d, pod_json in zip(gang.decisions, pod_jsons, strict=True):
+            self._mark_bound(d.pod, pod_json, str(d.node_name))
+            if d.reserve is not None:
+                by_node.setdefault(d.reserve.node, []).append(d.reserve)
+        self.decisions["gang"] = self.decisions.get("gang", 0) + 1
+        return gang, self._statuses(state, by_node)
+
+    # -------------------------------------------------------------- records
+    def _next_order(self) -> int:
+        self._order_us = max(self._order_us + 1, int(time.time() * 1e6))
+        return self._order_us
+
+    def _statuses(self, state: ClusterState,
+                  reserves: Mapping[int, Sequence[ReserveResult]]
+                  ) -> list[tuple[str, dict[str, Any]]]:
+        """Each touched node's link as its NodeBandwidth status (under the lock)."""
+        recorded = self.model.recorded()
+        return [(state.cluster.nodes[node].name,
+                 node_status(state, node, recorded, results, self._next_order))
+                for node, results in reserves.items()]
+
+    def _write_statuses(self, statuses: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        for node, status in statuses:
+            self._write_status(node, status)
+
+    def _write_status(self, node: str, status: dict[str, Any]) -> None:
+        if self.kube is None:
+            return
+        self.model.expect("NodeBandwidth", node, status)
+        try:
+            try:
+                obj = self.kube.merge_patch("NodeBandwidth", node, {"status": status},
+                                            sub="status")
+            except NotFound:
+                self.kube.create("NodeBandwidth", {
+                    "apiVersion": f"{convert.GROUP}/{convert.VERSION}",
+                    "kind": "NodeBandwidth", "metadata": {"name": node}, "spec": {}})
+                obj = self.kube.merge_patch("NodeBandwidth", node, {"status": status},
+                                            sub="status")
+            self.model.on_event("NodeBandwidth", "MODIFIED", obj, reflected=True)
+        except ApiError as exc:
+            # The pod is bound; the controller rebuilds links from the pods anyway.
+            log.error("recording the link of %s failed: %s", node, exc)
+
+
+def node_status(state: ClusterState, node: int, recorded: Mapping[str, Mapping[str, Any]],
+                results: Sequence[ReserveResult], next_order: Any) -> dict[str, Any]:
+    """The NodeBandwidth ``status`` of a node's link after Reserve."""
+    rotations: dict[str, int] = {}
+    base = 0.0
+    recalculate = False
+    for r in results:
+        rotations.update(r.rotations)
+        base = r.base_period_ms or base
+        recalculate = recalculate or (bool(r.shifts_ms) and not r.skip_phase_three)
+    pods = []
+    for name in state.node_pods[node]:
+        placed = state.placed[name]
+        pod = placed.pod
+        namespace, _, short = name.partition("/")
+        old = recorded.get(name, {})
+        order = old.get("order")
+        if not isinstance(order, int) or isinstance(order, bool):
+            order = next_order()
+        entry: dict[str, Any] = {"namespace": namespace, "name": short, "job": pod.job,
+                                 "priority": pod.priority, "lowComm": pod.low_comm,
+                                 "shiftMs": placed.shift_ms, "order": order}
+        if pod.pattern is not None:
+            entry.update(periodMs=pod.pattern.period_ms, dutyCycle=pod.pattern.duty_cycle,
+                         bandwidthGbps=pod.pattern.bandwidth_gbps,
+                         rotation=int(rotations.get(pod.job, old.get("rotation", 0) or 0)))
+        pods.append(entry)
+    return {"pods": pods, "basePeriodMs": base, "recalculate": recalculate}

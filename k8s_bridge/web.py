@@ -1,0 +1,213 @@
+"""What every bridge server shares: JSON in and out, size limits, health, metrics.
+
+Applications are WSGI (werkzeug for requests, responses and routing) served by
+waitress (a production WSGI server).  A handler raises :class:`HttpError` (or a
+:class:`~k8s_bridge.pipeline.BadRequest`) for a client's mistake; anything else
+is logged and answered 500 with a one-line message -- never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import waitress
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
+from werkzeug.routing import Map, Rule
+from werkzeug.wrappers import Request, Response
+
+__all__ = ["DEFAULT_MAX_BODY", "HttpError", "JsonApp", "Server", "field", "read_json", "serve"]
+
+log = logging.getLogger(__name__)
+
+#: Largest request body accepted (bytes).  A nodeCacheCapable extender gets node
+#: names only (about 20 kB for 1,000 nodes); without the node cache kube-scheduler
+#: sends whole Node objects and this needs raising (``--max-body-bytes``).
+DEFAULT_MAX_BODY = 4 << 20
+
+Handler = Callable[[Request], Any]
+
+
+class HttpError(Exception):
+    """Answer ``status`` with ``{"Error": message}`` (or the handler's own body)."""
+
+    def __init__(self, status: int, message: str, body: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.body = body
+
+
+def _no_constants(token: str) -> Any:
+    raise ValueError(f"{token} is not valid JSON")
+
+
+def read_json(request: Request, max_body: int) -> Any:
+    """The request's JSON body, or :class:`HttpError` 400 (too large, malformed)."""
+    length = request.content_length
+    if length is not None and length > max_body:
+        raise HttpError(400, f"request body of {length} bytes exceeds the limit of "
+                             f"{max_body} bytes")
+    data = request.stream.read(max_body + 1)
+    if len(data) > max_body:
+        raise HttpError(400, f"request body exceeds the limit of {max_body} bytes")
+    if not data:
+        raise HttpError(400, "request body is empty; expected JSON")
+    try:
+        # NaN / Infinity are not JSON (Go's decoder rejects them too).
+        return json.loads(data, parse_constant=_no_constants)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise HttpError(400, f"malformed JSON: {exc}") from exc
+
+
+class JsonApp:
+    """A WSGI app: routes to handlers returning JSON-able values, plus
+    ``/healthz``, ``/readyz`` and ``/metrics``."""
+
+    def __init__(self, name: str, *, ready: Callable[[], bool] | None = None,
+                 max_body: int = DEFAULT_MAX_BODY,
+                 registry: CollectorRegistry | None = None) -> None:
+        self.name = name
+        self.ready = ready or (lambda: True)
+        self.max_body = max_body
+        self.registry = registry or CollectorRegistry()
+        self.requests = Counter(f"{name}_requests", "HTTP requests by route and code",
+                                ["route", "code"], registry=self.registry)
+        self.latency = Histogram(
+            f"{name}_request_seconds", "Request latency by route", ["route"],
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+            registry=self.registry)
+        self.url_map = Map([Rule("/healthz", endpoint="healthz", methods=["GET"]),
+                            Rule("/readyz", endpoint="readyz", methods=["GET"]),
+                            Rule("/metrics", endpoint="metrics", methods=["GET"])])
+        self.handlers: dict[str, Handler] = {}
+
+    def route(self, path: str, handler: Handler, methods: Iterable[str] = ("POST",)) -> None:
+        endpoint = path.strip("/") or "root"
+        self.url_map.add(Rule(path, endpoint=endpoint, methods=list(methods)))
+        self.handlers[endpoint] = handler
+
+    # --------------------------------------------------------------- WSGI
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        request = Request(environ)
+        response = self.dispatch(request)
+        return response(environ, start_response)
+
+    def dispatch(self, request: Request) -> Response:
+        adapter = self.url_map.bind_to_environ(request.environ)
+        route = "unknown"
+        start = time.perf_counter()
+        try:
+            endpoint, _ = adapter.match()
+            route = str(endpoint)
+            if endpoint == "healthz":
+                response = Response("ok\n", mimetype="text/plain")
+            elif endpoint == "readyz":
+                ok = bool(self.ready())
+                response = Response("ready\n" if ok else "not ready\n",
+                                    status=200 if ok else 503, mimetype="text/plain")
+            elif endpoint == "metrics":
+                response = Response(generate_latest(self.registry),
+                                    content_type=CONTENT_TYPE_LATEST)
+            else:
+                response = self._json(200, self.handlers[endpoint](request))
+        except HttpError as exc:
+            body = exc.body if exc.body is not None else {"Error": exc.message}
+            response = self._json(exc.status, body)
+        except (NotFound, MethodNotAllowed) as exc:
+            response = self._json(exc.code or 404, {"Error": exc.description or exc.name})
+        except HTTPException as exc:  # pragma: no cover - werkzeug's other 4xx
+            response = self._json(exc.code or 400, {"Error": exc.description or exc.name})
+        except Exception as exc:
+            log.exception("%s: internal error on %s", self.name, request.path)
+            response = self._json(500, {"Error": f"internal error: {type(exc).__name__}"})
+        self.requests.labels(route, str(response.status_code)).inc()
+        self.latency.labels(route).observe(time.perf_counter() - start)
+        return response
+
+    @staticmethod
+    def _json(status: int, body: Any) -> Response:
+        return Response(json.dumps(body, allow_nan=False, default=_default), status=status,
+                        mimetype="application/json")
+
+
+def _default(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy scalars
+        item = value.item()
+        if isinstance(item, float) and not math.isfinite(item):
+            return None
+        return item
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+class Server:
+    """A waitress server in a background thread (tests) or the foreground (main)."""
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0,
+                 threads: int = 8) -> None:
+        self._server = waitress.create_server(
+            app, host=host, port=port, threads=threads, clear_untrusted_proxy_headers=True,
+            max_request_body_size=64 << 20, ident="tdmcore")
+        self.port = int(self._server.effective_port)
+        self.host = host
+        self._thread: threading.Thread | None = None
+        self._running = False
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> Server:
+        """Serve in a background thread."""
+        self._thread = threading.Thread(target=self.run, name="waitress", daemon=True)
+        self._thread.start()
+        return self
+
+    def run(self) -> None:
+        """Serve in this thread until :meth:`stop`."""
+        self._running = True
+        try:
+            self._server.run()
+        finally:
+            self._running = False
+            # waitress stops its worker threads only on KeyboardInterrupt/SystemExit
+            self._server.task_dispatcher.shutdown()
+
+    def stop(self) -> None:
+        """Close every socket from inside the server's own loop, which then ends
+        (safe from another thread and from a signal handler)."""
+        server: Any = self._server
+        if not self._running and (self._thread is None or not self._thread.is_alive()):
+            server.close()
+            return
+
+        def close_all() -> None:
+            for channel in list(server._map.values()):
+                channel.close()
+
+        server.trigger.pull_trigger(close_all)
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(5.0)
+
+
+def serve(app: Any, host: str = "127.0.0.1", port: int = 0, threads: int = 8) -> Server:
+    """Start ``app`` on ``host:port`` in a background thread."""
+    return Server(app, host, port, threads).start()
+
+
+def field(obj: Mapping[str, Any], name: str) -> Any:
+    """``obj[name]``, matched case-insensitively like Go's encoding/json."""
+    if name in obj:
+        return obj[name]
+    lower = name.lower()
+    for key, value in obj.items():
+        if isinstance(key, str) and key.lower() == lower:
+            return value
+    return None
