@@ -1,0 +1,62 @@
+"""A fake API server with the bridge's informers attached (for the bridge's tests)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from k8s_fake import FakeApiServer
+
+from k8s_bridge.cli import start_informers
+from k8s_bridge.informer import Informer
+from k8s_bridge.kube import Kube
+from k8s_bridge.model import ClusterModel
+
+
+def wait_for(predicate: Callable[[], Any], timeout_s: float = 5.0, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what or predicate}")
+
+
+@contextmanager
+def cluster(objects: list[dict[str, Any]] = (), *, watch_timeout_s: float = 5.0,  # type: ignore[assignment]
+            **model_kw: Any) -> Iterator[tuple[FakeApiServer, Kube, ClusterModel, list[Informer]]]:
+    """Fake API with ``objects``; a model fed by informers (synced on entry)."""
+    with FakeApiServer() as fake:
+        for obj in objects:
+            fake.create(obj)
+        kube = Kube.connect(host=fake.url)
+        model = ClusterModel(**model_kw)
+        informers, ready = start_informers(kube, model, watch_timeout_s=watch_timeout_s)
+        try:
+            wait_for(lambda: all(i.synced.is_set() for i in informers), what="informers synced")
+            yield fake, kube, model, informers
+        finally:
+            for inf in informers:
+                inf.stop(2.0)
+
+
+def synced_to(fake: FakeApiServer, informers: list[Informer], timeout_s: float = 5.0) -> None:
+    """Wait until every informer has seen the fake's current resourceVersion."""
+    target = fake.resource_version
+
+    def caught_up() -> bool:
+        return all(int(i.resource_version or 0) >= target or not _has_newer(fake, i, target)
+                   for i in informers)
+
+    wait_for(caught_up, timeout_s, "informers caught up")
+
+
+def _has_newer(fake: FakeApiServer, inf: Informer, target: int) -> bool:
+    api = inf.resource.api_version
+    for obj in fake.list(api, inf.kind):
+        if int(obj["metadata"]["resourceVersion"]) > int(inf.resource_version or 0):
+            return True
+    return False
