@@ -3,10 +3,11 @@
 A seeded cluster of ``--nodes`` 8-GPU nodes (25 Gbps links) lives in the HTTP-level
 fake API server of the test suite; about 60 % of the nodes already run a training
 pod (periods and duty cycles in the range of the Muri measurements, 5-20 Gbps).
+Like kube-scheduler, the client runs one scheduling cycle at a time (filter, then
+prioritize) and binds asynchronously.
 The extender is the real console script (``tdmcore-bridge extender``) in its own
 process, reading the fake API through its informers, as in a cluster.  New pods arrive at
-``--rate`` / 3 per second (open loop: a pod's requests start on schedule whatever
-the previous ones took) and each goes through what kube-scheduler sends: filter
+``--rate`` / 3 per second and each goes through what kube-scheduler sends: filter
 with all ``NodeNames`` (``nodeCacheCapable``), prioritize, bind to the best node.
 Latency is measured per request, send to answer, by the client.
 
@@ -148,28 +149,22 @@ def run_load(n_nodes: int = 1000, rate: float = 100.0, seconds: float = 5.0, see
 
 def _drive(fake: Any, url: str, names: list[str], pods: list[dict[str, Any]], rate: float
            ) -> tuple[dict[str, list[float]], list[str], float]:
+    """kube-scheduler's pattern: one scheduling cycle at a time (filter, then
+    prioritize) for pods arriving at ``rate / 3`` per second, binds in parallel."""
     lat: dict[str, list[float]] = {"filter": [], "prioritize": [], "bind": []}
     errors: list[str] = []
     lock = threading.Lock()
 
-    def one(pod: dict[str, Any]) -> None:
-        live = fake.get("v1", "Pod", pod["metadata"]["name"], "default")
-        args = {"Pod": live, "NodeNames": names}
+    def bind(live: dict[str, Any], node: str) -> None:
         try:
-            t1, filtered = _post(url + "/filter", args)
-            args["NodeNames"] = filtered["NodeNames"] or []
-            t2, scores = _post(url + "/prioritize", args)
-            best = max(scores, key=lambda h: h["Score"])["Host"] if scores else names[0]
             t3, bound = _post(url + "/bind", {
                 "PodName": live["metadata"]["name"], "PodNamespace": "default",
-                "PodUID": live["metadata"]["uid"], "Node": best})
+                "PodUID": live["metadata"]["uid"], "Node": node})
         except Exception as exc:  # noqa: BLE001 - counted and reported
             with lock:
                 errors.append(repr(exc))
             return
         with lock:
-            lat["filter"].append(t1)
-            lat["prioritize"].append(t2)
             lat["bind"].append(t3)
             if bound.get("Error"):
                 errors.append(bound["Error"])
@@ -180,7 +175,19 @@ def _drive(fake: Any, url: str, names: list[str], pods: list[dict[str, Any]], ra
             delay = start + i * 3.0 / rate - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
-            pool.submit(one, pod)
+            live = fake.get("v1", "Pod", pod["metadata"]["name"], "default")
+            args = {"Pod": live, "NodeNames": names}
+            try:
+                t1, filtered = _post(url + "/filter", args)
+                args["NodeNames"] = filtered["NodeNames"] or []
+                t2, scores = _post(url + "/prioritize", args)
+            except Exception as exc:  # noqa: BLE001 - counted and reported
+                errors.append(repr(exc))
+                continue
+            lat["filter"].append(t1)
+            lat["prioritize"].append(t2)
+            if scores:
+                pool.submit(bind, live, max(scores, key=lambda h: h["Score"])["Host"])
     return lat, errors, time.perf_counter() - start
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 import click
 
+from tdmcore.elastic import ELASTIC_POLICIES
 from tdmcore.policies import POLICIES
 
 from .informer import Informer
@@ -155,10 +156,14 @@ def scheduler_cmd(kubeconfig: str | None, api_server: str | None, host: str, log
 @click.option("--lease-namespace", default="tdmcore-system", show_default=True)
 @click.option("--resync-seconds", type=click.FloatRange(min=0.5), default=5.0,
               show_default=True)
+@click.option("--elastic", type=click.Choice(list(ELASTIC_POLICIES)), default=None,
+              help="Also run this elastic policy over annotated PyTorchJobs/TFJobs.")
 def controller_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_level: str,
                    policy: str, default_link_gbps: float, port: int, leader_elect: bool,
-                   lease_name: str, lease_namespace: str, resync_seconds: float) -> None:
+                   lease_name: str, lease_namespace: str, resync_seconds: float,
+                   elastic: str | None) -> None:
     """The controller: offsets, recalculation, regulation (POST /v1/report)."""
+    from .elastic import ElasticController
     from .leader import default_identity, start_election
     from .reconciler import ControllerService
 
@@ -178,6 +183,21 @@ def controller_cmd(kubeconfig: str | None, api_server: str | None, host: str, lo
         service.run(stop, resync_seconds)
 
     threading.Thread(target=loop, name="reconcile", daemon=True).start()
+    if elastic is not None:
+        scaler = ElasticController(model, kube, elastic)
+        for kind in ("PyTorchJob", "TFJob"):
+            Informer(kube, kind, scaler.on_event).start()
+
+        def scale() -> None:
+            while not stop.is_set():
+                if ready() and service.leading.is_set():
+                    try:
+                        scaler.step()
+                    except Exception:  # the next sync retries
+                        log.exception("elastic step failed")
+                stop.wait(float(scaler.policy.sync_s))
+
+        threading.Thread(target=scale, name="elastic", daemon=True).start()
     _serve_forever(Server(service.app, host, port), stop)
 
 

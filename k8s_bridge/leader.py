@@ -36,7 +36,7 @@ class _Stopped(Exception):
     """Raised inside the election loop once :meth:`Election.stop` was called."""
 
 
-class _Lock(LeaseLock):  # type: ignore[misc]
+class _Lock(LeaseLock):
     """The client's LeaseLock over our ApiClient, which can end the election loop
     (the library's loop has no stop of its own)."""
 

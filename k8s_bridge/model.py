@@ -119,7 +119,7 @@ class ClusterModel:
             elif kind == "PodBandwidth":
                 old = before or {}
                 if event == "DELETED" or old.get("spec") != obj.get("spec") \
-                        or old.get("status") != obj.get("status"):
+                        or _observed(old) != _observed(obj):
                     self._pbw_generation += 1
                     self._dirty()
             elif kind == "Pod":
@@ -276,6 +276,12 @@ class ClusterModel:
             self._state = state
             self.rebuilds += 1
             return state
+
+
+def _observed(pbw: Mapping[str, Any]) -> tuple[Any, Any]:
+    """The part of a PodBandwidth's status that changes its pattern."""
+    status = pbw.get("status") or {}
+    return status.get("observedPeriodMs"), status.get("observedDutyCycle")
 
 
 def _older(obj: Mapping[str, Any], than: Mapping[str, Any] | None) -> bool:

@@ -140,6 +140,10 @@ class Pipeline:
             idx, unknown = self._index(node_names)
             if decision.status is Status.ERROR:
                 return FilterOutcome([], error=decision.message)
+            waiting = self.gang_shortfall(pod_json)
+            if waiting:  # coscheduling's PreFilter: the gang is not all there yet
+                known = [n for n, i in zip(node_names, idx, strict=True) if i is not None]
+                return FilterOutcome([], {**unknown, **{n: waiting for n in known}})
             feasible = cycle.feasible
             failed: dict[str, str] = dict(unknown)
             unresolvable: dict[str, str] = {}
@@ -157,6 +161,40 @@ class Pipeline:
                     (unresolvable if final else failed)[name] = reason
             self.decisions["filter"] = self.decisions.get("filter", 0) + 1
             return FilterOutcome(keep, failed, unresolvable)
+
+    def gang_shortfall(self, pod_json: Mapping[str, Any]) -> str:
+        """Why a PodGroup member must wait ('' if it need not).
+
+        kube-scheduler places pods one by one, so the extender cannot place a gang
+        all or nothing; it does what coscheduling's PreFilter does: no member is
+        placed while the group has fewer than ``minMember`` pods (pending or bound)
+        or its PodGroup does not exist.  The standalone scheduler places gangs
+        whole (:meth:`schedule_gang`).
+        """
+        meta = pod_json.get("metadata") or {}
+        group = (meta.get("labels") or {}).get(convert.LABEL_POD_GROUP)
+        if not group:
+            return ""
+        namespace = meta.get("namespace") or "default"
+        with self.model.lock:
+            pg = self.model.objects["PodGroup"].get(f"{namespace}/{group}")
+            if pg is None:
+                return f"PodGroup {namespace}/{group} does not exist (yet)"
+            need = (pg.get("spec") or {}).get("minMember", 1)
+            if not isinstance(need, int) or isinstance(need, bool):
+                need = 1
+            members = 0
+            for pod in self.model.objects["Pod"].values():
+                pmeta = pod.get("metadata") or {}
+                if (pmeta.get("namespace") or "default") == namespace \
+                        and (pmeta.get("labels") or {}).get(convert.LABEL_POD_GROUP) == group \
+                        and (pod.get("status") or {}).get("phase") not in ("Succeeded",
+                                                                          "Failed"):
+                    members += 1
+        if members < need:
+            return (f"PodGroup {namespace}/{group} has {members} of minMember {need} "
+                    f"pods")
+        return ""
 
     def _why(self, state: ClusterState, pod: Pod, node: int, decision: Decision
              ) -> tuple[str, bool]:

@@ -225,7 +225,42 @@ class ControllerService:
                     continue
                 if self._write_nbw(n.name, desired):
                     writes += 1
-            return writes
+            return writes + self._reconcile_matches()
+
+    def _reconcile_matches(self) -> int:
+        """``status.matchedPods`` of every PodBandwidth: the live pods it describes."""
+        if self.kube is None:
+            return 0
+        counts: dict[str, int] = {key: 0 for key in self.model.objects["PodBandwidth"]}
+        pbws = list(self.model.objects["PodBandwidth"].values())
+        for pod in self.model.objects["Pod"].values():
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            try:
+                pbw = convert.podbandwidth_for(pod, pbws)
+            except ValueError:
+                continue
+            if pbw is not None:
+                meta = pbw.get("metadata") or {}
+                key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+                counts[key] = counts.get(key, 0) + 1
+        writes = 0
+        for key, count in counts.items():
+            pbw = self.model.objects["PodBandwidth"].get(key)
+            if pbw is None or (pbw.get("status") or {}).get("matchedPods") == count:
+                continue
+            namespace, _, name = key.partition("/")
+            try:
+                obj = self.kube.merge_patch("PodBandwidth", name, {
+                    "status": {"matchedPods": count}}, namespace=namespace, sub="status")
+            except ApiError as exc:
+                log.warning("writing PodBandwidth %s failed (retried next pass): %s", key, exc)
+                continue
+            self.m_writes.labels("PodBandwidth").inc()
+            # matchedPods does not change any pattern: no rebuild needed
+            self.model.on_event("PodBandwidth", "MODIFIED", obj, reflected=True)
+            writes += 1
+        return writes
 
     def _write_nbw(self, node: str, status: dict[str, Any]) -> bool:
         if self.kube is None:

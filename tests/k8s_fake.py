@@ -29,10 +29,12 @@ Deliberate simplifications: no authentication, no admission or schema validation
 replaced, not merged by key) and any dotted path is accepted in a field selector.
 
 As on a real server, an update or patch through HTTP that changes nothing is not a write:
-it returns the stored object without bumping the resourceVersion or emitting an event.
-The direct store methods (:meth:`~FakeApiServer.create`, :meth:`~FakeApiServer.update`,
+it returns the stored object without bumping the resourceVersion or emitting an event; and
+a create through HTTP drops ``status`` for kinds with a status subresource. The direct
+store methods (:meth:`~FakeApiServer.create`, :meth:`~FakeApiServer.update`,
 :meth:`~FakeApiServer.delete`) always write; they bypass resourceVersion checks and the
 status-subresource rules, which makes them the way to set up state (status included).
+They raise :class:`ApiError` (``.code`` 404 or 409) where HTTP would answer an error.
 
 How the official client (37.x) reacts, see ``tests/test_k8s_fake.py``:
 
@@ -41,7 +43,16 @@ How the official client (37.x) reacts, see ``tests/test_k8s_fake.py``:
   or end quietly, with or without ``timeout_seconds``;
 * on a 410 ERROR event it raises ``ApiException`` with ``status == 410``; without
   ``timeout_seconds`` it first re-watches once from the same resourceVersion (a second
-  request) and raises on the second 410.
+  request) and raises on the second 410;
+* a pod binding is answered, like the real server does, with a ``Status`` (201, Success),
+  which ``create_namespaced_(pod_)binding`` cannot deserialize into a ``V1Binding``
+  (pydantic ``ValidationError`` after the pod is bound, kubernetes-client/python#547):
+  call it with ``_preload_content=False``;
+* ``CustomObjectsApi.patch_*`` sends every body as ``application/merge-patch+json``; a
+  JSON patch (a list) needs ``_content_type="application/json-patch+json"`` (else 400).
+  ``CoreV1Api.patch_*`` sends a dict as a strategic merge patch and a list as a JSON patch;
+* through ``urllib``, iterating over a watch response's lines ends quietly on a dropped
+  connection; ``read()``/``read1()`` raise ``http.client.IncompleteRead``.
 """
 
 from __future__ import annotations

@@ -55,7 +55,11 @@ def shifts(fake) -> dict[str, float]:
 def test_reconcile_writes_offsets_then_nothing():
     with cluster(objects()) as (fake, kube, model, informers):
         service = ControllerService(model, kube, "metronome")
-        assert service.reconcile() == 2  # n0 and n1 (n2 is empty)
+        # NodeBandwidth n0 and n1 (n2 is empty), and matchedPods of the 3 PodBandwidths
+        assert service.reconcile() == 5
+        matched = {p["metadata"]["name"]: p["status"]["matchedPods"]
+                   for p in fake.list(NBW, "PodBandwidth", "default")}
+        assert matched == {"a": 2, "b": 1, "c": 1}
         got = shifts(fake)
         assert got["a-0"] == got["a-1"] == 0.0  # the reference job
         assert got["b-0"] == pytest.approx(50.0)
@@ -111,8 +115,8 @@ def test_conflicts_and_errors_are_retried_next_pass():
         fake.fail_next("POST", r"nodebandwidths", status=409, count=1)
         fake.fail_next("PATCH", r"nodebandwidths", status=500, count=1)
         first = service.reconcile()
-        assert first < 2
-        assert service.reconcile() == 2 - first
+        assert first < 5  # 2 NodeBandwidths + 3 PodBandwidths
+        assert service.reconcile() == 5 - first
         assert service.reconcile() == 0
         assert shifts(fake)["b-0"] == pytest.approx(50.0)
 
@@ -124,7 +128,7 @@ def test_removed_pod_leaves_the_status():
         fake.delete("v1", "Pod", "b-0", "default")
         synced_to(fake, informers)
         wait_for(lambda: "default/b-0" not in model.objects["Pod"])
-        assert service.reconcile() == 1
+        assert service.reconcile() == 2  # n1's status, b's matchedPods
         assert "b-0" not in shifts(fake)
 
 

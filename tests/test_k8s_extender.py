@@ -283,3 +283,25 @@ def test_new_pod_event_reaches_filter(env):
     assert status == 200
     # n1 has 4 of 8 GPUs used by a-0: an 8-GPU pod fits only on the others
     assert result["NodeNames"] == ["n0", "n2", "n3"]
+
+
+def test_podgroup_members_wait_for_min_member(env):
+    fake, _, _, url, informers = env
+    fake.create(K.podgroup("gang", 3))
+    labels = {"scheduling.x-k8s.io/pod-group": "gang"}
+    fake.create(K.pod("g-0", labels=labels))
+    synced_to(fake, informers)
+    status, result = post(url + "/filter", args(fake.get("v1", "Pod", "g-0", "default")))
+    assert status == 200 and result["NodeNames"] == []
+    assert all("1 of minMember 3" in why for why in result["FailedNodes"].values())
+    fake.create(K.pod("g-1", labels=labels))
+    fake.create(K.pod("g-2", labels=labels))
+    synced_to(fake, informers)
+    status, result = post(url + "/filter", args(fake.get("v1", "Pod", "g-0", "default")))
+    assert result["NodeNames"] == ["n0", "n1", "n2", "n3"]
+    # a member of a group whose PodGroup is missing waits too
+    fake.create(K.pod("h-0", labels={"scheduling.x-k8s.io/pod-group": "ghost"}))
+    synced_to(fake, informers)
+    status, result = post(url + "/filter", args(fake.get("v1", "Pod", "h-0", "default")))
+    assert result["NodeNames"] == []
+    assert "does not exist" in result["FailedNodes"]["n0"]

@@ -230,13 +230,18 @@ def test_server_fills_in_metadata_and_generation(
 ) -> None:
     before = fake.resource_version
     created = custom.create_namespaced_custom_object(
-        GROUP, VERSION, "default", "podbandwidths", {"metadata": {"name": "x"}, "spec": {"a": 1}}
+        GROUP,
+        VERSION,
+        "default",
+        "podbandwidths",
+        {"metadata": {"name": "x"}, "spec": {"a": 1}, "status": {"set": "by a controller"}},
     )
     meta = created["metadata"]
     assert created["kind"] == "PodBandwidth" and created["apiVersion"] == NODE_BW
     assert meta["resourceVersion"] == str(before + 1) == str(fake.resource_version)
     assert len(meta["uid"]) == 36 and meta["creationTimestamp"].endswith("Z")
     assert meta["generation"] == 1
+    assert "status" not in created  # status has its own subresource: ignored on create
 
     args = (GROUP, VERSION, "default", "podbandwidths", "x")
     status_only = custom.patch_namespaced_custom_object_status(*args, {"status": {"ok": True}})
@@ -727,7 +732,11 @@ def test_raw_http_errors_and_delete(fake: FakeApiServer) -> None:
         {"metadata": {"name": "cm"}, "data": {"k": "v"}},
     )
     assert code == 201 and created["kind"] == "ConfigMap" and created["data"] == {"k": "v"}
-    code, listed = raw(fake, "GET", "/api/v1/configmaps")
+    code, generated = raw(
+        fake, "POST", "/api/v1/namespaces/ns/configmaps", {"metadata": {"generateName": "g-"}}
+    )
+    assert code == 201 and generated["metadata"]["name"].startswith("g-")
+    code, listed = raw(fake, "GET", "/api/v1/namespaces/default/configmaps")
     assert code == 200 and listed["kind"] == "ConfigMapList" and len(listed["items"]) == 1
 
     code, status = raw(fake, "DELETE", "/api/v1/namespaces/default/configmaps/cm", b"{")
