@@ -28,12 +28,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import click
 import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
 from kubernetes_validate.utils import ValidationError as K8sValidationError
 from kubernetes_validate.utils import all_versions
+
+from k8s_bridge.cli import cli as bridge_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "k8s_bridge" / "deploy"
@@ -67,15 +70,18 @@ HAND_CHECKED = {
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
 
 # tdmcore-bridge's command line (the contract): sub-command -> flags (True: takes a value).
-CLI: dict[str, dict[str, bool]] = {
-    "extender": {"--port": True, "--policy": True, "--node-cache": False,
-                 "--no-node-cache": False},
-    "scheduler": {"--scheduler-name": True, "--policy": True, "--port": True,
-                  "--leader-elect": False},
-    "controller": {"--port": True, "--leader-elect": False, "--lease-namespace": True,
-                   "--elastic": True, "--default-link-gbps": True},
-    "agent": {"--port": True, "--controller": True},
-}
+def _flags(command: click.Command) -> dict[str, bool]:
+    """Option -> whether it takes a value, read off the real console script."""
+    out: dict[str, bool] = {}
+    for param in command.params:
+        if isinstance(param, click.Option):
+            for opt in (*param.opts, *param.secondary_opts):
+                out[opt] = not param.is_flag
+    return out
+
+
+#: the sub-commands of ``tdmcore-bridge`` and their options (k8s_bridge/cli.py)
+CLI: dict[str, dict[str, bool]] = {name: _flags(cmd) for name, cmd in bridge_cli.commands.items()}
 
 
 # -- loading ------------------------------------------------------------------------------
@@ -215,7 +221,7 @@ def test_deploy_tree_has_the_expected_files() -> None:
         "examples/pytorchjob.yaml",
     }
     assert expected <= {d.file for d in DOCS}
-    assert (DEPLOY / "WALKTHROUGH.md").is_file()
+    assert "### Walkthrough" in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=_ids(DOCS))
@@ -1001,8 +1007,16 @@ OTHER_TOOLS_FLAGS = {"--gang-scheduler-name",  # the training-operator's
                      "--ignore-not-found"}     # kubectl delete
 
 
+def _walkthrough() -> str:
+    """The README's walkthrough section (up to the next level-2 heading)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("### Walkthrough")
+    end = readme.find("\n## ", start)
+    return readme[start:] if end < 0 else readme[start:end]
+
+
 def test_walkthrough() -> None:
-    text = (DEPLOY / "WALKTHROUGH.md").read_text(encoding="utf-8")
+    text = _walkthrough()
     assert text.startswith("### ")
     in_code = False
     for line in text.splitlines():
