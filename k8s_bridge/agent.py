@@ -274,7 +274,7 @@ class Agent:
     Parameters
     ----------
     controller_url : str or None
-        Base URL of the controller (``http://tdmcore-controller.tdmcore:8080``);
+        Base URL of the controller (``http://tdmcore-controller.tdmcore-system.svc:8890``);
         ``/v1/report`` is appended. ``None``: every report fails open.
     node : str or None
         The node this agent runs on, added to every forwarded report.
@@ -517,8 +517,9 @@ class Agent:
             error = json.loads(body)
         except (ValueError, RecursionError):
             error = None
-        if isinstance(error, dict) and isinstance(error.get("error"), str):
-            return Response(body, status=status, mimetype="application/json")
+        message = error.get("error", error.get("Error")) if isinstance(error, dict) else None
+        if isinstance(message, str):  # the controller's own errors say "Error"
+            return _error(status, message)
         return _error(status, f"controller answered {status}")
 
     def _post(self, report: dict[str, Any]) -> tuple[int, bytes]:

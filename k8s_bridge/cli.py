@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 import click
+import kubernetes
 
 from tdmcore.elastic import ELASTIC_POLICIES
 from tdmcore.policies import POLICIES
@@ -41,9 +42,16 @@ def start_informers(kube: Kube, model: ClusterModel, kinds: Sequence[str] = WATC
     return informers, ready
 
 
+def _finite_positive(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """click's FloatRange lets inf and nan through; these options need a real number."""
+    if not 0 < value < float("inf"):
+        raise click.BadParameter(f"{value!r} is not a finite number > 0")
+    return value
+
+
 def _common(f: Callable[..., None]) -> Callable[..., None]:
     options = [
-        click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None,
+        click.option("--kubeconfig", type=click.Path(exists=True, dir_okay=False), default=None,
                      help="Outside a cluster: the kubeconfig to use."),
         click.option("--api-server", default=None,
                      help="Talk to this URL without authentication (kubectl proxy)."),
@@ -57,7 +65,7 @@ def _common(f: Callable[..., None]) -> Callable[..., None]:
 
 
 def _policy_options(f: Callable[..., None]) -> Callable[..., None]:
-    f = click.option("--default-link-gbps", type=click.FloatRange(min=0, min_open=True),
+    f = click.option("--default-link-gbps", type=float, callback=_finite_positive,
                      default=25.0, show_default=True,
                      help="Link capacity of nodes without NodeBandwidth.spec.bandwidth.")(f)
     f = click.option("--policy", type=click.Choice(list(POLICIES)), default="metronome",
@@ -95,9 +103,11 @@ def cli() -> None:
 @click.option("--prefix", default="", help="URL prefix of the verbs (urlPrefix's path).")
 @click.option("--max-body-bytes", type=click.IntRange(min=1024), default=DEFAULT_MAX_BODY,
               show_default=True, help="Larger requests are answered 400.")
+@click.option("--scheduler-name", default="tdmcore-scheduler", show_default=True,
+              help="Bind only pods whose spec.schedulerName is this.")
 def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_level: str,
                  policy: str, default_link_gbps: float, port: int, prefix: str,
-                 max_body_bytes: int) -> None:
+                 max_body_bytes: int, scheduler_name: str) -> None:
     """kube-scheduler HTTP extender: POST /filter, /prioritize, /bind."""
     from .extender import Extender
     from .pipeline import Pipeline
@@ -105,7 +115,7 @@ def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_
     kube = _setup(log_level, kubeconfig, api_server)
     model = ClusterModel(default_link_gbps=default_link_gbps)
     _, ready = start_informers(kube, model)
-    pipeline = Pipeline(model, policy, kube)
+    pipeline = Pipeline(model, policy, kube, scheduler_name=scheduler_name)
     pipeline.warm_up()
     ext = Extender(pipeline, prefix=prefix, ready=ready, max_body=max_body_bytes)
     _serve_forever(Server(ext.app, host, port), threading.Event())
@@ -140,7 +150,10 @@ def scheduler_cmd(kubeconfig: str | None, api_server: str | None, host: str, log
     def loop() -> None:
         while not stop.is_set():
             if ready() and (leading is None or leading.is_set()):
-                sched.run_once()
+                try:
+                    sched.run_once()
+                except Exception:  # keep scheduling; the next pass retries
+                    log.exception("scheduling pass failed")
             stop.wait(0.5)
 
     threading.Thread(target=loop, name="scheduling", daemon=True).start()
@@ -165,7 +178,7 @@ def controller_cmd(kubeconfig: str | None, api_server: str | None, host: str, lo
     """The controller: offsets, recalculation, regulation (POST /v1/report)."""
     from .elastic import ElasticController
     from .leader import default_identity, start_election
-    from .reconciler import ControllerService
+    from .reconciler import ControllerService, LeaderForwarder
 
     kube = _setup(log_level, kubeconfig, api_server)
     model = ClusterModel(default_link_gbps=default_link_gbps)
@@ -173,8 +186,9 @@ def controller_cmd(kubeconfig: str | None, api_server: str | None, host: str, lo
     leading = start_election(kube, lease_name, lease_namespace,
                              default_identity()).leading if leader_elect else None
     service = ControllerService(model, kube, policy, leader=leading)
-    # Only the leader is ready: the Service sends agents' reports to it alone.
-    service.app.ready = lambda: ready() and service.leading.is_set()
+    service.app.ready = ready
+    if leader_elect:  # a standby relays reports to the leader, so every replica is Ready
+        service.forward = LeaderForwarder(kube, lease_name, lease_namespace, port)
     stop = threading.Event()
 
     def loop() -> None:
@@ -207,7 +221,7 @@ def controller_cmd(kubeconfig: str | None, api_server: str | None, host: str, lo
 @click.option("--controller", default=None,
               help="The controller's URL (none: answer every report with no action).")
 @click.option("--node", envvar="NODE_NAME", default="", help="This node's name [NODE_NAME].")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.01), default=0.5,
+@click.option("--timeout", "timeout_s", type=float, callback=_finite_positive, default=0.5,
               show_default=True, help="Seconds to wait for the controller.")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
@@ -230,6 +244,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
+    except (ValueError, OSError, kubernetes.config.ConfigException) as exc:
+        # a bad value only the command could check, a busy port, a bad kubeconfig:
+        # one line, no traceback
+        click.echo(f"Error: {exc}", err=True)
+        return 1
     return 0
 
 

@@ -230,10 +230,16 @@ class ElasticController:
         if job is None:
             return
         spec = job.spec
-        current = len(view.workers_of(plan.job))
+        placed = len(view.workers_of(plan.job))
         added = sum(1 for pod, _ in plan.add if spec.is_worker(pod.name))
         removed = sum(1 for name in plan.remove if spec.is_worker(name))
-        target = min(max(current + added - removed, spec.min_workers), spec.max_workers)
+        # Workers the job asked for but that are still pending count too: a plan that
+        # adds never lowers the replicas, one that removes never raises them.
+        if removed:
+            target = min(job.replicas, placed - removed)
+        else:
+            target = max(job.replicas, placed + added)
+        target = min(max(target, spec.min_workers), spec.max_workers)
         if target == job.replicas:
             return
         field, _ = _SPECS[job.kind]

@@ -173,6 +173,15 @@ class Informer:
                 if self._stop.wait(delay):
                     return
                 delay = min(delay * 2.0, self.backoff_s[1])
+            except Exception:  # a bug or an unexpected answer: never end the loop
+                if self._stop.is_set():
+                    return
+                self.errors += 1
+                need_list = True
+                log.exception("%s informer failed; re-listing in %.1f s", self.kind, delay)
+                if self._stop.wait(delay):
+                    return
+                delay = min(delay * 2.0, self.backoff_s[1])
 
     def start(self) -> Informer:
         self._thread = threading.Thread(target=self.run, name=f"informer-{self.kind}",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -41,6 +42,16 @@ def pod_is_placed(pod: Mapping[str, Any]) -> bool:
     return bool(spec.get("nodeName")) and status.get("phase") not in _TERMINAL
 
 
+def _node_signature(node: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What of a Node the cluster uses: allocatable, topology labels, schedulability."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    status = node.get("status") or {}
+    return (repr(sorted((status.get("allocatable") or {}).items())),
+            labels.get("topology.kubernetes.io/zone"),
+            labels.get("topology.kubernetes.io/region"),
+            convert.node_schedulable(node))
+
+
 def _pod_signature(pod: Mapping[str, Any]) -> tuple[Any, ...] | None:
     """What of a pod matters to the ClusterState; None for a pod not placed (a
     pending pod changes nothing until it is bound)."""
@@ -59,8 +70,10 @@ class ClusterModel:
 
     def __init__(self, *, default_link_gbps: float = 25.0,
                  topology_weights: str = "UserDefined") -> None:
-        if not default_link_gbps > 0:
-            raise ValueError("default_link_gbps: must be > 0")
+        if isinstance(default_link_gbps, bool) or not isinstance(default_link_gbps, int | float) \
+                or not 0 < default_link_gbps < float("inf"):
+            raise ValueError(f"default_link_gbps: expected a finite number > 0, got "
+                             f"{default_link_gbps!r}")
         self.default_link_gbps = float(default_link_gbps)
         self.topology_weights = topology_weights
         self.objects: dict[str, dict[str, dict[str, Any]]] = {k: {} for k in WATCHED_KINDS}
@@ -76,6 +89,8 @@ class ClusterModel:
         # (kind, key) -> the status this process wrote and the state reflects
         self._expected: dict[tuple[str, str], dict[str, Any]] = {}
         self._signatures: dict[str, tuple[Any, ...]] = {}
+        #: pod key -> when its deletion was seen (monotonic s): tombstones
+        self.deleted_pods: dict[str, float] = {}
         self.rebuilds = 0
         #: bumped whenever the state must be rebuilt (loops wait for it to move)
         self.changes = 0
@@ -104,7 +119,13 @@ class ClusterModel:
                 store.pop(key, None)
             else:
                 store[key] = obj
-            if kind in _CLUSTER_KINDS:
+            if kind == "Node":
+                # heartbeats (condition times, images, ...) change nothing we use
+                if event == "DELETED" or before is None \
+                        or _node_signature(before) != _node_signature(obj):
+                    self._cluster = None
+                    self._dirty()
+            elif kind in _CLUSTER_KINDS:
                 self._cluster = None
                 self._dirty()
             elif kind == "NodeBandwidth":
@@ -113,8 +134,8 @@ class ClusterModel:
                 if self._link(before) != (None if gone else self._link(obj)):
                     self._cluster = None  # the link's capacity changed
                     self._dirty()
-                elif old.get("status") != obj.get("status") \
-                        and not self._is_expected(kind, key, obj):
+                elif gone or (old.get("status") != obj.get("status")
+                              and not self._is_expected(kind, key, obj)):
                     self._dirty()  # recorded orders and shifts
             elif kind == "PodBandwidth":
                 old = before or {}
@@ -126,6 +147,12 @@ class ClusterModel:
                 sig = None if event == "DELETED" else _pod_signature(obj)
                 if event == "DELETED":
                     self._pods.pop(key, None)
+                    now = time.monotonic()
+                    self.deleted_pods[key] = now
+                    if len(self.deleted_pods) > 10_000:  # forget the oldest tombstones
+                        oldest = sorted(self.deleted_pods.items(), key=lambda kv: kv[1])
+                        for k, _ in oldest[:5_000]:
+                            del self.deleted_pods[k]
                 if self._signatures.get(key) != sig:
                     self._dirty()
                 if sig is None:
@@ -187,7 +214,12 @@ class ClusterModel:
                     self.skipped[f"NodeBandwidth/{name}"] = str(exc)
                     link = self.default_link_gbps
                 try:
-                    nodes.append(convert.node_from_json(obj, link))
+                    node = convert.node_from_json(obj, link)
+                    if not convert.node_schedulable(obj):
+                        # cordoned or NotReady: nothing new may go there (the pods
+                        # already on it are still recorded, as over-commitment)
+                        node = replace(node, cpu=0.0, mem_gib=0.0, gpu=0.0)
+                    nodes.append(node)
                     node_json.append(obj)
                 except ValueError as exc:
                     self.skipped[f"Node/{name}"] = str(exc)
@@ -227,7 +259,9 @@ class ClusterModel:
     def recorded(self) -> dict[str, dict[str, Any]]:
         """Pod key -> its entry in its node's NodeBandwidth status."""
         out = {}
-        for nbw in self.objects["NodeBandwidth"].values():
+        with self.lock:
+            nbws = list(self.objects["NodeBandwidth"].values())
+        for nbw in nbws:
             for entry in (nbw.get("status") or {}).get("pods") or []:
                 if isinstance(entry, dict) and entry.get("name"):
                     out[f"{entry.get('namespace') or 'default'}/{entry['name']}"] = entry

@@ -24,6 +24,7 @@ on our score.  Infeasible nodes get 0 (they were filtered anyway).
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -38,8 +39,9 @@ from tdmcore.model import ClusterState, Pod
 from tdmcore.policies import make_policy
 
 from . import convert
-from .kube import ApiError, Kube, NotFound
+from .kube import ApiError, Kube
 from .model import ClusterModel
+from .records import entry_key, merge_entries, write_status
 
 __all__ = ["BadRequest", "BindError", "FilterOutcome", "Pipeline", "extender_score"]
 
@@ -75,15 +77,19 @@ class Pipeline:
     """Filter / prioritize / bind / gangs over one policy and one cluster model."""
 
     def __init__(self, model: ClusterModel, policy: str = "metronome",
-                 kube: Kube | None = None) -> None:
+                 kube: Kube | None = None, *, scheduler_name: str | None = None) -> None:
         self.model = model
+        #: bind only pods whose ``spec.schedulerName`` is this (None: any)
+        self.scheduler_name = scheduler_name
         self.policy_name = policy
         self.policy = make_policy(policy)
         self.scheduler = Scheduler(self.policy)
         self.kube = kube
         self.lock = threading.RLock()
-        self._last: tuple[tuple[Any, ...], Decision, CycleState] | None = None
+        self._last: tuple[tuple[Any, ...], ClusterState, Decision, CycleState] | None = None
         self._order_us = 0
+        # node -> (the cluster, its latest Reserve results): what the status write uses
+        self._reserved: dict[int, tuple[Any, list[ReserveResult]]] = {}
         self.decisions: dict[str, int] = {}
 
     def warm_up(self) -> None:
@@ -115,15 +121,18 @@ class Pipeline:
         except LookupError as exc:
             raise BindError(str(exc)) from exc
         meta = pod_json.get("metadata") or {}
-        key = (pod, meta.get("uid"), id(state), state.version)
-        if self._last is not None and self._last[0] == key:
-            return pod, state, self._last[1], self._last[2]
+        key = (pod, meta.get("uid"), state.version)
+        last = self._last
+        # the state object itself, not its id(): a rebuilt state may reuse the address
+        if last is not None and last[0] == key and last[1] is state:
+            return pod, state, last[2], last[3]
         decision, cycle = self.scheduler.decide(state, pod)
-        self._last = (key, decision, cycle)
+        self._last = (key, state, decision, cycle)
         return pod, state, decision, cycle
 
-    def _index(self, names: Sequence[str]) -> tuple[list[int | None], dict[str, str]]:
-        index = self.model.cluster().node_index
+    def _index(self, state: ClusterState, names: Sequence[str]
+               ) -> tuple[list[int | None], dict[str, str]]:
+        index = state.cluster.node_index
         out: list[int | None] = []
         unknown: dict[str, str] = {}
         for name in names:
@@ -135,9 +144,11 @@ class Pipeline:
 
     def filter(self, pod_json: Mapping[str, Any], node_names: Sequence[str]) -> FilterOutcome:
         """The nodes among ``node_names`` the policy's Filter keeps."""
-        with self.lock:
+        # The model's lock too: the state, its cluster and the schedulable flags must
+        # be one version while we index into them.
+        with self.lock, self.model.lock:
             pod, state, decision, cycle = self._decide(pod_json)
-            idx, unknown = self._index(node_names)
+            idx, unknown = self._index(state, node_names)
             if decision.status is Status.ERROR:
                 return FilterOutcome([], error=decision.message)
             waiting = self.gang_shortfall(pod_json)
@@ -213,9 +224,9 @@ class Pipeline:
     def prioritize(self, pod_json: Mapping[str, Any], node_names: Sequence[str]
                    ) -> list[tuple[str, int]]:
         """``(node, 0..10)`` for each of ``node_names`` (see :func:`extender_score`)."""
-        with self.lock:
-            _, _, decision, cycle = self._decide(pod_json)
-            idx, _ = self._index(node_names)
+        with self.lock, self.model.lock:
+            _, state, decision, cycle = self._decide(pod_json)
+            idx, _ = self._index(state, node_names)
             out = []
             for name, i in zip(node_names, idx, strict=True):
                 if i is None or decision.status is not Status.SUCCESS or cycle.scores is None \
@@ -231,35 +242,49 @@ class Pipeline:
     def bind(self, namespace: str, name: str, uid: str | None, node: str) -> ReserveResult:
         """Bind ``namespace/name`` to ``node``, Reserve it and record the link.
 
-        Raises :class:`BadRequest` for an unknown pod or node (nothing changes) and
-        :class:`BindError` when the node no longer passes Filter or the API refuses
-        the binding (nothing is recorded).
+        As kube-scheduler does: the pod is *assumed* (Reserve runs and the cache
+        marks it bound) under the locks, the binding is POSTed without them, and a
+        failed binding is *forgotten* (the model re-reads the API).  Raises
+        :class:`BadRequest` for an unknown pod, UID or node or a pod of another
+        scheduler (nothing changes) and :class:`BindError` when the node no longer
+        passes Filter or the API refuses the binding (nothing is recorded).
         """
-        with self.lock:
-            key = f"{namespace}/{name}"
+        key = f"{namespace}/{name}"
+        with self.lock, self.model.lock:
             pod_json = self.model.objects["Pod"].get(key)
             if pod_json is None:
                 raise BadRequest(f"PodName: pod {key!r} is not in tdmcore's Pod cache")
-            if uid and (pod_json.get("metadata") or {}).get("uid") not in (None, uid):
+            meta = pod_json.get("metadata") or {}
+            if uid and meta.get("uid") not in (None, uid):
                 raise BadRequest(f"PodUID: {uid!r} does not match pod {key!r}")
-            index = self.model.cluster().node_index.get(node)
+            spec = pod_json.get("spec") or {}
+            if self.scheduler_name and spec.get("schedulerName") != self.scheduler_name:
+                raise BadRequest(f"PodName: pod {key!r} is not for scheduler "
+                                 f"{self.scheduler_name!r}")
+            if spec.get("nodeName"):
+                raise BadRequest(f"PodName: pod {key!r} is already bound")
+            pod, state, decision, cycle = self._decide(pod_json)
+            index = state.cluster.node_index.get(node)
             if index is None:
                 raise BadRequest(f"Node: {node!r} is unknown to tdmcore")
-            pod, state, decision, cycle = self._decide(pod_json)
             if decision.status is Status.ERROR:
                 raise BindError(decision.message)
             if cycle.feasible is None or not cycle.feasible[index]:
                 raise BindError(f"node {node!r} no longer passes tdmcore's Filter for {key}")
-            # Holding the model's lock until the pod is marked bound keeps the watch
-            # echo of the binding from overtaking us (it would force a rebuild).
-            with self.model.lock:
-                self._bind_api(namespace, name, uid, node)
-                result = self.policy.reserve(state, cycle, index)
-                self._last = None
-                self._mark_bound(key, pod_json, node)
+            result = self.policy.reserve(state, cycle, index)  # assume
+            self._last = None
+            self._mark_bound(key, pod_json, node)
             statuses = self._statuses(state, {index: [result]})
-            self.decisions["bind"] = self.decisions.get("bind", 0) + 1
-        self._write_statuses(statuses)  # outside the lock: other pods need not wait
+        try:
+            self._bind_api(namespace, name, uid, node)
+        except BindError:
+            with self.lock, self.model.lock:  # forget: the API is the truth again
+                self.model.on_event("Pod", "MODIFIED", dict(pod_json))
+                self.model.invalidate()
+                self._last = None
+            raise
+        self.decisions["bind"] = self.decisions.get("bind", 0) + 1
+        self._write_statuses(statuses)
         return result
 
     def _bind_api(self, namespace: str, name: str, uid: str | None, node: str) -> None:
@@ -301,7 +326,7 @@ class Pipeline:
 
     def _bind_gang(self, state: ClusterState, trial: ClusterState, gang: GangDecision,
                    pod_jsons: Sequence[Mapping[str, Any]]
-                   ) -> tuple[GangDecision, list[tuple[str, dict[str, Any]]]]:
+                   ) -> tuple[GangDecision, list[int]]:
         bound: list[str] = []
         for d, pod_json in zip(gang.decisions, pod_jsons, strict=True):
             meta = pod_json.get("metadata") or {}
@@ -333,63 +358,78 @@ class Pipeline:
         return self._order_us
 
     def _statuses(self, state: ClusterState,
-                  reserves: Mapping[int, Sequence[ReserveResult]]
-                  ) -> list[tuple[str, dict[str, Any]]]:
-        """Each touched node's link as its NodeBandwidth status (under the lock)."""
-        recorded = self.model.recorded()
-        return [(state.cluster.nodes[node].name,
-                 node_status(state, node, recorded, results, self._next_order))
-                for node, results in reserves.items()]
+                  reserves: Mapping[int, Sequence[ReserveResult]]) -> list[int]:
+        """Remember each touched node's latest Reserve; the nodes to write."""
+        for node, results in reserves.items():
+            self._reserved[node] = (state.cluster, list(results))
+        return list(reserves)
 
-    def _write_statuses(self, statuses: Sequence[tuple[str, dict[str, Any]]]) -> None:
-        for node, status in statuses:
-            self._write_status(node, status)
+    def _write_statuses(self, nodes: Sequence[int]) -> None:
+        """Write the touched links, each computed from the state *at write time* (so
+        concurrent binds on one node cannot overwrite each other with older lists)."""
+        for node in nodes:
+            with self.lock:
+                cluster, _ = self._reserved.get(node, (None, []))
+            if cluster is None:
+                continue
+            write_status(self.kube, self.model, cluster.nodes[node].name,
+                         functools.partial(self._compute, node))
 
-    def _write_status(self, node: str, status: dict[str, Any]) -> None:
-        if self.kube is None:
-            return
-        self.model.expect("NodeBandwidth", node, status)
-        try:
-            try:
-                obj = self.kube.merge_patch("NodeBandwidth", node, {"status": status},
-                                            sub="status")
-            except NotFound:
-                self.kube.create("NodeBandwidth", {
-                    "apiVersion": f"{convert.GROUP}/{convert.VERSION}",
-                    "kind": "NodeBandwidth", "metadata": {"name": node}, "spec": {}})
-                obj = self.kube.merge_patch("NodeBandwidth", node, {"status": status},
-                                            sub="status")
-            self.model.on_event("NodeBandwidth", "MODIFIED", obj, reflected=True)
-        except ApiError as exc:
-            # The pod is bound; the controller rebuilds links from the pods anyway.
-            log.error("recording the link of %s failed: %s", node, exc)
+    def _compute(self, node: int, current: Mapping[str, Any]) -> dict[str, Any] | None:
+        with self.lock, self.model.lock:
+            state = self.model.state()
+            cluster, results = self._reserved.get(node, (None, []))
+            if cluster is not state.cluster:
+                results = []  # the cluster changed since: rotations are re-planned
+            recorded = {entry_key(e): e for e in current.get("pods") or []
+                        if isinstance(e, dict)}
+            base = current.get("basePeriodMs", 0.0)
+            status = node_status(state, node, recorded, results, self._next_order,
+                                 float(base) if isinstance(base, int | float) else 0.0)
+            status["pods"] = merge_entries(status["pods"], current.get("pods") or [],
+                                           state.cluster.nodes[node].name,
+                                           self.model.objects["Pod"],
+                                           deleted=self.model.deleted_pods)
+            return status
 
 
 def node_status(state: ClusterState, node: int, recorded: Mapping[str, Mapping[str, Any]],
-                results: Sequence[ReserveResult], next_order: Any) -> dict[str, Any]:
-    """The NodeBandwidth ``status`` of a node's link after Reserve."""
+                results: Sequence[ReserveResult], next_order: Any,
+                base_default: float = 0.0) -> dict[str, Any]:
+    """The NodeBandwidth ``status`` of a node's link after Reserve.
+
+    Traffic pods only (LowComm pods have no place on the circle); ``recalculate``
+    is what the node's latest Reserve asked for (the controller's ``on_reserve``
+    takes the last one too).
+    """
     rotations: dict[str, int] = {}
     base = 0.0
-    recalculate = False
+    recalculate = None
     for r in results:
         rotations.update(r.rotations)
         base = r.base_period_ms or base
-        recalculate = recalculate or (bool(r.shifts_ms) and not r.skip_phase_three)
+        if r.shifts_ms:
+            recalculate = not r.skip_phase_three
     pods = []
     for name in state.node_pods[node]:
         placed = state.placed[name]
         pod = placed.pod
+        if pod.pattern is None:
+            continue
         namespace, _, short = name.partition("/")
         old = recorded.get(name, {})
         order = old.get("order")
         if not isinstance(order, int) or isinstance(order, bool):
             order = next_order()
-        entry: dict[str, Any] = {"namespace": namespace, "name": short, "job": pod.job,
-                                 "priority": pod.priority, "lowComm": pod.low_comm,
-                                 "shiftMs": placed.shift_ms, "order": order}
-        if pod.pattern is not None:
-            entry.update(periodMs=pod.pattern.period_ms, dutyCycle=pod.pattern.duty_cycle,
-                         bandwidthGbps=pod.pattern.bandwidth_gbps,
-                         rotation=int(rotations.get(pod.job, old.get("rotation", 0) or 0)))
-        pods.append(entry)
-    return {"pods": pods, "basePeriodMs": base, "recalculate": recalculate}
+        pods.append({"namespace": namespace, "name": short, "job": pod.job,
+                     "priority": pod.priority, "lowComm": False,
+                     "shiftMs": placed.shift_ms, "order": order,
+                     "periodMs": pod.pattern.period_ms, "dutyCycle": pod.pattern.duty_cycle,
+                     "bandwidthGbps": pod.pattern.bandwidth_gbps,
+                     "rotation": int(rotations.get(pod.job, old.get("rotation", 0) or 0))})
+    if not base:
+        base = base_default
+    status: dict[str, Any] = {"pods": pods, "basePeriodMs": base}
+    if recalculate is not None:
+        status["recalculate"] = recalculate
+    return status

@@ -26,11 +26,12 @@ Lease reconciles and answers reports (others answer 503; agents fail open).
 
 from __future__ import annotations
 
+import calendar
 import logging
 import math
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from prometheus_client import Counter, Gauge
@@ -42,11 +43,12 @@ from tdmcore.policies import make_policy
 from tdmcore.policies.metronome import link_pods
 
 from . import convert
-from .kube import ApiError, Kube, NotFound
+from .kube import ApiError, Kube
 from .model import ClusterModel
+from .records import entry_key, merge_entries, write_status
 from .web import HttpError, JsonApp, read_json
 
-__all__ = ["ControllerService", "MAX_REPORT", "parse_report"]
+__all__ = ["ControllerService", "LeaderForwarder", "MAX_REPORT", "parse_report"]
 
 log = logging.getLogger(__name__)
 
@@ -122,27 +124,40 @@ class ControllerService:
         leader_gauge = Gauge("tdmcore_controller_leader", "1 while this replica leads",
                              registry=reg)
         leader_gauge.set_function(lambda: 1.0 if self.leading.is_set() else 0.0)
+        #: set on a standby replica: relays a report body to the leader
+        self.forward: Callable[[Any], tuple[int, Any]] | None = None
         self.app.route("/v1/report", self.handle_report)
 
     # ------------------------------------------------------------ controller
     def current(self) -> Controller:
-        """The Controller over the model's current state (rebuilt with it)."""
-        state = self.model.state()
+        """The Controller over the model's current state (rebuilt with it).
+
+        Each link's plan is restored in the mode its NodeBandwidth records
+        (``status.recalculate``: ``optimal``) when the recorded pods are the link's
+        pods; a link whose pods changed since it was recorded is planned ``optimal``,
+        as the simulator's controller replans a stale link (``update_offsets``).
+        """
+        with self.model.lock:
+            state = self.model.state()
+            recorded = self._recorded(state)
         old = self.controller
         if old is not None and old.state is state:
             return old
         new = Controller.for_policy(state, self.policy)
-        flags = self._recorded_flags(state)
+        flags: dict[int, bool] = {}
         for node in range(len(state.cluster)):
             traffic = link_pods(state, node)
             if len(traffic) < 2:
                 continue
-            flag = flags.get(node, False)
+            flag, keys = recorded.get(node, (True, frozenset()))
+            if keys != frozenset(p.name for p in traffic):
+                flag = True  # changed since recorded: the offline recalculation
+            flags[node] = flag
             plan = None if old is None else old.links.get(node)
             if plan is not None and tuple(plan.pods) == tuple(traffic) \
                     and self._flags.get(node) == flag \
-                    and old is not None and old.state.cluster is state.cluster:
-                new.links[node] = plan  # same pods, same request: same plan
+                    and plan.capacity_gbps == state.cluster.link_gbps[node]:
+                new.links[node] = plan  # same pods, capacity and mode: same plan
             else:
                 new.plan_link(node, optimal=flag)
         if old is not None:
@@ -155,50 +170,55 @@ class ControllerService:
         self.controller = new
         return new
 
-    def _recorded_flags(self, state: ClusterState) -> dict[int, bool]:
+    def _recorded(self, state: ClusterState) -> dict[int, tuple[bool, frozenset[str]]]:
+        """Per node: the recorded ``recalculate`` flag and the recorded pods."""
         out = {}
         for name, nbw in self.model.objects["NodeBandwidth"].items():
             node = state.cluster.node_index.get(name)
-            if node is not None:
-                out[node] = bool((nbw.get("status") or {}).get("recalculate", False))
+            if node is None:
+                continue
+            status = nbw.get("status") or {}
+            keys = frozenset(entry_key(e) for e in status.get("pods") or []
+                             if isinstance(e, dict) and not e.get("lowComm"))
+            out[node] = (bool(status.get("recalculate", False)), keys)
         return out
 
     # ------------------------------------------------------------- reconcile
-    def desired_status(self, ctrl: Controller, node: int) -> dict[str, Any]:
+    def desired_status(self, ctrl: Controller, node: int,
+                       current: Mapping[str, Any]) -> dict[str, Any]:
+        """The node's NodeBandwidth status as the controller would write it."""
         state = ctrl.state
-        name = state.cluster.nodes[node].name
-        nbw = self.model.objects["NodeBandwidth"].get(name) or {}
-        current = nbw.get("status") or {}
-        recorded = {f"{e.get('namespace') or 'default'}/{e.get('name')}": e
-                    for e in current.get("pods") or [] if isinstance(e, dict)}
+        recorded = {entry_key(e): e for e in current.get("pods") or [] if isinstance(e, dict)}
         plan = ctrl.links.get(node)
         rotations = plan.job_rotations if plan is not None else {}
         pods = []
         for key in state.node_pods[node]:
             placed = state.placed[key]
             pod = placed.pod
+            if pod.pattern is None:
+                continue
             namespace, _, short = key.partition("/")
             order = recorded.get(key, {}).get("order")
             if not isinstance(order, int) or isinstance(order, bool):
                 order = self._creation_order(key)
-            entry: dict[str, Any] = {"namespace": namespace, "name": short, "job": pod.job,
-                                     "priority": pod.priority, "lowComm": pod.low_comm,
-                                     "shiftMs": round(placed.shift_ms, 6), "order": order}
-            if pod.pattern is not None:
-                entry.update(periodMs=pod.pattern.period_ms,
-                             dutyCycle=pod.pattern.duty_cycle,
-                             bandwidthGbps=pod.pattern.bandwidth_gbps,
-                             rotation=int(rotations.get(pod.job, 0)))
-            pods.append(entry)
+            pods.append({"namespace": namespace, "name": short, "job": pod.job,
+                         "priority": pod.priority, "lowComm": False,
+                         "shiftMs": round(placed.shift_ms, 6), "order": order,
+                         "periodMs": pod.pattern.period_ms,
+                         "dutyCycle": pod.pattern.duty_cycle,
+                         "bandwidthGbps": pod.pattern.bandwidth_gbps,
+                         "rotation": int(rotations.get(pod.job, 0))})
+        pods = merge_entries(pods, current.get("pods") or [], state.cluster.nodes[node].name,
+                             self.model.objects["Pod"], deleted=self.model.deleted_pods)
         return {"pods": pods,
                 "basePeriodMs": plan.base.period_ms if plan is not None else 0.0,
-                "recalculate": bool(current.get("recalculate", False))}
+                "recalculate": self._flags.get(node, bool(current.get("recalculate", False)))}
 
     def _creation_order(self, key: str) -> int:
         pod = self.model.objects["Pod"].get(key) or {}
         stamp = str((pod.get("metadata") or {}).get("creationTimestamp", ""))
         try:
-            t = time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+            t = float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
         except ValueError:
             t = 0.0
         return int(t * 1e6)
@@ -216,14 +236,23 @@ class ControllerService:
             writes = 0
             state = ctrl.state
             for node, n in enumerate(state.cluster.nodes):
-                nbw = self.model.objects["NodeBandwidth"].get(n.name)
+                with self.model.lock:
+                    nbw = self.model.objects["NodeBandwidth"].get(n.name)
                 current = (nbw or {}).get("status") or {}
-                if not state.node_pods[node] and not current.get("pods"):
+                traffic = any(state.placed[k].pod.pattern is not None
+                              for k in state.node_pods[node])
+                # nodes without traffic pods and without a record: nothing to write
+                if not traffic and not current.get("pods"):
                     continue
-                desired = self.desired_status(ctrl, node)
-                if _same(current, desired):
-                    continue
-                if self._write_nbw(n.name, desired):
+
+                def compute(cur: Mapping[str, Any], node: int = node) -> dict[str, Any] | None:
+                    if self.controller is not ctrl:
+                        return None  # the state moved on: the next pass recomputes
+                    desired = self.desired_status(ctrl, node, cur)
+                    return None if _same(cur, desired) else desired
+
+                if write_status(self.kube, self.model, n.name, compute):
+                    self.m_writes.labels("NodeBandwidth").inc()
                     writes += 1
             return writes + self._reconcile_matches()
 
@@ -231,9 +260,12 @@ class ControllerService:
         """``status.matchedPods`` of every PodBandwidth: the live pods it describes."""
         if self.kube is None:
             return 0
-        counts: dict[str, int] = {key: 0 for key in self.model.objects["PodBandwidth"]}
-        pbws = list(self.model.objects["PodBandwidth"].values())
-        for pod in self.model.objects["Pod"].values():
+        with self.model.lock:
+            pbw_objects = dict(self.model.objects["PodBandwidth"])
+            pod_objects = list(self.model.objects["Pod"].values())
+        counts: dict[str, int] = {key: 0 for key in pbw_objects}
+        pbws = list(pbw_objects.values())
+        for pod in pod_objects:
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 continue
             try:
@@ -246,7 +278,7 @@ class ControllerService:
                 counts[key] = counts.get(key, 0) + 1
         writes = 0
         for key, count in counts.items():
-            pbw = self.model.objects["PodBandwidth"].get(key)
+            pbw = pbw_objects.get(key)
             if pbw is None or (pbw.get("status") or {}).get("matchedPods") == count:
                 continue
             namespace, _, name = key.partition("/")
@@ -261,28 +293,6 @@ class ControllerService:
             self.model.on_event("PodBandwidth", "MODIFIED", obj, reflected=True)
             writes += 1
         return writes
-
-    def _write_nbw(self, node: str, status: dict[str, Any]) -> bool:
-        if self.kube is None:
-            return False
-        self.model.expect("NodeBandwidth", node, status)
-        try:
-            try:
-                obj = self.kube.merge_patch("NodeBandwidth", node, {"status": status},
-                                            sub="status")
-            except NotFound:
-                self.kube.create("NodeBandwidth", {
-                    "apiVersion": f"{convert.GROUP}/{convert.VERSION}",
-                    "kind": "NodeBandwidth", "metadata": {"name": node}, "spec": {}})
-                obj = self.kube.merge_patch("NodeBandwidth", node, {"status": status},
-                                            sub="status")
-        except ApiError as exc:
-            log.warning("writing NodeBandwidth %s failed (retried next pass): %s", node, exc)
-            return False
-        self.m_writes.labels("NodeBandwidth").inc()
-        # Our own write: the state and the controller's plans are what we wrote.
-        self.model.on_event("NodeBandwidth", "MODIFIED", obj, reflected=True)
-        return True
 
     # --------------------------------------------------------------- reports
     def report(self, key: str, starts: list[float], durations: list[float],
@@ -350,8 +360,24 @@ class ControllerService:
         self.m_writes.labels("PodBandwidth").inc()
         self.model.on_event("PodBandwidth", "MODIFIED", obj)
 
-    def handle_report(self, request: Request) -> dict[str, Any]:
-        key, starts, durations, comms = parse_report(read_json(request, 1 << 20))
+    def handle_report(self, request: Request) -> Any:
+        body = read_json(request, 1 << 20)
+        key, starts, durations, comms = parse_report(body)
+        if not self.leading.is_set() and self.forward is not None:
+            status, answer = self.forward(body)  # a standby relays to the leader
+            if status != 200:
+                raise HttpError(status, str((answer or {}).get("Error", "leader failed")),
+                                answer if isinstance(answer, dict) else None)
+            return answer
+        node = body.get("node")
+        if node is not None and not isinstance(node, str):
+            raise HttpError(400, "node: expected a string")
+        with self.model.lock:
+            pod = self.model.objects["Pod"].get(key) or {}
+        bound = (pod.get("spec") or {}).get("nodeName")
+        if node and bound and node != bound:
+            # the agent fills in its own node: a report from elsewhere is refused
+            raise HttpError(403, f"node: pod {key!r} runs on {bound!r}, not {node!r}")
         return self.report(key, starts, durations, comms)
 
     # ------------------------------------------------------------------ loop
@@ -391,3 +417,54 @@ def _same(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
             elif w != v:
                 return False
     return True
+
+
+class LeaderForwarder:
+    """Relays a report to the replica holding the Lease (its pod IP, from the Lease's
+    holder -- the pod name -- and the Pod), so that every replica can stay Ready
+    behind the Service while only the leader decides."""
+
+    def __init__(self, kube: Kube, lease_name: str, lease_namespace: str, port: int,
+                 timeout_s: float = 1.0) -> None:
+        self.kube = kube
+        self.lease_name = lease_name
+        self.namespace = lease_namespace
+        self.port = port
+        self.timeout_s = timeout_s
+        self._cached: tuple[float, str] | None = None
+
+    def _leader_url(self) -> str:
+        now = time.monotonic()
+        if self._cached is not None and now - self._cached[0] < 5.0:
+            return self._cached[1]
+        lease = self.kube.get("Lease", self.lease_name, self.namespace)
+        holder = (lease.get("spec") or {}).get("holderIdentity")
+        if not holder:
+            raise ApiError(503, "NoLeader", "the lease has no holder")
+        pod = self.kube.get("Pod", str(holder), self.namespace)
+        ip = (pod.get("status") or {}).get("podIP")
+        if not ip:
+            raise ApiError(503, "NoLeader", f"the leader {holder!r} has no pod IP")
+        url = f"http://{ip}:{self.port}/v1/report"
+        self._cached = (now, url)
+        return url
+
+    def __call__(self, body: Any) -> tuple[int, Any]:
+        import json
+        import urllib.error
+        import urllib.request
+
+        try:
+            url = self._leader_url()
+            req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+                return int(resp.status), json.loads(resp.read())
+        except urllib.error.HTTPError as exc:
+            try:
+                return int(exc.code), json.loads(exc.read())
+            except ValueError:
+                return int(exc.code), {"Error": "the leader answered non-JSON"}
+        except (ApiError, OSError, ValueError) as exc:
+            self._cached = None
+            return 503, {"Error": f"no leader reachable: {exc}"}

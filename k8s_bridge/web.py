@@ -65,6 +65,8 @@ def read_json(request: Request, max_body: int) -> Any:
         return json.loads(data, parse_constant=_no_constants)
     except (ValueError, UnicodeDecodeError) as exc:
         raise HttpError(400, f"malformed JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise HttpError(400, "malformed JSON: nested too deeply") from exc
 
 
 class JsonApp:

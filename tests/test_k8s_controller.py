@@ -93,19 +93,26 @@ def test_restart_rebuilds_from_the_api():
                 i.stop()
 
 
-def test_recalculate_flag_runs_the_offline_recalculation():
+def test_recalculate_flag_selects_the_plan_mode():
     with cluster(objects()) as (fake, kube, model, informers):
         service = ControllerService(model, kube, "metronome")
         service.reconcile()
-        assert service.current().recalculations == 0
-        fake.update({**fake.get(NBW, "NodeBandwidth", "n1"),
-                     "status": {**fake.get(NBW, "NodeBandwidth", "n1")["status"],
-                                "recalculate": True}})
+        # no Reserve recorded these links: both planned by the offline recalculation
+        # (as the simulator's controller plans a contended link it has no plan for)
+        assert service.current().recalculations == 2
+        assert fake.get(NBW, "NodeBandwidth", "n1")["status"]["recalculate"] is True
+        # a Reserve that skipped phase three (recalculate: false) for the same pods
+        n1 = fake.get(NBW, "NodeBandwidth", "n1")
+        fake.update({**n1, "status": {**n1["status"], "recalculate": False}})
         synced_to(fake, informers)
-        service.reconcile()
+        # n0's plan is reused (same pods, mode, capacity); n1 is replanned 'first'
+        assert service.current().recalculations == 0
+        # a pod leaves n1: the link changed since it was recorded -> optimal again
+        fake.delete("v1", "Pod", "b-0", "default")
+        fake.create(K.pod("d-0", labels=K.job_labels("b"), node="n1", phase="Running"))
+        synced_to(fake, informers)
         assert service.current().recalculations == 1
         ablation = ControllerService(model, kube, "metronome-no-phase3")
-        ablation.reconcile()
         assert ablation.current().recalculations == 0
 
 

@@ -1,0 +1,120 @@
+"""NodeBandwidth status: one way to write it, shared by the extender and the controller.
+
+Two writers (the extender at Reserve, the controller with offsets) and informer
+lag make a naive "write the list I know" lose entries.  So every write
+
+* merges: entries of pods the writer does not know as placed are kept while they
+  may still be on their way (:func:`merge_entries`);
+* is conditional: the merge patch carries the ``resourceVersion`` it was computed
+  from, a 409 re-reads the object and recomputes (optimistic concurrency, as
+  ``kubectl apply`` does);
+* creates the NodeBandwidth if it is missing (an AlreadyExists race re-reads it);
+* is registered with the model first (:meth:`ClusterModel.expect`), so its watch
+  echo does not force a rebuild.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+from . import convert
+from .kube import ApiError, Conflict, Kube, NotFound
+from .model import ClusterModel, pod_is_placed
+
+__all__ = ["GRACE_S", "entry_key", "merge_entries", "write_status"]
+
+log = logging.getLogger(__name__)
+
+#: how long an entry of a pod the writer has not seen bound yet is kept (seconds)
+GRACE_S = 120.0
+
+Compute = Callable[[Mapping[str, Any]], dict[str, Any] | None]
+
+
+def entry_key(entry: Mapping[str, Any]) -> str:
+    return f"{entry.get('namespace') or 'default'}/{entry.get('name')}"
+
+
+def merge_entries(desired: Sequence[dict[str, Any]], current: Sequence[Any], node: str,
+                  pods: Mapping[str, Mapping[str, Any]], now_s: float | None = None,
+                  deleted: Collection[str] = ()) -> list[dict[str, Any]]:
+    """``desired`` plus the entries of ``current`` that must not be lost, by order.
+
+    An entry the writer did not produce is kept unless its pod is known to be gone
+    from this node (deleted, bound elsewhere, or finished), or it is unknown to the
+    cache and older than :data:`GRACE_S` (``order`` is the bind time in µs).
+    """
+    now = time.time() if now_s is None else now_s
+    mine = {entry_key(e) for e in desired}
+    out = list(desired)
+    for e in current:
+        if not isinstance(e, dict) or entry_key(e) in mine or entry_key(e) in deleted:
+            continue
+        pod = pods.get(entry_key(e))
+        if pod is not None:
+            bound_to = (pod.get("spec") or {}).get("nodeName")
+            finished = bool(bound_to) and not pod_is_placed(pod)
+            if finished or (bound_to and bound_to != node):
+                continue
+            out.append(e)  # pending in the writer's cache: the binding is on its way
+            continue
+        order = e.get("order")
+        if isinstance(order, int) and not isinstance(order, bool) \
+                and now - order / 1e6 <= GRACE_S:
+            out.append(e)
+    out.sort(key=lambda e: (e.get("order") if isinstance(e.get("order"), int) else 0,
+                            entry_key(e)))
+    return out
+
+
+def write_status(kube: Kube | None, model: ClusterModel, node: str, compute: Compute,
+                 attempts: int = 4) -> bool:
+    """Write ``compute(current status)`` to NodeBandwidth ``node``; False if nothing
+    was written (no change, or the API kept failing: logged, retried next time)."""
+    if kube is None:
+        return False
+    for _ in range(attempts):
+        with model.lock:
+            current = model.objects["NodeBandwidth"].get(node)
+        try:
+            if current is None:
+                try:
+                    current = kube.create("NodeBandwidth", {
+                        "apiVersion": f"{convert.GROUP}/{convert.VERSION}",
+                        "kind": "NodeBandwidth", "metadata": {"name": node}, "spec": {}})
+                except Conflict:  # created meanwhile by the other writer
+                    current = kube.get("NodeBandwidth", node)
+                model.on_event("NodeBandwidth", "MODIFIED", current)
+            with model.lock:
+                status = compute(current.get("status") or {})
+            if status is None:
+                return False
+            rv = (current.get("metadata") or {}).get("resourceVersion")
+            model.expect("NodeBandwidth", node, status)
+            patch: dict[str, Any] = {"status": status}
+            if rv:
+                patch["metadata"] = {"resourceVersion": rv}
+            obj = kube.merge_patch("NodeBandwidth", node, patch, sub="status")
+        except Conflict:
+            try:
+                fresh = kube.get("NodeBandwidth", node)
+            except ApiError as exc:
+                log.warning("re-reading NodeBandwidth %s failed: %s", node, exc)
+                return False
+            model.on_event("NodeBandwidth", "MODIFIED", fresh)
+            continue
+        except NotFound:
+            with model.lock:
+                model.objects["NodeBandwidth"].pop(node, None)
+            continue
+        except ApiError as exc:
+            log.warning("writing NodeBandwidth %s failed (retried later): %s", node, exc)
+            return False
+        model.on_event("NodeBandwidth", "MODIFIED", obj, reflected=True)
+        return True
+    log.warning("writing NodeBandwidth %s: still conflicting after %d attempts", node,
+                attempts)
+    return False
