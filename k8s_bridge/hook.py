@@ -30,10 +30,18 @@ in gradient all-reduce as ``comm_ms``.
   DEBUG); an exception raised by the user's step propagates unchanged and that
   iteration is not reported.
 
+**[decision]** Shifts: when the controller assigns this (low-priority) job an offset,
+its answer carries ``target_phase_ms`` (where iterations should start, modulo
+``period_ms``) and an ``align`` key; each new key is applied once: the next step first
+sleeps until the target phase, ``(target_phase_ms - now) mod period_ms`` (as the
+simulator starts a job on its target phase).
+
 **[decision]** Pauses: the answer's ``pause_ms`` (Metronome's continuous regulation)
 becomes a pending pause, slept at the start of the next step, before its start time is
-taken, so it is not counted in the iteration. It is capped at ``max_pause_ms``
-(10 s), ignored when negative, non-finite or not a number, and applied at most once;
+taken, so it is not counted in the iteration; when the target phase is known the
+pause is recomputed against it at that moment (the answer is a flush old). It is
+capped at ``max_pause_ms`` (10 s), ignored when negative, non-finite or not a number,
+and applied at most once;
 a newer answer replaces a pending pause (pauses are not summed; ``0`` cancels one).
 ``shift_ms``, ``period_ms`` and ``target_phase_ms`` of the last answer are kept as
 read-only attributes (a garbage value leaves the old one). The agent's fail-open reply
@@ -246,6 +254,10 @@ class TrainingHook:
         self._shift_ms: float | None = None
         self._period_ms: float | None = None
         self._target_phase_ms: float | None = None
+        # the controller's key of this job's assigned offset; a new key is applied
+        # once (the iteration starts on the target phase), then remembered
+        self._align_key: str | None = None
+        self._aligned_key: str | None = None
         # The open iteration, if any.
         self._open = False
         self._generation = 0
@@ -342,11 +354,9 @@ class TrainingHook:
         if not self._enabled:
             return
         try:
-            if self._pause_s:
-                with self._lock:
-                    pause_s, self._pause_s = self._pause_s, 0.0
-                if pause_s > 0.0:
-                    time.sleep(pause_s)
+            pause_s = self._take_pause()
+            if pause_s > 0.0:
+                time.sleep(pause_s)
             with self._lock:
                 self._generation += 1
                 self._comm = []
@@ -531,6 +541,24 @@ class TrainingHook:
         self._retry_at = time.monotonic() + delay
         self._warn(f"cannot reach the tdmcore agent at {self.agent_url} ({why})", None)
 
+    def _take_pause(self) -> float:
+        """The pause (s) to sleep before this iteration: an alignment to a new target
+        phase, else a pending regulation pause, recomputed against the target phase
+        when one is known (the answer is one flush old; the phase is not)."""
+        if not self._pause_s and (self._align_key is None
+                                  or self._align_key == self._aligned_key):
+            return 0.0
+        with self._lock:
+            target, period = self._target_phase_ms, self._period_ms
+            align = self._align_key is not None and self._align_key != self._aligned_key
+            pending, self._pause_s = self._pause_s, 0.0
+            if align:
+                self._aligned_key = self._align_key
+        if target is not None and period and (align or pending > 0.0):
+            pause_ms = (target - time.time() * 1000.0) % period
+            return min(pause_ms, self.max_pause_ms) / 1000.0
+        return pending
+
     def _apply_answer(self, raw: bytes) -> None:
         try:
             answer = json.loads(raw)
@@ -549,6 +577,10 @@ class TrainingHook:
             number = _finite(value)
             if value is None or number is not None:
                 setattr(self, f"_{key}", number)
+        align = answer.get("align")
+        if align is None or isinstance(align, str):
+            with self._lock:
+                self._align_key = align
 
     def _warn(self, what: str, exc: BaseException | None) -> None:
         detail = f"{what}: {exc!r}" if exc is not None else what

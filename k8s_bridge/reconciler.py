@@ -329,12 +329,20 @@ class ControllerService:
             for update in updates:
                 self.m_actions.labels("pattern_update").inc()
                 self._write_pattern(update)
-            target = ctrl.target_phase(job)
             period = pattern.period_ms if pattern is not None else None
+            # High-priority jobs are never moved (spec: they run as if alone).
+            target = None if ctrl.is_high(job) else ctrl.target_phase(job)
+            root = ctrl.roots.get(job)
+            align = None
+            if target is not None and period is not None and root is not None:
+                offset = (ctrl.offsets_ms.get(job, 0.0) - ctrl.offsets_ms.get(root, 0.0)) \
+                    % period
+                align = f"{root}@{offset:.3f}"  # changes when the assignment does
             answer = {"pause_ms": float(pause), "shift_ms": float(entry.shift_ms),
                       "period_ms": period,
                       "target_phase_ms": None if target is None or period is None
-                      else float(target % period)}
+                      else float(target % period),
+                      "align": align}
         if updates:
             self.reconcile()
         return answer

@@ -284,3 +284,17 @@ def test_election_rejects_bad_timings():
     with pytest.raises(ValueError, match="lease_s"):
         start_election(Kube.connect(host="http://127.0.0.1:9"), "x", "y", "z",
                        lease_s=2, renew_deadline_s=3, retry_s=1)
+
+
+def test_answers_assign_low_priority_jobs_their_target_phase_only():
+    with cluster(objects()) as (fake, kube, model, informers):
+        service = ControllerService(model, kube, "metronome")
+        service.reconcile()
+        # the reference a reports: its starts anchor every phase
+        high = service.report("default/a-1", [1_000_000.0], [100.0], None)
+        assert high["target_phase_ms"] is None and high["align"] is None
+        low = service.report("default/b-0", [1_000_010.0], [100.0], None)
+        # b's comm phase sits 50 ms after a's: a's iteration starts at 1e6 (mod 100),
+        # its comm at +50 (compute = 100 x (1 - 0.5)); b's comm at +100, its start at +50
+        assert low["target_phase_ms"] == pytest.approx((1_000_000.0 + 50.0) % 100.0)
+        assert low["align"] == "default/a@50.000"

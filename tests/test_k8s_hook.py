@@ -611,3 +611,44 @@ def test_close_is_registered_with_atexit(fake, monkeypatch) -> None:
     registered[0]()  # what the interpreter does at exit
     assert len(fake.iterations) == 1
     assert registered == []
+
+
+# -- shifts: starting on the target phase ------------------------------------------------
+
+
+def test_a_new_assignment_aligns_the_next_step_on_the_target_phase_once(make_hook) -> None:
+    period = 400.0
+    target = (time.time() * 1000.0 + 150.0) % period  # 150 ms from now, on the circle
+    answer = {"pause_ms": 0.0, "shift_ms": 50.0, "period_ms": period,
+              "target_phase_ms": target, "align": "default/a@50.000"}
+    agent = FakeAgent(lambda n: (200, json.dumps(answer).encode()))
+    try:
+        hook = make_hook(agent.url, flush_every=1)
+        timed_step(hook)
+        wait_for(lambda: hook.target_phase_ms is not None, 3.0)
+        t0 = time.time() * 1000.0
+        with hook.step():
+            started = time.time() * 1000.0
+        # the step began on the target phase: (started - target) mod period ~ 0
+        lag = (started - target) % period
+        assert min(lag, period - lag) < 25.0, (lag, started - t0)
+        assert started - t0 <= period
+        # the same assignment again: no further alignment
+        wait_for(lambda: agent.answered >= 2, 3.0)
+        assert timed_step(hook) < 0.1
+    finally:
+        agent.close()
+
+
+def test_high_priority_answers_carry_no_alignment(make_hook) -> None:
+    answer = {"pause_ms": 0.0, "shift_ms": 0.0, "period_ms": 400.0,
+              "target_phase_ms": None, "align": None}
+    agent = FakeAgent(lambda n: (200, json.dumps(answer).encode()))
+    try:
+        hook = make_hook(agent.url, flush_every=1)
+        timed_step(hook)
+        wait_for(lambda: agent.answered >= 1, 3.0)
+        time.sleep(0.05)
+        assert timed_step(hook) < 0.05
+    finally:
+        agent.close()
