@@ -97,7 +97,7 @@ class StandaloneScheduler:
                     prio = 0
                 created = str(members[0]["metadata"].get("creationTimestamp", ""))
                 out.append(Gang(gkey, tuple(members), prio, created))
-        out.sort(key=lambda g: (-g.priority, g.created, g.key))
+        out.sort(key=lambda g: (g.created, g.key))
         return out
 
     def run_once(self) -> list[tuple[Gang, GangDecision]]:
@@ -107,7 +107,7 @@ class StandaloneScheduler:
         for gang in self.gangs():
             until, seen = self._backoff.get(gang.key, (0.0, -1))
             if now < until and seen == self.model.changes:
-                continue
+                break  # the head waits, and blocks the rest
             try:
                 decision = self.pipeline.schedule_gang(gang.pods)
             except BadRequest as exc:
@@ -118,9 +118,12 @@ class StandaloneScheduler:
             if decision.status is Status.SUCCESS:
                 self._backoff.pop(gang.key, None)
                 log.info("gang %s placed: %s", gang.key, decision.placements)
+            elif decision.status is Status.ERROR and not decision.decisions:
+                log.warning("gang %s skipped: %s", gang.key, decision.message)
             else:
                 self._backoff[gang.key] = (now + self.retry_s, self.model.changes)
                 log.info("gang %s not placed: %s", gang.key, decision.message)
+                break  # head-of-line blocking
         return out
 
     def run(self, stop: threading.Event, interval_s: float = 0.5) -> None:

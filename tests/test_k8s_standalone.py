@@ -93,3 +93,22 @@ def test_scheduler_name_required():
     with cluster(base()) as (_, kube, model, _):
         with pytest.raises(ValueError, match="scheduler_name"):
             StandaloneScheduler(Pipeline(model, "metronome", kube), "")
+
+
+def test_the_oldest_gang_that_does_not_fit_blocks_younger_ones():
+    # as the simulator's queue: arrival order, head-of-line blocking
+    big = [K.pod(f"big-{i}", gpu=8, labels={"scheduling.x-k8s.io/pod-group": "big"},
+                 created="2026-11-20T00:00:00Z") for i in range(3)]  # 24 GPUs > 16
+    objs = base() + [K.podgroup("big", 3), *big,
+                     K.pod("small", gpu=1, created="2026-11-20T00:00:09Z")]
+    with cluster(objs) as (fake, kube, model, informers):
+        sched = StandaloneScheduler(Pipeline(model, "metronome", kube), K.SCHEDULER)
+        decided = sched.run_once()
+        assert [g.key for g, _ in decided] == ["default/big"]
+        assert node_of(fake, "small") is None
+        # the head goes away: the small pod is next
+        for i in range(3):
+            fake.delete("v1", "Pod", f"big-{i}", "default")
+        synced_to(fake, informers)
+        [(gang, decision)] = sched.run_once()
+        assert gang.key == "pod:default/small" and decision.status is Status.SUCCESS
