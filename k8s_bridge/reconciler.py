@@ -246,9 +246,10 @@ class ControllerService:
                     continue
 
                 def compute(cur: Mapping[str, Any], node: int = node) -> dict[str, Any] | None:
-                    if self.controller is not ctrl:
-                        return None  # the state moved on: the next pass recomputes
-                    desired = self.desired_status(ctrl, node, cur)
+                    with self.lock, self.model.lock:
+                        if self.controller is not ctrl:
+                            return None  # the state moved on: the next pass recomputes
+                        desired = self.desired_status(ctrl, node, cur)
                     return None if _same(cur, desired) else desired
 
                 if write_status(self.kube, self.model, n.name, compute):

@@ -11,6 +11,9 @@ lag make a naive "write the list I know" lose entries.  So every write
 * creates the NodeBandwidth if it is missing (an AlreadyExists race re-reads it);
 * is registered with the model first (:meth:`ClusterModel.expect`), so its watch
   echo does not force a rebuild.
+
+Lock order, everywhere: a front end's own lock (pipeline, controller) before the
+model's; ``write_status`` holds neither while it calls ``compute``.
 """
 
 from __future__ import annotations
@@ -88,8 +91,8 @@ def write_status(kube: Kube | None, model: ClusterModel, node: str, compute: Com
                 except Conflict:  # created meanwhile by the other writer
                     current = kube.get("NodeBandwidth", node)
                 model.on_event("NodeBandwidth", "MODIFIED", current)
-            with model.lock:
-                status = compute(current.get("status") or {})
+            # no model lock here: compute takes the locks it needs, in its own order
+            status = compute(current.get("status") or {})
             if status is None:
                 return False
             rv = (current.get("metadata") or {}).get("resourceVersion")
