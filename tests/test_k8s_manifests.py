@@ -819,7 +819,9 @@ EXPECTED_PERMISSIONS: dict[str, set[Perm]] = {
     "tdmcore-controller": (
         _grant({"": ["nodes", "pods"], "tdmcore.io": ["nodebandwidths", "podbandwidths"],
                 "networktopology.diktyo.x-k8s.io": ["networktopologies"],
-                "appgroup.diktyo.x-k8s.io": ["appgroups"]}, _READ)
+                "appgroup.diktyo.x-k8s.io": ["appgroups"], "scheduling.x-k8s.io": ["podgroups"]},
+               _READ)
+        | _grant({"tdmcore.io": ["nodebandwidths"]}, "create")
         # The controller also writes PodBandwidth status (observedPeriodMs, ...).
         | _grant({"tdmcore.io": ["nodebandwidths/status", "podbandwidths/status"]},
                  "update patch")
