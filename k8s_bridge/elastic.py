@@ -180,14 +180,16 @@ class ElasticController:
         """The policy's view: the cluster's placed pods, with the tracked jobs' pods
         renamed to the policy's conventions (``<job>-worker-<k>``, ``<job>-ps-<k>``)."""
         jobs = self.tracked()
-        state = self.model.state()
+        with self.model.lock:
+            state = self.model.state()
+            pods = dict(self.model.objects["Pod"])
         own: dict[tuple[str, str], str] = {(j.namespace, j.name): n for n, j in jobs.items()}
         view_state = ClusterState(state.cluster)
         counters: dict[tuple[str, str], int] = {}
         running: list[str] = []
         for key in sorted(state.placed, key=lambda k: state.placed[k].order):
             placed = state.placed[key]
-            pod_json = self.model.objects["Pod"].get(key) or {}
+            pod_json = pods.get(key) or {}
             labels = convert.labels_of(pod_json) if pod_json else {}
             namespace = key.split("/", 1)[0]
             elastic = own.get((namespace, labels.get(convert.LABEL_KUBEFLOW_JOB, "")))

@@ -250,10 +250,12 @@ class Pipeline:
         passes Filter or the API refuses the binding (nothing is recorded).
         """
         key = f"{namespace}/{name}"
+        if key not in self.model.objects["Pod"] and self.kube is not None:
+            self._fetch_pod(namespace, name)  # the informer may lag kube-scheduler's
         with self.lock, self.model.lock:
             pod_json = self.model.objects["Pod"].get(key)
             if pod_json is None:
-                raise BadRequest(f"PodName: pod {key!r} is not in tdmcore's Pod cache")
+                raise BadRequest(f"PodName: pod {key!r} does not exist")
             meta = pod_json.get("metadata") or {}
             if uid and meta.get("uid") not in (None, uid):
                 raise BadRequest(f"PodUID: {uid!r} does not match pod {key!r}")
@@ -286,6 +288,14 @@ class Pipeline:
         self.decisions["bind"] = self.decisions.get("bind", 0) + 1
         self._write_statuses(statuses)
         return result
+
+    def _fetch_pod(self, namespace: str, name: str) -> None:
+        assert self.kube is not None
+        try:
+            pod = self.kube.get("Pod", name, namespace)
+        except ApiError:
+            return  # absent (or unreachable): bind answers as for an unknown pod
+        self.model.on_event("Pod", "ADDED", pod)
 
     def _bind_api(self, namespace: str, name: str, uid: str | None, node: str) -> None:
         if self.kube is None:

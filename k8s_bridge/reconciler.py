@@ -351,9 +351,10 @@ class ControllerService:
     def _write_pattern(self, update: PatternUpdate) -> None:
         if self.kube is None:
             return
-        pod_json = self.model.objects["Pod"].get(update.pods[0]) if update.pods else None
-        pbw = None if pod_json is None else convert.podbandwidth_for(
-            pod_json, self.model.objects["PodBandwidth"].values())
+        with self.model.lock:
+            pod_json = self.model.objects["Pod"].get(update.pods[0]) if update.pods else None
+            pbws = list(self.model.objects["PodBandwidth"].values())
+        pbw = None if pod_json is None else convert.podbandwidth_for(pod_json, pbws)
         if pbw is None:
             return
         meta = pbw.get("metadata") or {}
