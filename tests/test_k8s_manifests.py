@@ -807,9 +807,8 @@ _SCHEDULER_RULES = (
             "appgroup.diktyo.x-k8s.io": ["appgroups"], "scheduling.x-k8s.io": ["podgroups"]},
            _READ)
     | _grant({"": ["pods/binding"]}, "create")
-    | _grant({"tdmcore.io": ["nodebandwidths"]}, "create update patch")
-    | _grant({"tdmcore.io": ["nodebandwidths/status"]}, "update patch")
-    | _grant({"": ["events"], "events.k8s.io": ["events"]}, "create")
+    | _grant({"tdmcore.io": ["nodebandwidths"]}, "create")
+    | _grant({"tdmcore.io": ["nodebandwidths/status"]}, "patch")
 )
 EXPECTED_PERMISSIONS: dict[str, set[Perm]] = {
     "tdmcore-scheduler": _SCHEDULER_RULES
@@ -824,7 +823,7 @@ EXPECTED_PERMISSIONS: dict[str, set[Perm]] = {
         | _grant({"tdmcore.io": ["nodebandwidths"]}, "create")
         # The controller also writes PodBandwidth status (observedPeriodMs, ...).
         | _grant({"tdmcore.io": ["nodebandwidths/status", "podbandwidths/status"]},
-                 "update patch")
+                 "patch")
         | _grant({"kubeflow.org": ["pytorchjobs", "tfjobs"]}, f"{_READ} patch")
         | _grant({"coordination.k8s.io": ["leases"]}, "create", namespace=NAMESPACE)
         | _grant({"coordination.k8s.io": ["leases"]}, "get update", CONTROLLER_LEASE,
