@@ -110,9 +110,13 @@ def start_extender(api_url: str, timeout_s: float = 120.0) -> tuple[subprocess.P
     return proc, url
 
 
-def run_load(n_nodes: int = 1000, rate: float = 100.0, seconds: float = 5.0, seed: int = 0
-             ) -> dict[str, Any]:
-    """Run the load; per-verb and overall latency percentiles in ms."""
+def run_load(n_nodes: int = 1000, rate: float = 100.0, seconds: float = 5.0, seed: int = 0,
+             churn_per_s: float = 0.0) -> dict[str, Any]:
+    """Run the load; per-verb and overall latency percentiles in ms.
+
+    ``churn_per_s``: real Node changes per second during the run (a label that the
+    topology reads flips), each of which rebuilds the extender's cluster and state.
+    """
     objs, arriving = build(n_nodes, seed)
     n_pods = max(1, int(rate * seconds / 3))
     names = sorted(n["metadata"]["name"] for n in objs if n["kind"] == "Node")
@@ -126,13 +130,22 @@ def run_load(n_nodes: int = 1000, rate: float = 100.0, seconds: float = 5.0, see
             for verb in ("filter", "prioritize"):
                 _post(f"{url}/{verb}", {"Pod": fake.get("v1", "Pod", warm["metadata"]["name"],
                                                         "default"), "NodeNames": names})
-            lat, errors, elapsed = _drive(fake, url, names, arriving[:n_pods], rate)
+            stop = threading.Event()
+            churner = threading.Thread(target=_churn, args=(fake, names, churn_per_s, stop),
+                                       daemon=True)
+            if churn_per_s > 0:
+                churner.start()
+            try:
+                lat, errors, elapsed = _drive(fake, url, names, arriving[:n_pods], rate)
+            finally:
+                stop.set()
         finally:
             proc.terminate()
             proc.wait(10)
     everything = np.array([x for v in lat.values() for x in v]) * 1e3
     out: dict[str, Any] = {
-        "nodes": n_nodes, "seed": seed, "rate_per_s": rate, "seconds": round(elapsed, 2),
+        "nodes": n_nodes, "seed": seed, "rate_per_s": rate, "churn_per_s": churn_per_s,
+        "seconds": round(elapsed, 2),
         "requests": int(everything.size), "errors": len(errors),
         "achieved_rate_per_s": round(everything.size / elapsed, 1),
     }
@@ -145,6 +158,18 @@ def run_load(n_nodes: int = 1000, rate: float = 100.0, seconds: float = 5.0, see
     if errors:
         out["first_errors"] = errors[:3]
     return out
+
+
+def _churn(fake: Any, names: list[str], per_s: float, stop: threading.Event) -> None:
+    """Every 1 / per_s seconds, move a node to the other zone (a real change)."""
+    k = 0
+    while not stop.wait(1.0 / per_s):
+        node = fake.get("v1", "Node", names[k % len(names)])
+        labels = node["metadata"].setdefault("labels", {})
+        labels["topology.kubernetes.io/zone"] = "z1" if labels.get(
+            "topology.kubernetes.io/zone") != "z1" else "z2"
+        fake.update(node)
+        k += 1
 
 
 def _drive(fake: Any, url: str, names: list[str], pods: list[dict[str, Any]], rate: float
@@ -197,8 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=100.0, help="requests per second")
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--churn", type=float, default=0.0,
+                        help="real Node changes per second during the run")
     args = parser.parse_args(argv)
-    print(json.dumps(run_load(args.nodes, args.rate, args.seconds, args.seed), indent=2))
+    print(json.dumps(run_load(args.nodes, args.rate, args.seconds, args.seed, args.churn),
+                     indent=2))
     return 0
 
 

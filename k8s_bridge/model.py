@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from tdmcore.model import Cluster, ClusterState, Pod
+from tdmcore.model import Cluster, ClusterState, Node, Pod
 
 from . import convert
 from .informer import object_key
@@ -86,6 +86,9 @@ class ClusterModel:
         # pod key -> (resourceVersion, PodBandwidth generation, domain Pod)
         self._pods: dict[str, tuple[str, int, Pod]] = {}
         self._pbw_generation = 0
+        self._workloads: tuple[Any, ...] = ()
+        # node name -> ((Node signature, link Gbps), converted Node)
+        self._nodes: dict[str, tuple[tuple[Any, ...], Node]] = {}
         # (kind, key) -> the status this process wrote and the state reflects
         self._expected: dict[tuple[str, str], dict[str, Any]] = {}
         self._signatures: dict[str, tuple[Any, ...]] = {}
@@ -213,12 +216,18 @@ class ClusterModel:
                 except ValueError as exc:
                     self.skipped[f"NodeBandwidth/{name}"] = str(exc)
                     link = self.default_link_gbps
+                sig = (_node_signature(obj), link)
+                hit = self._nodes.get(name)
                 try:
-                    node = convert.node_from_json(obj, link)
-                    if not convert.node_schedulable(obj):
-                        # cordoned or NotReady: nothing new may go there (the pods
-                        # already on it are still recorded, as over-commitment)
-                        node = replace(node, cpu=0.0, mem_gib=0.0, gpu=0.0)
+                    if hit is not None and hit[0] == sig:
+                        node = hit[1]
+                    else:
+                        node = convert.node_from_json(obj, link)
+                        if not convert.node_schedulable(obj):
+                            # cordoned or NotReady: nothing new may go there (the pods
+                            # already on it are still recorded, as over-commitment)
+                            node = replace(node, cpu=0.0, mem_gib=0.0, gpu=0.0)
+                        self._nodes[name] = (sig, node)
                     nodes.append(node)
                     node_json.append(obj)
                 except ValueError as exc:
@@ -235,8 +244,12 @@ class ClusterModel:
                 cluster = Cluster(nodes)
             self._cluster = cluster
             self._node_json = node_json
-            self.schedulable = [convert.node_schedulable(n) for n in node_json]
-            self._pods.clear()  # workloads may have changed
+            self.schedulable = [bool(self._nodes[n.name][0][0][3]) for n in nodes]
+            workload_key = tuple(sorted((w.name, w.jobs, w.dependencies)
+                                        for w in cluster.workloads.values()))
+            if workload_key != self._workloads:
+                self._pods.clear()  # a pod's workload may have changed
+                self._workloads = workload_key
             return cluster
 
     def domain_pod(self, pod: Mapping[str, Any]) -> Pod:
