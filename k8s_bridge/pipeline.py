@@ -41,7 +41,7 @@ from tdmcore.policies import make_policy
 from . import convert
 from .kube import ApiError, Kube
 from .model import ClusterModel
-from .records import entry_key, merge_entries, write_status
+from .records import entry_key, merge_entries, pod_entry, write_status
 
 __all__ = ["BadRequest", "BindError", "FilterOutcome", "Pipeline", "extender_score"]
 
@@ -426,17 +426,12 @@ def node_status(state: ClusterState, node: int, recorded: Mapping[str, Mapping[s
         pod = placed.pod
         if pod.pattern is None:
             continue
-        namespace, _, short = name.partition("/")
         old = recorded.get(name, {})
         order = old.get("order")
         if not isinstance(order, int) or isinstance(order, bool):
             order = next_order()
-        pods.append({"namespace": namespace, "name": short, "job": pod.job,
-                     "priority": pod.priority, "lowComm": False,
-                     "shiftMs": placed.shift_ms, "order": order,
-                     "periodMs": pod.pattern.period_ms, "dutyCycle": pod.pattern.duty_cycle,
-                     "bandwidthGbps": pod.pattern.bandwidth_gbps,
-                     "rotation": int(rotations.get(pod.job, old.get("rotation", 0) or 0))})
+        pods.append(pod_entry(name, pod, placed.shift_ms, order,
+                              rotations.get(pod.job, old.get("rotation", 0) or 0)))
     if not base:
         base = base_default
     status: dict[str, Any] = {"pods": pods, "basePeriodMs": base}

@@ -45,7 +45,7 @@ from tdmcore.policies.metronome import link_pods
 from . import convert
 from .kube import ApiError, Kube
 from .model import ClusterModel
-from .records import entry_key, merge_entries, write_status
+from .records import entry_key, merge_entries, pod_entry, write_status
 from .web import HttpError, JsonApp, read_json
 
 __all__ = ["ControllerService", "LeaderForwarder", "MAX_REPORT", "parse_report"]
@@ -197,17 +197,11 @@ class ControllerService:
             pod = placed.pod
             if pod.pattern is None:
                 continue
-            namespace, _, short = key.partition("/")
             order = recorded.get(key, {}).get("order")
             if not isinstance(order, int) or isinstance(order, bool):
                 order = self._creation_order(key)
-            pods.append({"namespace": namespace, "name": short, "job": pod.job,
-                         "priority": pod.priority, "lowComm": False,
-                         "shiftMs": round(placed.shift_ms, 6), "order": order,
-                         "periodMs": pod.pattern.period_ms,
-                         "dutyCycle": pod.pattern.duty_cycle,
-                         "bandwidthGbps": pod.pattern.bandwidth_gbps,
-                         "rotation": int(rotations.get(pod.job, 0))})
+            pods.append(pod_entry(key, pod, placed.shift_ms, order,
+                                  rotations.get(pod.job, 0)))
         pods = merge_entries(pods, current.get("pods") or [], state.cluster.nodes[node].name,
                              self.model.objects["Pod"], deleted=self.model.deleted_pods)
         return {"pods": pods,

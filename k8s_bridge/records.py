@@ -23,11 +23,13 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from tdmcore.model import Pod
+
 from . import convert
 from .kube import ApiError, Conflict, Kube, NotFound
 from .model import ClusterModel, pod_is_placed
 
-__all__ = ["GRACE_S", "entry_key", "merge_entries", "write_status"]
+__all__ = ["GRACE_S", "entry_key", "merge_entries", "pod_entry", "write_status"]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,17 @@ Compute = Callable[[Mapping[str, Any]], dict[str, Any] | None]
 
 def entry_key(entry: Mapping[str, Any]) -> str:
     return f"{entry.get('namespace') or 'default'}/{entry.get('name')}"
+
+
+def pod_entry(key: str, pod: Pod, shift_ms: float, order: int, rotation: int
+              ) -> dict[str, Any]:
+    """One ``status.pods[]`` entry (a traffic pod: ``pod.pattern`` is set)."""
+    assert pod.pattern is not None
+    namespace, _, name = key.partition("/")
+    return {"namespace": namespace, "name": name, "job": pod.job, "priority": pod.priority,
+            "lowComm": False, "shiftMs": round(shift_ms, 6), "order": order,
+            "periodMs": pod.pattern.period_ms, "dutyCycle": pod.pattern.duty_cycle,
+            "bandwidthGbps": pod.pattern.bandwidth_gbps, "rotation": int(rotation)}
 
 
 def merge_entries(desired: Sequence[dict[str, Any]], current: Sequence[Any], node: str,

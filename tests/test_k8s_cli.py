@@ -24,6 +24,7 @@ import k8s_objects as K
 import pytest
 from k8s_env import wait_for
 from k8s_fake import FakeApiServer
+from test_k8s_controller import objects
 
 from k8s_bridge.agent import FAIL_OPEN_REPLY
 
@@ -228,27 +229,6 @@ def test_bad_value_caught_by_the_command_is_still_one_line(quick, case):
 
 
 # ------------------------------------------------------------------ controller
-def objects() -> list[dict[str, Any]]:
-    """(copied from test_k8s_controller) a (high) spans n0 and n1; c shares n0 with it,
-    b shares n1 (all low).  Every job: 100 ms period, duty 0.5, 20 Gbps on 25 Gbps
-    links: 20 + 20 > 25, so on each link the second job sits half a period after a."""
-    out: list[dict[str, Any]] = [K.node(n) for n in ("n0", "n1", "n2")]
-    for job in ("a", "b", "c"):
-        out.append(K.podbandwidth(job, period=100, duty=0.5, gbps=20,
-                                  match={"training.kubeflow.org/job-name": job}))
-    out += [
-        K.pod("a-0", labels=K.job_labels("a", "high"), node="n0", phase="Running",
-              created="2026-11-20T00:00:00Z"),
-        K.pod("a-1", labels=K.job_labels("a", "high"), node="n1", phase="Running",
-              created="2026-11-20T00:00:01Z"),
-        K.pod("b-0", labels=K.job_labels("b"), node="n1", phase="Running",
-              created="2026-11-20T00:00:02Z"),
-        K.pod("c-0", labels=K.job_labels("c"), node="n0", phase="Running",
-              created="2026-11-20T00:00:03Z"),
-    ]
-    return out
-
-
 def shifts(fake: FakeApiServer) -> dict[str, float]:
     out = {}
     for nbw in fake.list(NBW, "NodeBandwidth"):
