@@ -195,6 +195,7 @@ BAD = [
         {"resources": {"requests": {"cpu": "lots"}}}]}}, "NodeNames": ["n0"]}).encode(),
      "cpu"),
     (b'{"Pod": {"metadata": {"name": "x"}}, "NodeNames": ["n0"], "x": NaN}', "NaN"),
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
 ]
 
 
