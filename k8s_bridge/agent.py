@@ -62,12 +62,13 @@ from http.client import HTTPException
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-import waitress
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from werkzeug.exceptions import HTTPException as WerkzeugHTTPException
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
+
+from .web import Server
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
@@ -78,7 +79,6 @@ __all__ = [
     "MAX_BODY_BYTES",
     "MAX_ITERATIONS",
     "Agent",
-    "AgentServer",
     "ReportError",
     "main",
     "run_agent",
@@ -558,79 +558,8 @@ class Agent:
         return status, body
 
 
-class AgentServer:
-    """A waitress server for an agent's app; see :func:`serve`.
-
-    Parameters
-    ----------
-    server : object
-        What :func:`waitress.create_server` returned.
-    """
-
-    def __init__(self, server: Any) -> None:
-        self._server = server
-        self._loop_thread: threading.Thread | None = None
-        self._loop_done = threading.Event()
-        self._closed = False
-        self._closing = threading.Lock()
-
-    @property
-    def host(self) -> str:
-        """The address the server listens on."""
-        return str(self._server.effective_host)
-
-    @property
-    def port(self) -> int:
-        """The port the server listens on (the real one when asked for port 0)."""
-        return int(self._server.effective_port)
-
-    def run(self) -> None:
-        """Serve until :meth:`shutdown` (blocks the calling thread)."""
-        self._loop_thread = threading.current_thread()
-        try:
-            self._server.run()
-        finally:
-            self._loop_done.set()
-
-    def start_in_thread(self) -> threading.Thread:
-        """Serve from a daemon thread and return it."""
-        thread = threading.Thread(target=self.run, name="tdmcore-agent", daemon=True)
-        self._loop_thread = thread
-        thread.start()
-        return thread
-
-    def shutdown(self, timeout_s: float = 5.0) -> None:
-        """Close the listening socket and every connection, stop the worker threads.
-
-        Safe to call from any thread but the serving one (a signal handler should hand
-        it to a thread), and more than once. Requests in flight may be cut off.
-        """
-        with self._closing:
-            if self._closed:
-                return
-            self._closed = True
-        server = self._server
-        socket_map = server._map  # waitress keeps its dispatchers there
-
-        def close_all() -> None:
-            for dispatcher in list(socket_map.values()):
-                try:
-                    dispatcher.close()
-                except OSError:  # pragma: no cover - already closed
-                    pass
-
-        loop = self._loop_thread
-        if loop is not None and loop.is_alive() and loop is not threading.current_thread():
-            # Close from inside the event loop's thread; the loop ends once its map is empty.
-            server.trigger.pull_trigger(close_all)
-            self._loop_done.wait(timeout_s)
-        else:
-            close_all()
-        server.task_dispatcher.shutdown(timeout=timeout_s)
-
-
-def serve(app: WSGIApplication, host: str, port: int) -> AgentServer:
-    """Bind a waitress server (4 threads) for ``app`` without starting it.
+def serve(app: WSGIApplication, host: str, port: int) -> Server:
+    """Bind the bridge's waitress server (4 threads) for ``app`` without starting it.
 
     Parameters
     ----------
@@ -643,18 +572,11 @@ def serve(app: WSGIApplication, host: str, port: int) -> AgentServer:
 
     Returns
     -------
-    AgentServer
-        Call ``.run()`` (or ``.start_in_thread()``) to serve, ``.shutdown()`` to stop.
+    k8s_bridge.web.Server
+        Call ``.run()`` (or ``.start()``) to serve, ``.stop()`` to stop.
     """
-    server = waitress.create_server(
-        app,
-        host=host,
-        port=port,
-        threads=4,
-        ident="tdmcore-agent",
-        max_request_body_size=WAITRESS_MAX_BODY_BYTES,
-    )
-    return AgentServer(server)
+    return Server(app, host, port, threads=4, ident="tdmcore-agent",
+                  max_request_body_size=WAITRESS_MAX_BODY_BYTES)
 
 
 def run_agent(
@@ -686,7 +608,7 @@ def run_agent(
     def stop(signum: int, frame: object) -> None:
         log.info("signal %d: stopping", signum)
         agent.draining = True
-        threading.Thread(target=server.shutdown, daemon=True).start()
+        threading.Thread(target=server.stop, daemon=True).start()
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, stop)

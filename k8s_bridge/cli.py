@@ -147,16 +147,11 @@ def scheduler_cmd(kubeconfig: str | None, api_server: str | None, host: str, log
                              default_identity()).leading if leader_elect else None
     stop = threading.Event()
 
-    def loop() -> None:
-        while not stop.is_set():
-            if ready() and (leading is None or leading.is_set()):
-                try:
-                    sched.run_once()
-                except Exception:  # keep scheduling; the next pass retries
-                    log.exception("scheduling pass failed")
-            stop.wait(0.5)
+    def may_run() -> bool:
+        return ready() and (leading is None or leading.is_set())
 
-    threading.Thread(target=loop, name="scheduling", daemon=True).start()
+    threading.Thread(target=sched.run, args=(stop, 0.5, may_run), name="scheduling",
+                     daemon=True).start()
     _serve_forever(Server(sched.app, host, port), stop)
 
 

@@ -198,10 +198,6 @@ class ClusterModel:
             self.cluster()
             return [str(n["metadata"]["name"]) for n in self._node_json]
 
-    def node_json(self, name: str) -> dict[str, Any] | None:
-        with self.lock:
-            return self.objects["Node"].get(name)
-
     def cluster(self) -> Cluster:
         """Nodes in name order (the order that breaks ties), tau, AppGroups."""
         with self.lock:

@@ -90,7 +90,6 @@ class Pipeline:
         self._order_us = 0
         # node -> (the cluster, its latest Reserve results): what the status write uses
         self._reserved: dict[int, tuple[Any, list[ReserveResult]]] = {}
-        self.decisions: dict[str, int] = {}
 
     def warm_up(self) -> None:
         """Compile the policy's kernels on a two-node cluster of our own (Numba's
@@ -170,7 +169,6 @@ class Pipeline:
                 else:
                     reason, final = self._why(state, pod, i, decision)
                     (unresolvable if final else failed)[name] = reason
-            self.decisions["filter"] = self.decisions.get("filter", 0) + 1
             return FilterOutcome(keep, failed, unresolvable)
 
     def gang_shortfall(self, pod_json: Mapping[str, Any]) -> str:
@@ -235,7 +233,6 @@ class Pipeline:
                     continue
                 finalist = None if cycle.finalists is None else bool(cycle.finalists[i])
                 out.append((name, extender_score(float(cycle.scores[i]), finalist)))
-            self.decisions["prioritize"] = self.decisions.get("prioritize", 0) + 1
             return out
 
     # ----------------------------------------------------------------- bind
@@ -285,7 +282,6 @@ class Pipeline:
                 self.model.invalidate()
                 self._last = None
             raise
-        self.decisions["bind"] = self.decisions.get("bind", 0) + 1
         self._write_statuses(statuses)
         return result
 
@@ -359,7 +355,6 @@ class Pipeline:
             self._mark_bound(d.pod, pod_json, str(d.node_name))
             if d.reserve is not None:
                 by_node.setdefault(d.reserve.node, []).append(d.reserve)
-        self.decisions["gang"] = self.decisions.get("gang", 0) + 1
         return gang, self._statuses(state, by_node)
 
     # -------------------------------------------------------------- records

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 class Gang:
     key: str
     pods: tuple[dict[str, Any], ...]
-    priority: int
     created: str
 
 
@@ -91,12 +90,8 @@ class StandaloneScheduler:
                         continue
                 members.sort(key=lambda p: (str(p["metadata"].get("creationTimestamp", "")),
                                             str(p["metadata"].get("name"))))
-                try:
-                    prio = max(self.model.domain_pod(p).priority for p in members)
-                except ValueError:
-                    prio = 0
                 created = str(members[0]["metadata"].get("creationTimestamp", ""))
-                out.append(Gang(gkey, tuple(members), prio, created))
+                out.append(Gang(gkey, tuple(members), created))
         out.sort(key=lambda g: (g.created, g.key))
         return out
 
@@ -126,10 +121,14 @@ class StandaloneScheduler:
                 break  # head-of-line blocking
         return out
 
-    def run(self, stop: threading.Event, interval_s: float = 0.5) -> None:
+    def run(self, stop: threading.Event, interval_s: float = 0.5,
+            may_run: Callable[[], bool] = lambda: True) -> None:
+        """A pass every ``interval_s`` while ``may_run()`` (synced; leading), until
+        ``stop``; a failing pass is logged and the next one retries."""
         while not stop.is_set():
-            try:
-                self.run_once()
-            except Exception:
-                log.exception("scheduling pass failed")
+            if may_run():
+                try:
+                    self.run_once()
+                except Exception:
+                    log.exception("scheduling pass failed")
             stop.wait(interval_s)

@@ -150,26 +150,33 @@ def _default(value: Any) -> Any:
 
 
 class Server:
-    """A waitress server in a background thread (tests) or the foreground (main)."""
+    """A waitress server, served from a background thread (:meth:`start`) or the
+    calling one (:meth:`run`); :meth:`stop` is safe from any thread, a signal
+    handler included, and more than once.  Every bridge server (extender,
+    standalone scheduler, controller, agent) is one of these."""
 
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0,
-                 threads: int = 8) -> None:
-        self._server = waitress.create_server(
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, threads: int = 8,
+                 *, ident: str = "tdmcore", max_request_body_size: int = 64 << 20) -> None:
+        self._server: Any = waitress.create_server(
             app, host=host, port=port, threads=threads, clear_untrusted_proxy_headers=True,
-            max_request_body_size=64 << 20, ident="tdmcore")
+            max_request_body_size=max_request_body_size, ident=ident)
         self.port = int(self._server.effective_port)
-        self.host = host
-        self._thread: threading.Thread | None = None
+        self.host = str(self._server.effective_host)
+        #: the serving thread of :meth:`start` (None when served by :meth:`run`)
+        self.thread: threading.Thread | None = None
+        self._loop_done = threading.Event()
         self._running = False
+        self._stopped = False
+        self._stopping = threading.Lock()
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> Server:
-        """Serve in a background thread."""
-        self._thread = threading.Thread(target=self.run, name="waitress", daemon=True)
-        self._thread.start()
+        """Serve in a daemon thread (:attr:`thread`)."""
+        self.thread = threading.Thread(target=self.run, name="waitress", daemon=True)
+        self.thread.start()
         return self
 
     def run(self) -> None:
@@ -179,24 +186,33 @@ class Server:
             self._server.run()
         finally:
             self._running = False
+            self._loop_done.set()
             # waitress stops its worker threads only on KeyboardInterrupt/SystemExit
             self._server.task_dispatcher.shutdown()
 
-    def stop(self) -> None:
-        """Close every socket from inside the server's own loop, which then ends
-        (safe from another thread and from a signal handler)."""
-        server: Any = self._server
-        if not self._running and (self._thread is None or not self._thread.is_alive()):
-            server.close()
-            return
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Close the listening socket and every connection from inside the server's
+        own loop (which then ends), and stop its worker threads."""
+        with self._stopping:
+            if self._stopped:
+                return
+            self._stopped = True
+        server = self._server
 
         def close_all() -> None:
             for channel in list(server._map.values()):
-                channel.close()
+                try:
+                    channel.close()
+                except OSError:  # pragma: no cover - already closed
+                    pass
 
+        if not self._running:
+            close_all()
+            server.task_dispatcher.shutdown(timeout=timeout_s)
+            return
         server.trigger.pull_trigger(close_all)
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(5.0)
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self._loop_done.wait(timeout_s)
 
 
 def serve(app: Any, host: str = "127.0.0.1", port: int = 0, threads: int = 8) -> Server:

@@ -29,11 +29,11 @@ from k8s_bridge.agent import (
     FAIL_OPEN_REPLY,
     MAX_BODY_BYTES,
     Agent,
-    AgentServer,
     main,
     serve,
     validate_report,
 )
+from k8s_bridge.web import Server
 
 ANSWER = {"pause_ms": 12.5, "shift_ms": 3.0, "period_ms": 100.0, "target_phase_ms": 40.0}
 
@@ -115,8 +115,8 @@ class Running:
 
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
-        self.server: AgentServer = serve(agent.app(), "127.0.0.1", 0)
-        self.server.start_in_thread()
+        self.server: Server = serve(agent.app(), "127.0.0.1", 0)
+        self.server.start()
         self.port = self.server.port
 
     def request(
@@ -170,7 +170,7 @@ def start() -> Iterator[Callable[..., Running]]:
 
     yield _start
     for running in started:
-        running.server.shutdown()
+        running.server.stop()
 
 
 # -- relaying -------------------------------------------------------------------------
@@ -407,7 +407,7 @@ def shared() -> Iterator[tuple[Running, FakeController]]:
     fake = FakeController()
     running = Running(Agent(fake.url, "node-a"))
     yield running, fake
-    running.server.shutdown()
+    running.server.stop()
     fake.close()
 
 
@@ -665,12 +665,13 @@ def test_the_command_serves_and_stops_on_sigterm() -> None:
 
 def test_shutdown_stops_serving() -> None:
     server = serve(Agent(None).app(), "127.0.0.1", 0)
-    thread = server.start_in_thread()
+    thread = server.start().thread
+    assert thread is not None
     port = server.port
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     conn.request("GET", "/healthz")  # a kept-alive connection is closed too
     assert conn.getresponse().read() == b"ok"
-    server.shutdown()
+    server.stop()
     thread.join(2.0)
     assert not thread.is_alive()
     conn.close()

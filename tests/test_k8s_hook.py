@@ -266,7 +266,7 @@ def test_through_the_real_agent_to_a_controller(make_hook) -> None:
 
     controller = FakeAgent(lambda n: encode({**NO_PAUSE, "shift_ms": 7.0, "period_ms": 300.0}))
     server = serve(Agent(controller.url, "gpu-node-3").app(), "127.0.0.1", 0)
-    server.start_in_thread()
+    server.start()
     try:
         hook = make_hook(f"http://127.0.0.1:{server.port}", flush_every=4)
         for _ in range(4):
@@ -280,7 +280,7 @@ def test_through_the_real_agent_to_a_controller(make_hook) -> None:
             4,
         )
     finally:
-        server.shutdown()
+        server.stop()
         controller.close()
 
 
