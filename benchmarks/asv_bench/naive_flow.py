@@ -30,12 +30,36 @@ def maxmin(caps: list[float], capacity: float) -> list[float]:
     return rates
 
 
+MASK = (1 << 64) - 1
+GOLDEN = 0x9E3779B97F4A7C15
+
+
+def mix(x: int) -> int:
+    """SplitMix64's finaliser on Python integers."""
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK
+    return x ^ (x >> 31)
+
+
+def noise_normal(seed: int, key: int, i: int) -> float:
+    """The documented counter-based normal of iteration ``i`` of job ``key``."""
+    base = mix((mix((seed + GOLDEN) & MASK) + key * GOLDEN) & MASK)
+    h1 = mix((base + (2 * i + 1) * GOLDEN) & MASK)
+    h2 = mix((base + (2 * i + 2) * GOLDEN) & MASK)
+    u1 = ((h1 >> 11) + 1) / 2.0**53
+    u2 = (h2 >> 11) / 2.0**53
+    return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+
+
 def simulate(jobs, capacity, background=None, sigma=0.0, seed=0, until=math.inf):
     """Iteration end times per job (lists), and Gbit sent per pod."""
     n = len(jobs)
     max_iter = max(1, max(j.iterations for j in jobs))
-    rng = np.random.default_rng(seed)
-    noise = np.exp(sigma * rng.standard_normal((n, max_iter)) - sigma * sigma / 2)
+    noise = np.ones((n, max_iter))
+    if sigma:
+        for i in range(n):
+            for k in range(max_iter):
+                noise[i, k] = math.exp(sigma * noise_normal(seed, i, k) - sigma * sigma / 2)
     background = background or [0.0] * len(capacity)
     pods = [(i, link) for i, j in enumerate(jobs) for link in j.links]
     sent = [0.0] * len(pods)
@@ -104,6 +128,8 @@ def simulate(jobs, capacity, background=None, sigma=0.0, seed=0, until=math.inf)
             if left[p] > 0 and rates[p] > 0:
                 events.append(t + left[p] / (rates[p] / 1000))
         t_next = min(events)
+        if t_next == math.inf:  # only transfers stalled at rate 0 are left: they never end
+            return ends, sent, t
         for p in range(len(pods)):
             if left[p] > 0:
                 done_at = t + left[p] / (rates[p] / 1000) if rates[p] > 0 else math.inf

@@ -304,6 +304,71 @@ class Controller:
         (such a job is never paused)."""
         return self._is_high(job)
 
+    def high_jobs(self) -> set[str]:
+        """Every placed job that :meth:`is_high` holds for, in one pass over the
+        link plans (``O(pods on planned links)`` instead of per job)."""
+        low: set[str] = set()
+        for plan in self.links.values():
+            prios = {j: self._priority(j) for j in plan.jobs}
+            top = max(prios.values(), default=0)
+            low.update(j for j, p in prios.items() if p < top)
+        return {job for job in self.state.job_members if job not in low}
+
+    def watch_state(self, pod: str) -> tuple[list[float], list[float], int, list[int]] | None:
+        """What the monitor holds for ``pod``: its window of iteration times and
+        its longer history (oldest first), the reports taken, and the report
+        indices of its recent readjustments.  None before its first report."""
+        watch = self._watch.get(pod)
+        if watch is None:
+            return None
+        return (list(watch.durations), list(watch.history), watch.iterations,
+                list(watch.readjusted_at))
+
+    def set_watch_state(self, pod: str, durations: list[float], history: list[float],
+                        iterations: int, readjusted_at: list[int]) -> None:
+        """Replace the monitor's view of ``pod`` (a front end that takes the reports
+        elsewhere, like the simulator's event engine, hands it back this way)."""
+        if pod not in self.state.placed:
+            raise ValueError(f"pod: {pod!r} is not placed")
+        cfg = self.config
+        self._watch[pod] = _PodWatch(
+            deque(durations, maxlen=cfg.window), deque(maxlen=cfg.window),
+            deque(history, maxlen=cfg.readjust_horizon),
+            deque(maxlen=cfg.readjust_horizon), int(iterations), list(readjusted_at))
+
+    def absorb_quiet(self, pod: str, count: int, starts_ms: ArrayLike,
+                     durations_ms: ArrayLike) -> None:
+        """``count`` finished iterations of ``pod``, of which the caller knows that
+        none triggers anything (every one, and every one in the window, lies where
+        no slow count, drift or readjustment can fire); only the last ones are
+        given (at least the history's length when ``count`` is larger).
+
+        The result is what ``count`` calls of :meth:`report_iteration` would leave.
+        """
+        if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
+            raise ValueError(f"count: expected an integer >= 0, got {count!r}")
+        starts = v.as_float_array("starts_ms", starts_ms, ndim=1)
+        durations = v.as_float_array("durations_ms", durations_ms, ndim=1)
+        if starts.shape != durations.shape or durations.size > count:
+            raise ValueError("durations_ms: expected at most `count` values, one per start")
+        if durations.size < min(count, self.config.readjust_horizon):
+            raise ValueError("durations_ms: give at least the last readjust_horizon values")
+        entry = self.state.placed.get(pod)
+        if entry is None:
+            raise ValueError(f"pod: {pod!r} is not placed")
+        skipped = count - durations.size
+        if skipped and self.config.monitor and entry.pod.pattern is not None:
+            self._new_watch(pod).iterations += skipped  # marks are pruned by the reports below
+        actions = self.report_iterations(pod, starts, durations)
+        if actions:
+            raise ValueError(f"durations_ms: these reports are not quiet ({actions[0][1]})")
+
+    def _new_watch(self, pod: str) -> _PodWatch:
+        cfg = self.config
+        return self._watch.setdefault(pod, _PodWatch(
+            deque(maxlen=cfg.window), deque(maxlen=cfg.window),
+            deque(maxlen=cfg.readjust_horizon), deque(maxlen=cfg.readjust_horizon)))
+
     def slow_in_window(self, pod: str) -> int:
         """Iterations of ``pod`` in the current window that count as slow."""
         watch = self._watch.get(pod)
@@ -350,9 +415,7 @@ class Controller:
         if not self.config.monitor or pattern is None:
             return []
         cfg = self.config
-        watch = self._watch.setdefault(pod, _PodWatch(
-            deque(maxlen=cfg.window), deque(maxlen=cfg.window),
-            deque(maxlen=cfg.readjust_horizon), deque(maxlen=cfg.readjust_horizon)))
+        watch = self._new_watch(pod)
         watch.durations.append(duration)
         watch.history.append(duration)
         if comm_ms is not None:
@@ -421,9 +484,7 @@ class Controller:
                 self.anchors_ms[job] = max(float(starts[k:].max()),
                                            self.anchors_ms.get(job, -np.inf))
                 return out
-            watch = self._watch.setdefault(pod, _PodWatch(
-                deque(maxlen=cfg.window), deque(maxlen=cfg.window),
-                deque(maxlen=cfg.readjust_horizon), deque(maxlen=cfg.readjust_horizon)))
+            watch = self._new_watch(pod)
             # Short batches: one by one is cheaper than the vectorised check.
             m = 0 if n - k < SMALL_BATCH else self._quiet_prefix(
                 job, pattern, watch, durations[k:], None if comms is None else comms[k:])

@@ -5,8 +5,10 @@ through :class:`tdmcore.framework.Scheduler` (a job that does not fit waits in
 arrival order and is retried whenever a job leaves); the flow-level kernel
 (:func:`tdmcore._kernels.flow.advance`) runs their iterations on the nodes' host
 links; for the Metronome policies the stop-and-wait :class:`tdmcore.controller.
-Controller` receives every iteration report and its shifts, pauses, idle
-injections and pattern updates act on the running model.  The same objects run
+Controller` receives every iteration report the moment the iteration ends, and
+its shifts, pauses, idle injections and pattern updates act on the running model
+(the engine takes the quiet reports and the pauses itself, with the controller's
+rules, and hands every other report to the controller).  The same objects run
 behind the Kubernetes bridge: domain objects -> snapshot -> kernels -> decision.
 
 Policies: the placement policies of :data:`tdmcore.policies.POLICIES` and
@@ -27,31 +29,20 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .. import _validation as v
-from .._kernels.flow import (
-    DONE_GBIT,
-    PHASE_COMM,
-    PHASE_COMPUTE,
-    PHASE_DONE,
-    PHASE_READY,
-    PHASE_TAIL,
-    PHASE_WAIT,
-    STOP_DRAIN,
-    STOP_FINISHED,
-    STOP_IDLE,
-    STOP_SOLO,
-    advance,
-)
+from .._kernels import flow as K
+from .._kernels.flow import DONE_GBIT, noise_factor
+from .._kernels.stretch import stretch_commit, stretch_locate, stretch_summary
 from ..controller import Controller, PatternUpdate, Readjustment
 from ..framework import Scheduler, Status
 from ..link import LinkPlan
 from ..model import Cluster, ClusterState, Pod, TrafficPattern
 from ..policies import POLICIES, make_policy
+from .network import FlowEngine, MonitorConfig
 
 __all__ = [
     "CLUSTER_POLICIES",
@@ -64,14 +55,13 @@ __all__ = [
 
 #: Placement policies the cluster simulator runs (``ideal`` is simulator-only).
 CLUSTER_POLICIES: tuple[str, ...] = (*POLICIES, "ideal")
-#: Iterations logged per job between two drains of the kernel's buffers.
-LOG_SLOTS = 256
-#: **[decision]** A stretch computed in closed form longer than this keeps a
-#: systematic sample of this many iteration times for its percentiles; its mean and
-#: end time are exact.  (Philly jobs run up to 10^8 iterations.)
+#: **[decision]** A job keeps a systematic sample of at most about this many
+#: iteration times for its percentiles (iteration ``i`` when ``i % step == 0``,
+#: ``step = ceil(iterations / KEEP_DURATIONS)``); its mean and end are exact.
+#: (Philly jobs run up to 10^8 iterations.)
 KEEP_DURATIONS = 10_000
-#: Local jobs draw their compute noise in blocks of this many iterations.
-NOISE_BLOCK = 1 << 20
+#: Sampled iteration times buffered per job in the engine between two hand-overs.
+SAMPLE_BUFFER = 1024
 
 
 @dataclass(frozen=True)
@@ -229,116 +219,17 @@ class RunResult:
 class _Solo:
     """A networked job alone on all its links, computed in closed form.
 
-    Iteration ``i`` (from ``i0``) lasts ``compute x noise_i + stretch + comm + tail``
-    with ``comm`` fixed (its transfers share no link with anyone), exactly what the
-    kernel would compute.  Its noise is the job's stream: ``prefix`` (already drawn)
-    then draws from a generator restored to ``state0``.
+    Iteration ``i`` (from ``i0``, which starts at ``s0``) lasts
+    ``compute x noise_i + stretch + comm + tail`` with ``comm`` fixed (its transfers
+    share no link with anyone): exactly what the engine would compute.
     """
 
     i0: int
     s0: float
-    state0: dict[str, Any]
-    prefix: NDArray[np.float64]
     comm: float
     stretch: float
     end: float
-    total: float
     version: int
-
-
-class _Flow:
-    """The kernel's state arrays for the running jobs, rebuilt when the set changes."""
-
-    JOB_F = ("compute", "start", "stretch", "tail", "hold_phase", "hold_period", "slow_ms",
-             "phase_end")
-    JOB_I = ("n_iters", "slow_limit", "slow_count", "phase", "iteration", "pending", "base",
-             "leave")
-    POD_F = ("cap", "volume", "left", "sent")
-
-    def __init__(self, n_links: int, capacity: NDArray[np.float64],
-                 background: NDArray[np.float64]) -> None:
-        self.names: list[str] = []
-        self.f = {k: np.zeros(0) for k in self.JOB_F}
-        self.i = {k: np.zeros(0, dtype=np.int64) for k in self.JOB_I}
-        self.noise = np.zeros((0, LOG_SLOTS))
-        self.logs = np.zeros((3, 0, LOG_SLOTS))
-        self.pod_job = np.zeros(0, dtype=np.int64)
-        self.pod_link = np.zeros(0, dtype=np.int64)
-        self.p = {k: np.zeros(0) for k in self.POD_F}
-        self.capacity = capacity
-        self.background = background
-        self.link_sent = np.zeros(n_links)
-        self.link_ptr = np.zeros(n_links + 1, dtype=np.int64)
-        self.link_pods = np.zeros(0, dtype=np.int64)
-        self.finished = np.zeros(1, dtype=np.int64)
-
-    def index(self, name: str) -> int:
-        return self.names.index(name)
-
-    def add(self, name: str, job: dict[str, float], links: Sequence[int],
-            cap: float, volume: float, noise: NDArray[np.float64],
-            left: NDArray[np.float64] | None = None, sent: NDArray[np.float64] | None = None,
-            logs: tuple[float, float, float] | None = None) -> None:
-        self.names.append(name)
-        for k in self.JOB_F:
-            self.f[k] = np.append(self.f[k], job.get(k, 0.0))
-        for k in self.JOB_I:
-            self.i[k] = np.append(self.i[k], int(job.get(k, 0)))
-        self.noise = np.vstack([self.noise, noise[None, :]])
-        self.logs = np.concatenate([self.logs, np.full((3, 1, LOG_SLOTS), np.nan)], axis=1)
-        j = len(self.names) - 1
-        n = len(links)
-        self.pod_job = np.append(self.pod_job, np.full(n, j, dtype=np.int64))
-        self.pod_link = np.append(self.pod_link, np.asarray(links, dtype=np.int64))
-        for k, value in (("cap", cap), ("volume", volume), ("left", 0.0), ("sent", 0.0)):
-            self.p[k] = np.append(self.p[k], np.full(n, value))
-        if left is not None:
-            self.p["left"][-n:] = left
-        if sent is not None:
-            self.p["sent"][-n:] = sent
-        if logs is not None:
-            self.logs[:, j, 0] = logs
-        self._relink()
-
-    def remove(self, name: str) -> tuple[float, NDArray[np.float64]]:
-        """Drop a job; return the Gbit its pods sent and their links."""
-        j = self.index(name)
-        self.names.pop(j)
-        keep = np.ones(len(self.names) + 1, dtype=np.bool_)
-        keep[j] = False
-        for k in self.JOB_F:
-            self.f[k] = self.f[k][keep]
-        for k in self.JOB_I:
-            self.i[k] = self.i[k][keep]
-        self.noise = self.noise[keep]
-        self.logs = self.logs[:, keep]
-        mine = self.pod_job == j
-        sent = float(self.p["sent"][mine].sum())
-        self.pod_job = self.pod_job[~mine]
-        self.pod_job[self.pod_job > j] -= 1
-        self.pod_link = self.pod_link[~mine]
-        for k in self.POD_F:
-            self.p[k] = self.p[k][~mine]
-        self._relink()
-        return sent, self.link_sent
-
-    def _relink(self) -> None:
-        n_links = self.capacity.shape[0]
-        counts = np.bincount(self.pod_link[self.pod_link >= 0], minlength=n_links)
-        self.link_ptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-        order = np.argsort(np.where(self.pod_link < 0, n_links, self.pod_link), kind="stable")
-        self.link_pods = order[: int(counts.sum())].astype(np.int64)
-
-    def run(self, t: float, until: float) -> tuple[float, int]:
-        f, i, p = self.f, self.i, self.p
-        return advance(  # type: ignore[no-any-return]
-            t, until, f["compute"], f["start"], i["n_iters"], f["stretch"], f["tail"],
-            f["hold_phase"], f["hold_period"], f["slow_ms"], i["slow_limit"],
-            i["slow_count"], i["phase"], f["phase_end"], i["iteration"], i["pending"],
-            i["base"], i["leave"], self.noise, self.logs[0], self.logs[1], self.logs[2],
-            self.pod_job, self.pod_link, p["cap"], p["volume"], p["left"], p["sent"],
-            self.capacity, self.background, self.link_ptr, self.link_pods, self.link_sent,
-            self.finished)
 
 
 def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str, *, seed: int = 0,
@@ -351,18 +242,19 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str, *, seed: i
     ----------
     sim, jobs : the cluster and the jobs (names unique).
     policy : one of :data:`CLUSTER_POLICIES`.
-    seed : compute noise is drawn per job from ``(seed, job index)``, so every
-        policy sees the same noise for the same job.
+    seed : compute noise of job ``k`` (its index in ``jobs``) at iteration ``i`` is
+        the counter-based draw ``(seed, k, i)`` (:mod:`tdmcore.sim.network`), so
+        every policy sees the same noise for the same job and iteration.
     noise_sigma : lognormal compute noise, mean 1 (spec: 1 %).
     sample_ms : link utilisation sampling interval (default: 1/400 of the last
         arrival plus the longest ideal job, at least 1 s).
     progress : called with the simulated time (ms) reached, now and then.
     skip_ahead : compute a networked job that is alone on all its links in closed
-        form (exact: nothing shares its transfers; the test suite checks it against
-        ``skip_ahead=False``, which runs every iteration through the kernel).  Link
-        utilisation samples of such a stretch are spread evenly over it; totals
-        are exact.  Not used under a monitoring controller (``metronome``,
-        ``metronome-no-phase3``), where it would move when the controller acts.
+        form while none of its iterations can make the controller act (exact:
+        nothing shares its transfers, and every report it would make is quiet; the
+        test suite checks it against ``skip_ahead=False``, which runs every
+        iteration through the engine).  Link utilisation samples of such a stretch
+        are spread evenly over it; totals are exact.
 
     A job that cannot be placed on the empty cluster under ``policy`` (it needs
     more than the cluster has) is never started: its ``end_ms`` stays None.
@@ -401,18 +293,26 @@ class _Run:
         # the stop-and-wait controller runs for the Metronome policies only
         self.controller = Controller.for_policy(self.state, placement) \
             if policy.startswith("metronome") else None
+        self.monitor = self.controller is not None and self.controller.config.monitor
         k = len(self.cluster)
         n_private = sum(j.workers for j in jobs) if self.ideal else 0
         capacity = np.concatenate([self.cluster.link_gbps, np.zeros(n_private)])
         background = np.concatenate([np.zeros(k) if self.ideal else sim.background_gbps,
                                      np.zeros(n_private)])
         self.private_next = k
-        self.flow = _Flow(k + n_private, capacity, background)
+        cfg = self.controller.config if self.controller is not None else None
+        monitor = MonitorConfig() if cfg is None else MonitorConfig(
+            cfg.window, cfg.o_t, cfg.readjust_horizon, cfg.readjust_limit)
+        self.engine = FlowEngine(capacity, background, seed=seed, sigma=sigma,
+                                 monitor=monitor, samples_per_job=SAMPLE_BUFFER,
+                                 jobs_hint=16)
+        self.slot: dict[str, int] = {}
+        self.name_of: dict[int, str] = {}
         self.job_by_name = {j.name: j for j in jobs}
         self.index = {j.name: i for i, j in enumerate(jobs)}
+        self.step = {j.name: max(1, -(-j.iterations // KEEP_DURATIONS)) for j in jobs}
         self.results = {j.name: JobResult(j.name, j.model, j.priority, j.arrival_s * 1e3,
                                           j.iterations) for j in jobs}
-        self.rng = {j.name: np.random.default_rng([seed, i]) for i, j in enumerate(jobs)}
         self.durations: dict[str, list[NDArray[np.float64]]] = {j.name: [] for j in jobs}
         self.pod_node_links: dict[str, NDArray[np.int64]] = {}
         self.sent_by_node = np.zeros(k)
@@ -424,11 +324,7 @@ class _Run:
         self.fits_empty: dict[str, bool] = {}
         self.networked: set[str] = set()
         self.local_ends: list[tuple[float, int, str]] = []  # heap: (end, version, job)
-        # **[decision]** not under a monitoring controller: it reads reports when the
-        # kernel hands them over, and skipping ahead moves those points, so a pattern
-        # update could act an iteration earlier or later (not exact).
-        self.skip_ahead = skip_ahead and (self.controller is None
-                                          or not self.controller.config.monitor)
+        self.skip_ahead = skip_ahead
         self.solo: dict[str, _Solo] = {}
         self.link_jobs: dict[int, set[str]] = {}
         self.params: dict[str, tuple[float, float, float, float, list[int]]] = {}
@@ -449,7 +345,7 @@ class _Run:
         return self.fits_empty[key]
 
     def _try_place(self, job: SimJob, t: float) -> bool:
-        self._drain()  # the controller sees every iteration up to now
+        self._sync_anchors()  # the controller knows every iteration up to now
         before = dict(self.controller.offsets_ms) if self.controller is not None else {}
         tic = time.perf_counter()
         decision = self.scheduler.schedule_gang(self.state, job.pods())
@@ -463,10 +359,12 @@ class _Run:
             return False
         nodes = [self.state.placed[p.name].node for p in job.pods()]
         self._start(job, nodes, t)
-        if shifts:
-            self._apply_offsets(t, before, exclude=job.name)
-        if self.controller is not None:  # keep the plans: the links empty as jobs leave
-            for node, plan in self.controller.links.items():
+        if self.controller is not None:
+            if shifts:
+                self._apply_offsets(t, before, exclude=job.name)
+            self._update_stretch(t)
+            self._refresh_params()
+            for node, plan in self.controller.links.items():  # kept: links empty later
                 self.link_plans[self.cluster.nodes[node].name] = plan
         return True
 
@@ -478,7 +376,7 @@ class _Run:
         out = []
         for _ in nodes:
             out.append(self.private_next)
-            self.flow.capacity[self.private_next] = job.pattern.bandwidth_gbps
+            self.engine.lf[K.L_CAP, self.private_next] = job.pattern.bandwidth_gbps
             self.private_next += 1
         return out
 
@@ -488,10 +386,10 @@ class _Run:
         networked = any(link >= 0 for link in links)
         for link in set(links) if networked else ():
             for other in list(self.link_jobs.get(link, ())):
-                if other in self.solo:  # it shares a link from now on: back to the kernel
+                if other in self.solo:  # it shares a link from now on: back to the engine
                     self._solo_to_kernel(other, t)
-                elif other in self.flow.names:  # no longer alone: stays in the kernel
-                    self.flow.i["leave"][self.flow.index(other)] = 0
+                elif other in self.slot:  # no longer alone: stays in the engine
+                    self.engine.ji[K.I_LEAVE, self.slot[other]] = 0
         period = job.period_ms
         duty = pattern.duty_cycle if pattern is not None else 0.0
         compute = period * (1.0 - duty) if networked else period
@@ -520,19 +418,152 @@ class _Run:
         self.networked.add(job.name)
         for link in set(links):
             self.link_jobs.setdefault(link, set()).add(job.name)
+        stretch = self._stretch_map().get(job.name, 0.0)
         if self.skip_ahead and self._alone(job.name) \
-                and self._solo_begin(job.name, 0, start, np.zeros(0), 0.0):
+                and self._solo_begin(job.name, 0, start, stretch):
             return
-        slow_ms, slow_limit = np.inf, np.iinfo(np.int64).max
-        if self.controller is not None and self.controller.config.monitor:
-            cfg = self.controller.config
-            slow_ms, slow_limit = cfg.a_t * period, cfg.o_t + 1
-        self.flow.add(job.name, {
-            "compute": compute, "start": start, "n_iters": job.iterations,
-            "tail": tail, "hold_phase": np.nan, "hold_period": period,
-            "slow_ms": slow_ms, "slow_limit": slow_limit, "phase": PHASE_WAIT,
-        }, links, rate, volume, self._noise(job.name, LOG_SLOTS))
-        self._update_stretch()
+        self._enter(job.name, 0, start, stretch)
+
+    def _enter(self, name: str, done: int, start: float, stretch: float) -> int:
+        """Put a networked job in the engine, its next iteration ``done`` due at
+        ``start``; load the controller's view of it."""
+        job = self.job_by_name[name]
+        compute, tail, rate, volume, links = self.params[name]
+        j = self.engine.add(key=self.index[name], compute_ms=compute,
+                            iterations=job.iterations, start_ms=start, links=links,
+                            cap_gbps=rate, volume_gbit=volume, tail_ms=tail,
+                            stretch_ms=stretch, done=done, step=self.step[name],
+                            job_period_ms=job.period_ms)
+        self.slot[name] = j
+        self.name_of[j] = name
+        if self.controller is not None:
+            anchor = self.controller.anchors_ms.get(name)
+            self.engine.jf[K.F_ANCHOR, j] = -np.inf if anchor is None else anchor
+            self._params_of(name, j, self.controller.high_jobs())
+            self._load_watch(name)
+        return j
+
+    def _leave(self, name: str) -> int:
+        """Take a job out of the engine: its counts, samples and sent volume go to
+        the results (and its monitor state to the controller); returns its slot."""
+        j = self.slot.pop(name)
+        del self.name_of[j]
+        eng = self.engine
+        res = self.results[name]
+        res.done += int(eng.ji[K.I_DONE, j])
+        res.busy_ms += float(eng.jf[K.F_BUSY, j])
+        res.readjustments += int(eng.ji[K.I_READJ, j])
+        res.pause_ms += float(eng.jf[K.F_PAUSE_MS, j])
+        self.durations[name].append(eng.take_samples(j))
+        np.add.at(self.sent_by_node, self.pod_node_links[name],
+                  eng.pf[K.P_SENT, eng.pods(j)])
+        if self.monitor and self.controller is not None:
+            pod = self.state.job_members[name][0]
+            self.controller.set_watch_state(pod, *eng.monitor_state(j))
+        if self.controller is not None and eng.jf[K.F_ANCHOR, j] > -np.inf:
+            self.controller.anchors_ms[name] = max(
+                float(eng.jf[K.F_ANCHOR, j]), self.controller.anchors_ms.get(name, -np.inf))
+        eng.remove(j)
+        return j
+
+    # ------------------------------------------------------------------ controller view
+    def _sync_anchors(self) -> None:
+        """The controller's anchors from the engine (every reported iteration start)."""
+        if self.controller is None:
+            return
+        anchors = self.controller.anchors_ms
+        jf = self.engine.jf
+        for name, j in self.slot.items():
+            a = float(jf[K.F_ANCHOR, j])
+            if a > anchors.get(name, -np.inf):
+                anchors[name] = a
+
+    def _load_watch(self, name: str) -> None:
+        """The engine takes the controller's monitor state of ``name``."""
+        assert self.controller is not None
+        j = self.slot[name]
+        pod = self.state.job_members[name][0]
+        state = self.controller.watch_state(pod)
+        if state is None:
+            state = ([], [], 0, [])
+        self.engine.set_monitor_state(j, *state)
+
+    def _params_of(self, name: str, j: int, high: set[str]) -> None:
+        """Monitor thresholds and the target phase's terms of engine job ``name``."""
+        ctrl = self.controller
+        assert ctrl is not None
+        cfg = ctrl.config
+        jf, ji = self.engine.jf, self.engine.ji
+        pattern = ctrl._pattern(name)
+        ji[K.I_MON, j] = int(self.monitor and pattern is not None)
+        if pattern is not None:
+            p = pattern.period_ms
+            jf[K.F_SLOW, j] = cfg.a_t * p
+            jf[K.F_DLO, j] = p * (1 - cfg.drift_tol)
+            jf[K.F_DHI, j] = p * (1 + cfg.drift_tol)
+            jf[K.F_PPAT, j] = p
+        ji[K.I_HIGH, j] = int(name in high)
+        # target_phase: anchor(root) + compute(root) + off(job) - off(root) - compute(job)
+        root = ctrl.roots.get(name)
+        off = ctrl.offsets_ms
+        jf[K.F_TFIX, j] = off.get(name, 0.0)  # target_phase None: the offset itself
+        if root is None or root == name:
+            ji[K.I_ROOT, j] = -1
+        elif root in self.slot:
+            ji[K.I_ROOT, j] = self.slot[root]
+            jf[K.F_T_CR, j] = ctrl._compute_ms(root)
+            jf[K.F_T_OJ, j] = off.get(name, 0.0)
+            jf[K.F_T_OR, j] = off.get(root, 0.0)
+            jf[K.F_T_CJ, j] = ctrl._compute_ms(name)
+        else:  # the reference runs outside the engine: the controller computes the target
+            ji[K.I_ROOT, j] = -2
+
+    def _refresh_params(self) -> None:
+        if self.controller is None or not self.slot:
+            return
+        high = self.controller.high_jobs()
+        for name, j in self.slot.items():
+            self._params_of(name, j, high)
+
+    def _report(self, j: int, t: float) -> None:
+        """The engine stopped before job slot ``j``'s report: the controller takes it
+        (a changed pattern, repeated readjustments, or a target it must compute)."""
+        ctrl = self.controller
+        assert ctrl is not None
+        name = self.name_of[j]
+        pod = self.state.job_members[name][0]
+        eng = self.engine
+        self._sync_anchors()
+        self._refresh_anchor(name, t)
+        ctrl.set_watch_state(pod, *eng.monitor_state(j))
+        before = dict(ctrl.offsets_ms)
+        actions = ctrl.report_iteration(pod, float(eng.jf[K.F_LAST_START, j]),
+                                        float(eng.jf[K.F_LAST_DUR, j]))
+        changed = False
+        for action in actions:
+            if isinstance(action, Readjustment):
+                self._pause(name, t, action.pause_ms)
+            elif isinstance(action, PatternUpdate):
+                self.pattern_updates += 1
+                changed = True
+        eng.resume(j, t)
+        if changed:
+            self._update_stretch(t)
+            self._apply_offsets(t, before, exclude="")
+            self._refresh_params()
+        else:
+            self._params_of(name, j, ctrl.high_jobs())
+        self._load_watch(name)
+
+    def _pause(self, name: str, at_ms: float, pause_ms: float) -> None:
+        """The controller paused job ``name`` (between iterations at ``at_ms``)."""
+        j = self.slot[name]
+        res = self.results[name]
+        res.readjustments += 1
+        res.pause_ms += pause_ms
+        period = self.job_by_name[name].period_ms
+        self.engine.jf[K.F_HOLD_PHASE, j] = (at_ms + pause_ms) % period
+        self.engine.jf[K.F_HOLD_PERIOD, j] = period
 
     # ------------------------------------------------------------------ skip-ahead
     def _alone(self, name: str) -> bool:
@@ -544,178 +575,128 @@ class _Run:
         ``B - background`` max-min fairly at rate ``min(r, (B - bg) / k)``."""
         _, _, rate, volume, links = self.params[name]
         comm = 0.0
+        lf = self.engine.lf
         for link in set(links):
             k = links.count(link)
-            free = self.flow.capacity[link] - self.flow.background[link]
+            free = lf[K.L_CAP, link] - lf[K.L_BG, link]
             per_pod = rate if rate <= free / k else free / k
             comm = max(comm, volume / (per_pod * 1e-3))
         return comm
-
-    def _solo_noise(self, solo: _Solo, count: int) -> Any:
-        """The job's noise multipliers from iteration ``i0``, ``count`` of them, in
-        blocks; the last item is the generator, positioned after the last value."""
-        gen = np.random.default_rng()
-        gen.bit_generator.state = solo.state0
-        prefix = solo.prefix[:count]
-        if prefix.size:
-            yield prefix
-        left = count - prefix.size
-        s = self.sigma
-        while left > 0:
-            block = min(NOISE_BLOCK, left)
-            if s == 0.0:
-                yield np.ones(block)
-            else:
-                yield np.exp(s * gen.standard_normal(block) - s * s / 2)
-            left -= block
-        yield gen
-
-    def _solo_durations(self, name: str, solo: _Solo, count: int) -> Any:
-        compute, tail = self.params[name][0], self.params[name][1]
-        for chunk in self._solo_noise(solo, count):
-            if isinstance(chunk, np.random.Generator):
-                yield chunk
-            else:
-                yield compute * chunk + solo.stretch + solo.comm + tail
 
     def _quiet_bounds(self, name: str) -> tuple[float, float] | None:
         """Iteration times in ``[lo, hi]`` can trigger nothing in the controller (no
         slow iteration, no drift), given what its window already holds; None when
         the window itself is outside.  ``(-inf, inf)`` without a monitor."""
-        if self.controller is None or not self.controller.config.monitor:
+        if not self.monitor:
             return (-np.inf, np.inf)
+        assert self.controller is not None
         cfg = self.controller.config
-        pod = self.state.job_members[name][0]
-        pattern = self.state.placed[pod].pod.pattern
-        assert pattern is not None
+        pattern = self.controller._pattern(name)
+        if pattern is None:
+            return (-np.inf, np.inf)
         lo = pattern.period_ms * (1 - cfg.drift_tol)
         hi = pattern.period_ms * min(cfg.a_t, 1 + cfg.drift_tol)
-        watch = self.controller._watch.get(pod)
-        if watch is not None and any(not lo <= d <= hi for d in watch.durations):
+        if name in self.slot:
+            window = self.engine.monitor_state(self.slot[name])[0]
+        else:
+            state = self.controller.watch_state(self.state.job_members[name][0])
+            window = state[0] if state is not None else []
+        if any(not lo <= d <= hi for d in window):
             return None
         return lo, hi
 
-    def _solo_begin(self, name: str, i0: int, s0: float, prefix: NDArray[np.float64],
-                    stretch: float) -> bool:
+    def _solo_terms(self, name: str, solo: _Solo) -> tuple[int, float, float]:
+        compute, tail = self.params[name][0], self.params[name][1]
+        return self.index[name], compute, solo.stretch + solo.comm + tail
+
+    def _solo_begin(self, name: str, i0: int, s0: float, stretch: float) -> bool:
         """Take the job out of the event loop from iteration ``i0`` at ``s0``, if
-        that is exact: it is alone on its links and, under a monitoring controller,
-        none of its iterations could make the controller act."""
+        that is exact: it is alone on its links and none of its iterations could
+        make the controller act."""
         bounds = self._quiet_bounds(name)
         if bounds is None:
             return False
         job = self.job_by_name[name]
-        solo = _Solo(i0, s0, dict(self.rng[name].bit_generator.state), prefix,
-                     self._solo_comm(name), stretch, s0, 0.0, self.versions + 1)
-        total = 0.0
-        for chunk in self._solo_durations(name, solo, job.iterations - i0):
-            if not isinstance(chunk, np.random.Generator):
-                if chunk.size and (chunk.min() < bounds[0] or chunk.max() > bounds[1]):
-                    return False
-                total += float(chunk.sum())
+        solo = _Solo(i0, s0, self._solo_comm(name), stretch, s0, self.versions + 1)
+        key, compute, const = self._solo_terms(name, solo)
+        total, lo, hi = stretch_summary(self.seed, key, self.sigma, i0, job.iterations - i0,
+                                        compute, const)
+        if lo < bounds[0] or hi > bounds[1]:
+            return False
         self.versions += 1
-        solo.total, solo.end = total, s0 + total
+        solo.end = s0 + total
         self.solo[name] = solo
         heapq.heappush(self.local_ends, (solo.end, solo.version, name))
         return True
 
-    def _solo_commit(self, name: str, solo: _Solo, count: int) -> Any:
-        """Record ``count`` iterations of the stretch, in one pass; return the
-        generator after them and the start of the next one."""
+    def _solo_commit(self, name: str, solo: _Solo, count: int) -> float:
+        """Record ``count`` iterations of the stretch in one pass; return the start
+        of the next one."""
         res = self.results[name]
-        step = max(1, -(-count // KEEP_DURATIONS))
-        keep = 0 if self.controller is None else min(count,
-                                                      self.controller.config.readjust_horizon)
-        last_d, last_s = np.zeros(0), np.zeros(0)
-        done, t = 0, solo.s0
-        gen = None
-        for chunk in self._solo_durations(name, solo, count):
-            if isinstance(chunk, np.random.Generator):
-                gen = chunk
-                continue
-            if keep:  # the last `keep` iterations and their starts
-                starts = t + np.concatenate([[0.0], np.cumsum(chunk)])[:-1]
-                last_d = np.concatenate([last_d, chunk])[-keep:]
-                last_s = np.concatenate([last_s, starts])[-keep:]
-            res.busy_ms += float(chunk.sum())
-            t += float(chunk.sum())
-            self.durations[name].append(chunk[(-done) % step::step].copy())
-            done += chunk.size
+        key, compute, const = self._solo_terms(name, solo)
+        step = self.step[name]
+        keep = 0 if self.controller is None else self.controller.config.readjust_horizon
+        samples = np.empty(count // step + 2)
+        last_d, last_s = np.empty(keep), np.empty(keep)
+        total, written, kept = stretch_commit(self.seed, key, self.sigma, solo.i0, count,
+                                              compute, const, solo.s0, step, samples,
+                                              last_d, last_s)
+        res.busy_ms += total
         res.done += count
+        self.durations[name].append(samples[:written])
         volume = self.params[name][3]
         np.add.at(self.sent_by_node, self.pod_node_links[name], volume * count)
-        if keep:
+        if self.controller is not None and count:
             # the controller's view after these reports: the last ones fill its window
             # and history, and give the anchor (none of them can trigger anything)
+            m = min(kept, keep)
+            order = (np.arange(m) + (kept - m)) % max(keep, 1)
             pod = self.state.job_members[name][0]
-            actions = self.controller.report_iterations(pod, last_s, last_d)  # type: ignore[union-attr]
-            assert not actions, actions
-        return gen, t
+            self.controller.absorb_quiet(pod, count, last_s[order], last_d[order])
+        return solo.s0 + total
 
     def _solo_to_kernel(self, name: str, t: float) -> None:
-        """The job stops being alone at ``t``: rebuild its kernel state there."""
+        """The job stops being alone at ``t``: rebuild its engine state there."""
         solo = self.solo.pop(name)
         job = self.job_by_name[name]
         compute, tail, rate, volume, links = self.params[name]
-        # the iteration in progress at t: the first whose end is after t
+        key, _, const = self._solo_terms(name, solo)
         n = job.iterations - solo.i0
-        k, start = 0, solo.s0
-        for chunk in self._solo_durations(name, solo, n):
-            if isinstance(chunk, np.random.Generator):
-                break
-            ends = start + np.cumsum(chunk)
-            inside = int(np.searchsorted(ends, t, side="right"))
-            if inside < chunk.size:
-                k += inside
-                break
-            k += chunk.size
-            start = float(ends[-1])
-        k = min(k, n - 1)
-        gen, s_k = self._solo_commit(name, solo, k)
-        # noise for iterations k .. k + LOG_SLOTS - 1, and the stream right after them
-        want = k + LOG_SLOTS
-        values = []
-        for chunk in self._solo_noise(solo, want):
-            if isinstance(chunk, np.random.Generator):
-                gen = chunk
-            else:
-                values.append(chunk)
-        buffer = np.concatenate(values)[k:]
-        self.rng[name] = gen
-        c_k = compute * buffer[0] + solo.stretch
+        k, s_k, _ = stretch_locate(self.seed, key, self.sigma, solo.i0, n, compute, const,
+                                   solo.s0, t)
+        k = min(k, n - 1)  # the stretch's end is its job's finish: handled elsewhere
+        self._solo_commit(name, solo, k)
+        i = solo.i0 + k
+        j = self._enter(name, i, s_k, solo.stretch)
+        eng = self.engine
+        c_k = compute * noise_factor(self.seed, key, i, self.sigma) + solo.stretch
         u = t - s_k
+        eng.jf[K.F_ISTART, j] = s_k
+        if u < c_k:
+            eng.ji[K.I_PHASE, j] = K.PHASE_COMPUTE
+            eng.jf[K.F_T, j] = s_k + c_k
+            eng.schedule(j, s_k + c_k)
+            return
+        elapsed = u - c_k
+        lf = eng.lf
         pod_rates = np.empty(len(links))
         for q, link in enumerate(links):
-            free = self.flow.capacity[link] - self.flow.background[link]
+            free = lf[K.L_CAP, link] - lf[K.L_BG, link]
             m = links.count(link)
             pod_rates[q] = rate if rate <= free / m else free / m
-        left = np.zeros(len(links))
-        sent = np.zeros(len(links))
-        state: dict[str, float] = {"compute": compute, "start": s_k, "n_iters": job.iterations,
-                                   "tail": tail, "hold_phase": np.nan,
-                                   "hold_period": job.period_ms, "stretch": solo.stretch,
-                                   "iteration": solo.i0 + k, "base": solo.i0 + k}
-        comm_start = s_k + c_k
-        if u < c_k:
-            state.update(phase=PHASE_COMPUTE, phase_end=s_k + c_k)
-            comm_log = np.nan
+        left = np.maximum(volume - pod_rates * 1e-3 * elapsed, 0.0)
+        left[left <= DONE_GBIT] = 0.0
+        sent = volume - left
+        if (left > 0).any():
+            eng.ji[K.I_PHASE, j] = K.PHASE_COMM
+            eng.schedule(j, np.inf)
+            eng.set_transfers(j, t, left, sent)
         else:
-            elapsed = u - c_k
-            left = np.maximum(volume - pod_rates * 1e-3 * elapsed, 0.0)
-            left[left <= DONE_GBIT] = 0.0
-            sent = volume - left
-            pending = int((left > 0).sum())
-            comm_log = comm_start
-            if pending:
-                state.update(phase=PHASE_COMM, phase_end=np.inf, pending=pending)
-            else:
-                state.update(phase=PHASE_TAIL, phase_end=s_k + c_k + solo.comm + tail)
-        slow_ms, slow_limit = np.inf, np.iinfo(np.int64).max
-        if self.controller is not None and self.controller.config.monitor:
-            cfg = self.controller.config
-            slow_ms, slow_limit = cfg.a_t * job.period_ms, cfg.o_t + 1
-        state.update(slow_ms=slow_ms, slow_limit=slow_limit)
-        self.flow.add(name, state, links, rate, volume, buffer[:LOG_SLOTS], left=left,
-                      sent=sent, logs=(s_k, comm_log, np.nan))
+            eng.pf[K.P_SENT, eng.pods(j)] = sent
+            end = s_k + c_k + solo.comm + tail
+            eng.ji[K.I_PHASE, j] = K.PHASE_TAIL
+            eng.jf[K.F_T, j] = end
+            eng.schedule(j, end)
 
     def _refresh_anchor(self, job: str, t: float) -> None:
         """Before ``job`` is aligned: if its reference job runs in closed form, give
@@ -726,226 +707,129 @@ class _Run:
         solo = self.solo.get(root) if root is not None else None
         if root is None or solo is None:
             return
-        start, last = solo.s0, None
+        key, compute, const = self._solo_terms(root, solo)
         n = self.job_by_name[root].iterations - solo.i0
-        for chunk in self._solo_durations(root, solo, n):
-            if isinstance(chunk, np.random.Generator):
-                break
-            ends = start + np.cumsum(chunk)
-            done = int(np.searchsorted(ends, t, side="right"))
-            if done:
-                last = float(ends[done - 1] - chunk[done - 1])
-            if done < chunk.size:
-                break
-            start = float(ends[-1])
-        if last is not None:
+        k, _, last = stretch_locate(self.seed, key, self.sigma, solo.i0, n, compute, const,
+                                    solo.s0, t)
+        if k > 0:
             self.controller.anchors_ms[root] = max(last, self.controller.anchors_ms.get(
                 root, -np.inf))
 
     def _kernel_to_solo(self, name: str, t: float) -> None:
-        """A kernel job flagged as alone is between iterations at ``t``: take it out
-        (or leave it in, when skipping ahead would not be exact)."""
-        self._drain()
-        j = self.flow.index(name)
-        self.flow.i["leave"][j] = 0
-        prefix = self.flow.noise[j].copy()  # slot 0 is the next iteration's
-        stretch = float(self.flow.f["stretch"][j])
-        i0 = int(self.flow.i["iteration"][j])
-        state = dict(self.rng[name].bit_generator.state)
-        if not self._alone(name) or not self._solo_begin(name, i0, t, prefix, stretch):
-            self.rng[name].bit_generator.state = state
+        """An engine job flagged as alone is between iterations at ``t``: take it
+        out (or leave it in, when skipping ahead would not be exact)."""
+        j = self.slot[name]
+        eng = self.engine
+        eng.ji[K.I_LEAVE, j] = 0
+        if not self._alone(name):
             return
-        pods = self.flow.pod_job == j
-        np.add.at(self.sent_by_node, self.pod_node_links[name], self.flow.p["sent"][pods])
-        self.flow.remove(name)
+        bounds = self._quiet_bounds(name)
+        if bounds is None:
+            return
+        i0 = int(eng.ji[K.I_ITER, j])
+        stretch = float(eng.jf[K.F_STRETCH, j])
+        job = self.job_by_name[name]
+        solo = _Solo(i0, t, self._solo_comm(name), stretch, t, 0)
+        key, compute, const = self._solo_terms(name, solo)
+        _, lo, hi = stretch_summary(self.seed, key, self.sigma, i0, job.iterations - i0,
+                                    compute, const)
+        if lo < bounds[0] or hi > bounds[1]:
+            return
+        self._leave(name)
+        ok = self._solo_begin(name, i0, t, stretch)
+        assert ok
 
     def _start_local(self, job: SimJob, start: float) -> None:
         """A job on one node iterates ``t_p x noise`` regardless of anyone else: its
         whole run is computed now, exactly, and it finishes at a known time."""
-        n, period = job.iterations, job.period_ms
-        step = max(1, -(-n // KEEP_DURATIONS))
+        n, step = job.iterations, self.step[job.name]
         res = self.results[job.name]
-        if self.sigma == 0.0:
-            total = n * period
-            kept = np.full(len(range(0, n, step)), period)
-        else:
-            total, parts, done = 0.0, [], 0
-            while done < n:
-                block = min(NOISE_BLOCK, n - done)
-                d = period * self._noise(job.name, block)
-                total += float(d.sum())
-                first = (-done) % step
-                parts.append(d[first::step])
-                done += block
-            kept = np.concatenate(parts)
+        samples = np.empty(n // step + 2)
+        total, written, _ = stretch_commit(self.seed, self.index[job.name], self.sigma, 0, n,
+                                           job.period_ms, 0.0, start, step, samples,
+                                           np.empty(0), np.empty(0))
         res.done, res.busy_ms = n, total
-        self.durations[job.name].append(kept)
+        self.durations[job.name].append(samples[:written])
         self.versions += 1
         heapq.heappush(self.local_ends, (start + total, self.versions, job.name))
 
-    def _noise(self, name: str, n: int) -> NDArray[np.float64]:
-        s = self.sigma
-        return np.asarray(np.exp(s * self.rng[name].standard_normal(n) - s * s / 2),
-                          dtype=np.float64)
-
-    def _update_stretch(self) -> None:
+    # ------------------------------------------------------------------ the controller acts
+    def _stretch_map(self) -> dict[str, float]:
         """Idle injection: each job's compute phase grows by the most any link of it
         injects (base period unification, step 2)."""
-        if self.controller is None:
-            return
         stretch: dict[str, float] = {}
+        if self.controller is None:
+            return stretch
         for plan in self.controller.links.values():
             for pod, idle in zip(plan.pods, plan.base.idle_ms, strict=True):
                 if pod.job is not None:
                     stretch[pod.job] = max(stretch.get(pod.job, 0.0), float(idle))
-        for j, name in enumerate(self.flow.names):
-            self.flow.f["stretch"][j] = stretch.get(name, 0.0)
+        return stretch
+
+    def _update_stretch(self, t: float) -> None:
+        if self.controller is None:
+            return
+        stretch = self._stretch_map()
+        for name, solo in list(self.solo.items()):  # a new stretch ends a closed form
+            if stretch.get(name, 0.0) != solo.stretch:
+                self._solo_to_kernel(name, t)
+        for name, j in self.slot.items():
+            self.engine.jf[K.F_STRETCH, j] = stretch.get(name, 0.0)
 
     def _apply_offsets(self, t: float, before: dict[str, float], exclude: str) -> None:
         """After the offsets changed: move each running low-priority job whose offset
         changed onto its new target phase (high-priority jobs are never moved)."""
         assert self.controller is not None
         after = self.controller.offsets_ms
-        for j, name in enumerate(self.flow.names):
-            if name == exclude or self.controller.is_high(name):
-                continue
-            if name in before and abs(after.get(name, 0.0) - before[name]) <= 1e-9:
-                continue
+        moved = [name for name in (*self.slot, *self.solo)
+                 if name != exclude and not self.controller.is_high(name)
+                 and not (name in before and abs(after.get(name, 0.0) - before[name]) <= 1e-9)]
+        for name in moved:
+            if name in self.solo:  # a shift ends a closed form
+                self._solo_to_kernel(name, t)
+        self._sync_anchors()
+        eng = self.engine
+        for name in moved:
             self._refresh_anchor(name, t)
             target = self.controller.target_phase(name)
-            if target is None or self.flow.i["phase"][j] == PHASE_DONE:
+            j = self.slot[name]
+            if target is None or eng.ji[K.I_PHASE, j] == K.PHASE_DONE:
                 continue
-            self.flow.f["hold_phase"][j] = target
-            self.flow.f["hold_period"][j] = self.job_by_name[name].period_ms
-            if self.flow.i["phase"][j] == PHASE_WAIT:  # not started yet: move the start
-                now = max(t, self.flow.f["start"][j])
-                self.flow.f["start"][j] = now + (target - now) % self.flow.f["hold_period"][j]
-                self.flow.f["hold_phase"][j] = np.nan
-
-    # ------------------------------------------------------------------ draining
-    def _drain(self) -> None:
-        """Move logged iterations out of the kernel's buffers; feed the controller.
-
-        **[decision]** Only jobs whose traffic crosses a host link report to the
-        controller (a job on one node has nothing to regulate).
-        """
-        flow = self.flow
-        batches: list[tuple[float, str, NDArray[np.float64], NDArray[np.float64],
-                            NDArray[np.float64]]] = []
-        for j, name in enumerate(flow.names):
-            done = int(flow.i["iteration"][j] - flow.i["base"][j])
-            if done <= 0:
-                continue
-            start = flow.logs[0, j, :done].copy()
-            comm = flow.logs[1, j, :done].copy()
-            end = flow.logs[2, j, :done].copy()
-            self.durations[name].append(end - start)
-            res = self.results[name]
-            res.done += done
-            res.busy_ms += float((end - start).sum())
-            if self.controller is not None and name in self.networked:
-                batches.append((float(start[0]), name, start, end - start,
-                                np.maximum(end - comm, 0.0)))
-            # keep the iteration in progress in slot 0
-            flow.logs[:, j, :] = np.roll(flow.logs[:, j, :], -done, axis=1)
-            flow.logs[:, j, LOG_SLOTS - done:] = np.nan
-            flow.noise[j] = np.concatenate([flow.noise[j, done:], self._noise(name, done)])
-            flow.i["base"][j] += done
-            flow.i["slow_count"][j] = 0
-        if self.controller is not None and batches:
-            batches.sort(key=lambda b: (b[0], b[1]))
-            self._feed(batches)
-            self._slow_limits()
-
-    def _feed(self, batches: list[tuple[float, str, NDArray[np.float64],
-                                        NDArray[np.float64], NDArray[np.float64]]]) -> None:
-        assert self.controller is not None
-        members = self.state.job_members
-        changed = False
-        before = dict(self.controller.offsets_ms)
-        last = 0.0
-        for _, name, start, dur, _comm in batches:
-            if name not in members:
-                continue
-            last = max(last, float(start[-1] + dur[-1]))
-            # **[decision]** The pods of a synchronous job see the same iterations in
-            # this model, so its first pod reports for all (a pause stops the job).
-            pod = members[name][0]
-            # **[decision]** Iteration times only: a comm phase stretched by contention
-            # is no change of the job's pattern (its all-reduce volume is fixed here),
-            # so the controller keeps the comm time and re-derives the duty cycle.
-            for k, action in self.controller.report_iterations(pod, start, dur):
-                if isinstance(action, Readjustment):
-                    self._pause(name, float(start[k] + dur[k]), action.pause_ms)
-                elif isinstance(action, PatternUpdate):
-                    self.pattern_updates += 1
-                    changed = True
-        if changed:
-            self._update_stretch()
-            self._apply_offsets(last, before, exclude="")
-
-    def _slow_limits(self) -> None:
-        """Stop the kernel as soon as a job could reach the controller's trigger:
-        ``o_t + 1`` slow iterations in its window, counting those already in it."""
-        assert self.controller is not None
-        if not self.controller.config.monitor:
-            return
-        o_t = self.controller.config.o_t
-        for j, name in enumerate(self.flow.names):
-            pods = self.state.job_members.get(name)
-            if pods and self.controller.is_high(name):
-                self.flow.i["slow_limit"][j] = np.iinfo(np.int64).max  # never paused
-            elif pods:
-                have = self.controller.slow_in_window(pods[0])
-                self.flow.i["slow_limit"][j] = max(1, o_t + 1 - have)
-
-    def _pause(self, name: str, at_ms: float, pause_ms: float) -> None:
-        j = self.flow.index(name)
-        res = self.results[name]
-        res.readjustments += 1
-        res.pause_ms += pause_ms
-        period = self.job_by_name[name].period_ms
-        self.flow.f["hold_phase"][j] = (at_ms + pause_ms) % period
-        self.flow.f["hold_period"][j] = period
-        if self.flow.i["phase"][j] == PHASE_WAIT:  # already released: move its start
-            self.flow.f["start"][j] = max(self.flow.f["start"][j], at_ms + pause_ms)
-            self.flow.f["hold_phase"][j] = np.nan
-        elif self.flow.i["phase"][j] != PHASE_READY:
-            # the next iteration already runs (the report came late): pause the one after
-            pass
+            period = self.job_by_name[name].period_ms
+            if eng.ji[K.I_PHASE, j] == K.PHASE_WAIT:  # not started yet: move the start
+                now = max(t, float(eng.jf[K.F_T, j]))
+                eng.jf[K.F_T, j] = now + (target - now) % period
+                eng.schedule(j, float(eng.jf[K.F_T, j]))
+            else:
+                eng.jf[K.F_HOLD_PHASE, j] = target
+                eng.jf[K.F_HOLD_PERIOD, j] = period
 
     # ------------------------------------------------------------------ finishing
     def _finish(self, name: str, t: float) -> None:
-        self._drain()
         res = self.results[name]
         res.end_ms = t
         if name in self.solo:
             solo = self.solo.pop(name)
             self._solo_commit(name, solo, self.job_by_name[name].iterations - solo.i0)
-        elif name in self.networked:
-            j = self.flow.index(name)
-            pods = self.flow.pod_job == j
-            sent = self.flow.p["sent"][pods]
-            np.add.at(self.sent_by_node, self.pod_node_links[name], sent)
-            self.flow.remove(name)
+        elif name in self.slot:
+            self._leave(name)
         for pod in list(self.state.job_members.get(name, ())):
             node = self.state.placed[pod].node
             self.state.remove(pod)
             if self.controller is not None:
                 self.controller.on_removed(node)
-        if self.controller is not None:
-            self._update_stretch()
-        if name in self.networked and self.skip_ahead:
+        if name in self.networked:
             touched = set()
             for link in set(self.params[name][4]):
                 self.link_jobs[link].discard(name)
                 touched |= self.link_jobs[link]
-            for other in touched:  # who is alone now leaves the kernel between iterations
-                if other not in self.solo and self._alone(other):
-                    self.flow.i["leave"][self.flow.index(other)] = 1
-        elif name in self.networked:
-            for link in set(self.params[name][4]):
-                self.link_jobs[link].discard(name)
+            if self.skip_ahead:
+                for other in touched:  # who is alone now leaves the engine between iterations
+                    if other in self.slot and self._alone(other):
+                        self.engine.ji[K.I_LEAVE, self.slot[other]] = 1
+        if self.controller is not None:
+            self._update_stretch(t)
+            self._refresh_params()
 
     def _room_for(self, job: SimJob) -> bool:
         """A necessary condition for placing the job's gang under any policy (all of
@@ -994,44 +878,37 @@ class _Run:
                     self.results[job.name].accepted_on_arrival = True
                 else:
                     queue.append(job)
-            if not self.flow.names and not self.local_ends and not queue \
-                    and a >= len(arrivals):
+            self._drop_stale_ends()
+            if not self.slot and not self.local_ends and not queue and a >= len(arrivals):
                 break
-            if not self.flow.names:  # skip stale heap entries before jumping
-                while self.local_ends and self.local_ends[0][2] in self.networked and (
-                        self.local_ends[0][2] not in self.solo
-                        or self.solo[self.local_ends[0][2]].version
-                        != self.local_ends[0][1]):
-                    heapq.heappop(self.local_ends)
-                if not self.local_ends and not queue and a >= len(arrivals):
-                    break
             t_arrival = arrivals[a].arrival_s * 1e3 if a < len(arrivals) else math.inf
             t_local = self.local_ends[0][0] if self.local_ends else math.inf
             until = min(t_arrival, next_sample, t_local)
-            if not self.flow.names:
+            if not self.slot:
                 if not math.isfinite(min(t_arrival, t_local)):
                     break  # queued jobs that never fit (cannot happen after _fits_empty)
                 t = max(t, min(t_arrival, t_local))
             else:
-                t, reason = self.flow.run(t, until)
-                if reason == STOP_DRAIN:
-                    self._drain()
-                elif reason == STOP_FINISHED:
-                    self._finish(self.flow.names[int(self.flow.finished[0])], t)
+                t, reason, j = self.engine.run(t, until)
+                if reason == K.STOP_FINISHED:
+                    self._finish(self.name_of[j], t)
                     queue = self._retry(queue, t)
-                elif reason == STOP_SOLO:
-                    self._kernel_to_solo(self.flow.names[int(self.flow.finished[0])], t)
-                elif reason == STOP_IDLE:
+                elif reason == K.STOP_REPORT:
+                    self._report(j, t)
+                elif reason == K.STOP_SAMPLES:
+                    self.durations[self.name_of[j]].append(self.engine.take_samples(j))
+                elif reason == K.STOP_SOLO:
+                    self._kernel_to_solo(self.name_of[j], t)
+                elif reason == K.STOP_IDLE:
                     t = until
             while self.local_ends and self.local_ends[0][0] <= t:
                 end, version, name = heapq.heappop(self.local_ends)
                 if name in self.networked and (name not in self.solo
                                                or self.solo[name].version != version):
-                    continue  # a stretch that ended early: the job went back to the kernel
+                    continue  # a stretch that ended early: the job went back to the engine
                 self._finish(name, end)
                 queue = self._retry(queue, t)
             if t >= next_sample:
-                self._drain()
                 sent = self._sent_by_node(t)
                 samples.append((sent - last_sent) / ((t - samples_t[-1]) * 1e-3))
                 samples_t.append(t)
@@ -1039,7 +916,6 @@ class _Run:
                 next_sample = t + self.sample_ms
                 if self.progress is not None:
                     self.progress(t)
-        self._drain()
         sent = self._sent_by_node()
         if t > samples_t[-1]:
             samples.append((sent - last_sent) / ((t - samples_t[-1]) * 1e-3))
@@ -1063,6 +939,13 @@ class _Run:
             pattern_updates=self.pattern_updates, wall_s=time.perf_counter() - wall,
             controller=self.controller, link_plans=dict(self.link_plans))
 
+    def _drop_stale_ends(self) -> None:
+        """Closed-form ends of stretches that went back to the engine."""
+        ends = self.local_ends
+        while ends and ends[0][2] in self.networked and (
+                ends[0][2] not in self.solo or self.solo[ends[0][2]].version != ends[0][1]):
+            heapq.heappop(ends)
+
     def _sent_by_node(self, t: float | None = None) -> NDArray[np.float64]:
         out = self.sent_by_node.copy()
         for name, solo in self.solo.items():  # spread evenly over the stretch
@@ -1071,7 +954,10 @@ class _Run:
             share = min(max((t - solo.s0) / (solo.end - solo.s0), 0.0), 1.0)
             n = self.job_by_name[name].iterations - solo.i0
             np.add.at(out, self.pod_node_links[name], self.params[name][3] * n * share)
-        for j, name in enumerate(self.flow.names):
-            pods = self.flow.pod_job == j
-            np.add.at(out, self.pod_node_links[name], self.flow.p["sent"][pods])
+        if self.slot:
+            eng = self.engine
+            if t is not None:
+                eng.flush(t)
+            for name, j in self.slot.items():
+                np.add.at(out, self.pod_node_links[name], eng.pf[K.P_SENT, eng.pods(j)])
         return out
