@@ -13,6 +13,13 @@ extensions = [
         include_dirs=[np.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     ),
+    # the flow model's event engine: C speed for many small steps on shared state
+    Extension(
+        "tdmcore._kernels._flow",
+        ["src/tdmcore/_kernels/_flow.pyx"],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        extra_compile_args=["-O3"],
+    ),
 ]
 
 # Two roots: the library under src/, the Kubernetes bridge at the top level (the

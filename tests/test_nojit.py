@@ -72,31 +72,3 @@ def test_pure_python_scheduler_kernels_match_compiled() -> None:
         assert out.returncode == 0, out.stderr[-2000:]
         results.append(json.loads(out.stdout))
     assert results[0] == results[1]
-
-
-FLOW_SCRIPT = """
-import numpy as np
-import test_network
-from asv_bench import naive_flow
-from tdmcore.sim.network import simulate_flows
-for seed in range(40):
-    jobs, capacity, background, sigma = test_network._random_instance(seed)
-    fast = simulate_flows(jobs, capacity, background_gbps=background, noise_sigma=sigma,
-                          seed=seed)
-    ends, sent, _ = naive_flow.simulate(jobs, capacity, background, sigma, seed)
-    for got, want in zip(fast.iteration_end_ms, ends):
-        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-6)
-print(40)
-"""
-
-
-def test_pure_python_flow_kernel_matches_oracle() -> None:
-    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent),
-                                                      env.get("PYTHONPATH", "")]))
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1] /
-                                              "benchmarks"), env["PYTHONPATH"]])
-    out = subprocess.run([sys.executable, "-c", FLOW_SCRIPT], env=env, capture_output=True,
-                         text=True, timeout=600, check=False)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert int(out.stdout.strip()) == 40

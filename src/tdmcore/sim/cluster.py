@@ -3,7 +3,7 @@
 spec/simulator.md.  Jobs arrive; the policy places each job's pods all or nothing
 through :class:`tdmcore.framework.Scheduler` (a job that does not fit waits in
 arrival order and is retried whenever a job leaves); the flow-level kernel
-(:func:`tdmcore._kernels.flow.advance`) runs their iterations on the nodes' host
+(:mod:`tdmcore._kernels._flow`) runs their iterations on the nodes' host
 links; for the Metronome policies the stop-and-wait :class:`tdmcore.controller.
 Controller` receives every iteration report the moment the iteration ends, and
 its shifts, pauses, idle injections and pattern updates act on the running model
@@ -35,8 +35,13 @@ from numpy.typing import NDArray
 
 from .. import _validation as v
 from .._kernels import flow as K
-from .._kernels.flow import DONE_GBIT, noise_factor
-from .._kernels.stretch import stretch_commit, stretch_locate, stretch_summary
+from .._kernels.flow import (
+    DONE_GBIT,
+    noise_factor,
+    stretch_commit,
+    stretch_locate,
+    stretch_summary,
+)
 from ..controller import Controller, PatternUpdate, Readjustment
 from ..framework import Scheduler, Status
 from ..link import LinkPlan
@@ -213,6 +218,41 @@ class RunResult:
     def mean_jct_s(self) -> float:
         jct = [j.jct_ms for j in self.jobs.values() if j.jct_ms is not None]
         return float(np.mean(jct)) / 1e3 if jct else math.nan
+
+
+def load_monitor_params(engine: FlowEngine, j: int, ctrl: Controller, name: str,
+                        high: set[str], slot_of: dict[str, int], *, monitor: bool) -> None:
+    """Give engine slot ``j`` (job ``name``) the controller's current view of it:
+    its monitor thresholds (from its pattern), whether it is high priority (``high``,
+    :meth:`Controller.high_jobs`), and the terms of its target phase
+    (:meth:`Controller.target_phase`: the reference job's slot in ``slot_of`` and
+    the offsets; a reference outside the engine leaves the pause to the controller).
+    """
+    cfg = ctrl.config
+    jf, ji = engine.jf, engine.ji
+    pattern = ctrl._pattern(name)
+    ji[K.I_MON, j] = int(monitor and pattern is not None)
+    if pattern is not None:
+        p = pattern.period_ms
+        jf[K.F_SLOW, j] = cfg.a_t * p
+        jf[K.F_DLO, j] = p * (1 - cfg.drift_tol)
+        jf[K.F_DHI, j] = p * (1 + cfg.drift_tol)
+        jf[K.F_PPAT, j] = p
+    ji[K.I_HIGH, j] = int(name in high)
+    # target_phase: anchor(root) + compute(root) + off(job) - off(root) - compute(job)
+    root = ctrl.roots.get(name)
+    off = ctrl.offsets_ms
+    jf[K.F_TFIX, j] = off.get(name, 0.0)  # target_phase None: the offset itself
+    if root is None or root == name:
+        ji[K.I_ROOT, j] = -1
+    elif root in slot_of:
+        ji[K.I_ROOT, j] = slot_of[root]
+        jf[K.F_T_CR, j] = ctrl._compute_ms(root)
+        jf[K.F_T_OJ, j] = off.get(name, 0.0)
+        jf[K.F_T_OR, j] = off.get(root, 0.0)
+        jf[K.F_T_CJ, j] = ctrl._compute_ms(name)
+    else:  # the reference runs outside the engine: the controller computes the target
+        ji[K.I_ROOT, j] = -2
 
 
 @dataclass
@@ -489,34 +529,9 @@ class _Run:
         self.engine.set_monitor_state(j, *state)
 
     def _params_of(self, name: str, j: int, high: set[str]) -> None:
-        """Monitor thresholds and the target phase's terms of engine job ``name``."""
-        ctrl = self.controller
-        assert ctrl is not None
-        cfg = ctrl.config
-        jf, ji = self.engine.jf, self.engine.ji
-        pattern = ctrl._pattern(name)
-        ji[K.I_MON, j] = int(self.monitor and pattern is not None)
-        if pattern is not None:
-            p = pattern.period_ms
-            jf[K.F_SLOW, j] = cfg.a_t * p
-            jf[K.F_DLO, j] = p * (1 - cfg.drift_tol)
-            jf[K.F_DHI, j] = p * (1 + cfg.drift_tol)
-            jf[K.F_PPAT, j] = p
-        ji[K.I_HIGH, j] = int(name in high)
-        # target_phase: anchor(root) + compute(root) + off(job) - off(root) - compute(job)
-        root = ctrl.roots.get(name)
-        off = ctrl.offsets_ms
-        jf[K.F_TFIX, j] = off.get(name, 0.0)  # target_phase None: the offset itself
-        if root is None or root == name:
-            ji[K.I_ROOT, j] = -1
-        elif root in self.slot:
-            ji[K.I_ROOT, j] = self.slot[root]
-            jf[K.F_T_CR, j] = ctrl._compute_ms(root)
-            jf[K.F_T_OJ, j] = off.get(name, 0.0)
-            jf[K.F_T_OR, j] = off.get(root, 0.0)
-            jf[K.F_T_CJ, j] = ctrl._compute_ms(name)
-        else:  # the reference runs outside the engine: the controller computes the target
-            ji[K.I_ROOT, j] = -2
+        assert self.controller is not None
+        load_monitor_params(self.engine, j, self.controller, name, high, self.slot,
+                            monitor=self.monitor)
 
     def _refresh_params(self) -> None:
         if self.controller is None or not self.slot:

@@ -10,7 +10,7 @@ Links share bandwidth max-min fairly, each transfer capped at its ``r_p``;
 background traffic takes its share off the top (like the paper's iPerf3).
 
 :class:`FlowEngine` holds the state arrays of the compiled event engine
-(:mod:`tdmcore._kernels.flow`) for a changing set of jobs; :func:`simulate_flows`
+(:mod:`tdmcore._kernels._flow`, compiled with Cython) for a changing set of jobs; :func:`simulate_flows`
 and the cluster simulator (:mod:`tdmcore.sim.cluster`) both run on it.
 
 Compute noise: iteration ``i`` of job ``k`` (its index in ``jobs``) under ``seed``
@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -183,9 +184,17 @@ class FlowEngine:
         self.ht = np.zeros(size)
         self.hid = np.zeros(size, dtype=np.int64)
         self.hst = np.zeros(size, dtype=np.int64)
-        K.rebuild_heap(self.ev_t, self.ev_s, self.ht, self.hid, self.hst, self.hsize)
+        K.rebuild_heap(self.ev_t, self.ev_s, self.ht, self.hid, self.hst, self.hsize,
+                       n_slots, self.n_links)
         self.scratch = np.zeros(max(8, n_pods), dtype=np.int64)
         self.scratch_f = np.zeros(m.window)
+
+    def _state(self) -> tuple[NDArray[Any], ...]:
+        """The arrays every engine call takes, in its order."""
+        return (self.jf, self.ji, self.pf, self.pi, self.lf, self.lptr, self.lpods,
+                self.ev_t, self.ev_s, self.ht, self.hid, self.hst, self.hsize, self.win,
+                self.hist, self.readj, self.cfg, self.samples, self.scratch,
+                self.scratch_f)
 
     def _compact_pods(self) -> None:
         """Move the live pods to the front of the pool (slot order)."""
@@ -281,7 +290,9 @@ class FlowEngine:
         return j
 
     def schedule(self, e: int, t: float) -> None:
-        K.schedule(e, t, self.ev_t, self.ev_s, self.ht, self.hid, self.hst, self.hsize)
+        """Entity ``e`` (a job slot; ``slots + link`` for a link) has its event at ``t``."""
+        K.schedule(e, t, self.ev_t, self.ev_s, self.ht, self.hid, self.hst, self.hsize,
+                   self.jf.shape[1], self.n_links)
 
     def remove(self, j: int) -> None:
         """Free slot ``j`` (a job between iterations: no transfer in flight)."""
@@ -313,23 +324,16 @@ class FlowEngine:
         self.ji[K.I_PENDING, j] = int(active.sum())
         for link in sorted(set(self.pi[K.P_LINK, pods][active].tolist())):
             self.lf[K.L_T, link] = t
-            first = K._waterfill(link, self.lf, self.lptr, self.lpods, self.pf, self.pi,
-                                 self.scratch)
-            self.schedule(self.jf.shape[1] + link, first)
+            K.relink(link, self.sigma, *self._state())
 
     def run(self, t: float, until: float) -> tuple[float, int, int]:
         """Run the events before ``until``; return (time reached, STOP_*, slot)."""
-        t = K.advance(t, until, self.sigma, self.jf, self.ji, self.pf, self.pi, self.lf,
-                      self.lptr, self.lpods, self.ev_t, self.ev_s, self.ht, self.hid,
-                      self.hst, self.hsize, self.win, self.hist, self.readj, self.cfg,
-                      self.samples, self.scratch, self.scratch_f, self.out)
+        t = K.advance(t, until, self.sigma, *self._state(), self.out)
         return float(t), int(self.out[0]), int(self.out[1])
 
     def flush(self, t: float) -> None:
         """Advance every link's transfers to ``t`` (sent volumes exact at ``t``)."""
-        K.flush_links(t, self.lf, self.lptr, self.lpods, self.pf, self.pi, self.jf, self.ji,
-                      self.ev_t, self.ev_s, self.ht, self.hid, self.hst, self.hsize,
-                      self.scratch)
+        K.flush_links(t, self.sigma, *self._state())
 
     def take_samples(self, j: int) -> NDArray[np.float64]:
         n = int(self.ji[K.I_NSAMP, j])
