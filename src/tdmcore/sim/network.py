@@ -9,8 +9,8 @@ iterates in ``t_p`` as if alone (**[decision]**: its communication is local).
 Links share bandwidth max-min fairly, each transfer capped at its ``r_p``;
 background traffic takes its share off the top (like the paper's iPerf3).
 
-:class:`FlowEngine` holds the state arrays of the compiled event engine
-(:mod:`tdmcore._kernels._flow`, compiled with Cython) for a changing set of jobs; :func:`simulate_flows`
+:class:`FlowEngine` holds the state arrays of the event engine (the Cython module
+:mod:`tdmcore._kernels._flow`) for a changing set of jobs; :func:`simulate_flows`
 and the cluster simulator (:mod:`tdmcore.sim.cluster`) both run on it.
 
 Compute noise: iteration ``i`` of job ``k`` (its index in ``jobs``) under ``seed``
