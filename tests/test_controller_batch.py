@@ -66,7 +66,7 @@ def test_batch_equals_one_by_one(seed: int) -> None:
     if wb is not None:
         assert list(wb.durations) == list(ws.durations)
         assert list(wb.history) == list(ws.history)
-        assert list(wb.comm) == list(ws.comm)
+        assert list(wb.own) == list(ws.own)
         assert wb.iterations == ws.iterations
         assert wb.readjusted_at == ws.readjusted_at
 

@@ -1,12 +1,14 @@
 """The event engine's in-loop monitor is the controller's regulation, report by report.
 
-The engine takes quiet reports and pauses itself and stops before any other report
-(``REPORT_CONTROLLER``) so that the controller takes it (spec/metronome.md §7).
-Here both see the same random report streams, on random thresholds, for a high-
-and a low-priority job sharing a link: after every report the engine's outcome must
-be the controller's (quiet = no action; pause = the same pause, to the bit; the
-controller's own pattern logic consulted = a stop), and the engine's window,
-history, report count and readjustment marks must equal the controller's.
+The engine takes quiet reports, pauses and re-measured patterns that stand itself,
+and stops before any other report (``REPORT_CONTROLLER``) so that the controller
+takes it (spec/metronome.md §7).  Here both see the same random report streams
+(iteration times and comm phases), on random thresholds and injected idle, for a
+high- and a low-priority job sharing a link: after every report the engine's outcome
+must be the controller's (quiet = no action; pause = the same pause, to the bit;
+``*_KEEP`` = the controller re-measured and the pattern stood; a stop = a pattern
+update, or a target the controller owns), and the engine's windows, history, report
+count and readjustment marks must equal the controller's.
 """
 
 from __future__ import annotations
@@ -34,10 +36,14 @@ def setting(rng: np.random.Generator) -> tuple[Controller, dict[str, int], FlowE
     state = ClusterState(Cluster([Node("n0", 64, 64, 8, 25.0)]))
     sched = Scheduler(MetronomePolicy(MetronomeConfig()))
     ctrl = Controller(state, cfg)
-    for job, prio in (("a", 1), ("b", 0)):
-        period = float(rng.choice([100.0, 200.0, 400.0]))
-        pod = Pod(f"{job}-0", job, pattern=TrafficPattern(period, float(rng.uniform(.1, .4)),
-                                                            25.0), priority=prio)
+    # b at 112 or 183 ms beside a's 100 gets idle injected (8 or 17 ms per iteration);
+    # equal priorities rank by deploy order
+    b_prio = int(rng.integers(0, 2))
+    for job, prio, period in (("a", 1, 100.0),
+                              ("b", b_prio, float(rng.choice([100.0, 112.0, 183.0, 200.0])))):
+        duty = float(rng.uniform(.02, .08)) if period in (112.0, 183.0) \
+            else float(rng.uniform(.1, .4))
+        pod = Pod(f"{job}-0", job, pattern=TrafficPattern(period, duty, 25.0), priority=prio)
         ctrl.on_reserve(sched.schedule(state, pod).reserve)
     engine = FlowEngine(np.array([25.0]), np.zeros(1),
                         monitor=MonitorConfig(cfg.window, cfg.o_t, cfg.readjust_horizon,
@@ -60,85 +66,98 @@ def load(ctrl: Controller, slots: dict[str, int], engine: FlowEngine) -> None:
     high = ctrl.high_jobs()
     for job, j in slots.items():
         load_monitor_params(engine, j, ctrl, job, high, slots, monitor=True)
-        state = ctrl.watch_state(f"{job}-0") or ([], [], 0, [])
+        state = ctrl.watch_state(f"{job}-0") or ([], [], [], [], 0, [])
         engine.set_monitor_state(j, *state)
 
 
-def stream(rng: np.random.Generator, period: float, n: int) -> np.ndarray:
-    """Iterations near the period, slow bursts, and drifted stretches."""
-    out = []
-    while len(out) < n:
+def stream(rng: np.random.Generator, period: float, comm: float, n: int
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """Iteration times near the period, slow bursts (contention: longer comm
+    phases), drifted stretches (longer own parts), exact threshold values."""
+    d, c = [], []
+    while len(d) < n:
         kind = rng.choice(["ok", "slow", "drift", "fast", "edge"])
         m = int(rng.integers(1, 15))
-        if kind == "ok":
-            out += list(period * (1 + 0.02 * rng.standard_normal(m)))
-        elif kind == "slow":
-            out += list(period * rng.uniform(1.0, 1.6, m))
+        base = period * (1 + 0.02 * rng.standard_normal(m))
+        talk = np.full(m, comm)
+        if kind == "slow":
+            extra = period * rng.uniform(0.0, 0.6, m)
+            base, talk = base + extra, talk + extra
         elif kind == "drift":
-            out += list(period * rng.uniform(1.15, 1.3) * (1 + 0.01 * rng.standard_normal(m)))
+            base = base * rng.uniform(1.15, 1.3)
         elif kind == "fast":
-            out += list(period * rng.uniform(0.7, 0.85) * (1 + 0.01 * rng.standard_normal(m)))
-        else:  # exactly on the thresholds' arithmetic
-            out += [period * float(rng.choice([1.0, 1.05, 1.1, 1.2, 0.9]))] * m
-    return np.maximum(np.asarray(out[:n]), 1e-3)
-
-
-def state_of(engine: FlowEngine, j: int) -> tuple:
-    window, history, reports, marks = engine.monitor_state(j)
-    return window, history, reports, marks
+            base = base * rng.uniform(0.7, 0.85)
+        elif kind == "edge":  # exactly on the thresholds' arithmetic
+            base = np.full(m, period * float(rng.choice([1.0, 1.05, 1.1, 1.2, 0.9])))
+        d += list(np.maximum(base, 1e-3))
+        c += list(np.minimum(talk, np.maximum(base, 1e-3)))
+    return np.asarray(d[:n]), np.asarray(c[:n])
 
 
 @pytest.mark.parametrize("chunk", range(10))
 def test_engine_monitor_equals_the_controller(chunk: int) -> None:
-    outcomes = {K.REPORT_QUIET: 0, K.REPORT_PAUSE: 0, K.REPORT_CONTROLLER: 0}
+    outcomes = dict.fromkeys([K.REPORT_QUIET, K.REPORT_PAUSE, K.REPORT_CONTROLLER,
+                              K.REPORT_QUIET_KEEP, K.REPORT_PAUSE_KEEP], 0)
+    with_idle = {True: 0, False: 0}
     for seed in range(chunk * 200, chunk * 200 + 200):
         rng = np.random.default_rng(seed)
         ctrl, slots, engine = setting(rng)
+        with_idle[ctrl.idle_ms("b") > 0] += 1
         job = str(rng.choice(["a", "b"]))
         pod, j = f"{job}-0", slots[job]
-        consulted: list[str] = []
-        original = ctrl._apply_update
+        with_comm = bool(rng.random() < 0.8)
+        remeasured: list[object] = []
+        original = ctrl._remeasure
 
-        def spy(*args, _orig=original, _log=consulted):  # type: ignore[no-untyped-def]
-            _log.append(args[3])
-            return _orig(*args)
+        def spy(*args, _orig=original, _log=remeasured):  # type: ignore[no-untyped-def]
+            result = _orig(*args)
+            _log.append(result)
+            return result
 
-        ctrl._apply_update = spy  # type: ignore[method-assign]
+        ctrl._remeasure = spy  # type: ignore[method-assign]
+        pattern = ctrl._pattern(job)
+        assert pattern is not None
         t = float(rng.uniform(0, 500))
-        for k, d in enumerate(stream(rng, ctrl._period(job), int(rng.integers(5, 80)))):
+        durations, comms = stream(rng, ctrl._period(job), pattern.comm_ms,
+                                  int(rng.integers(5, 80)))
+        for k, (d, c) in enumerate(zip(durations, comms, strict=True)):
+            where = f"seed {seed}, report {k}"
             start, t = t, t + float(d)
+            limits = ctrl.thresholds(job)
+            assert limits is not None
+            comm = float(c) if with_comm else None
             engine.jf[K.F_LAST_DUR, j] = d
+            engine.jf[K.F_LAST_OWN, j] = float(d) - (comm if comm is not None
+                                                     else limits.comm)
             engine.jf[K.F_LAST_START, j] = start
             engine.jf[K.F_ANCHOR, j] = max(engine.jf[K.F_ANCHOR, j], start)
             outcome = K.monitor_outcome(j, 0.0, *engine._state())
             pause_before = float(engine.jf[K.F_PAUSE_MS, j])
-            consulted.clear()
-            actions = ctrl.report_iteration(pod, start, float(d))
+            remeasured.clear()
+            actions = ctrl.report_iteration(pod, start, float(d), comm)
             pauses = [a for a in actions if isinstance(a, Readjustment)]
             updates = [a for a in actions if isinstance(a, PatternUpdate)]
-            where = f"seed {seed}, report {k}"
             outcomes[outcome] += 1
             if outcome == K.REPORT_CONTROLLER:
-                # the controller's own logic ran: a pattern check, or a target it owns
-                assert consulted or updates or engine.ji[K.I_ROOT, j] == -2, where
+                # a pattern that changes, or a target only the controller can compute
+                assert updates or engine.ji[K.I_ROOT, j] == -2, where
                 load(ctrl, slots, engine)
                 continue
-            assert not consulted and not updates, where
+            assert not updates, where
+            keep = outcome in (K.REPORT_QUIET_KEEP, K.REPORT_PAUSE_KEEP)
+            assert remeasured == ([None] if keep else []), where
             K.monitor_apply(j, t, outcome, 0.0, *engine._state())
-            if outcome == K.REPORT_PAUSE:
+            if outcome in (K.REPORT_PAUSE, K.REPORT_PAUSE_KEEP):
                 assert len(pauses) == 1, where
                 assert engine.jf[K.F_PAUSE_MS, j] - pause_before == pytest.approx(
                     pauses[0].pause_ms, rel=1e-12, abs=1e-9), where
-                period = ctrl._period(job)
                 assert engine.jf[K.F_HOLD_PHASE, j] == pytest.approx(
                     (t + pauses[0].pause_ms) % engine.jf[K.F_JOB_PERIOD, j], abs=1e-9)
-                assert period > 0
             else:
                 assert not pauses, where
-            got = state_of(engine, j)
             want = ctrl.watch_state(pod)
             assert want is not None
-            assert got[0] == want[0] and got[1] == want[1], where
-            assert got[2] == want[2] and got[3] == want[3], where
-    # the streams reach every outcome, many times
-    assert min(outcomes.values()) >= 50, outcomes
+            assert engine.monitor_state(j) == want, where
+    # the streams reach every outcome, many times, with and without injected idle
+    assert min(outcomes.values()) >= 20, outcomes
+    assert min(with_idle.values()) >= 10, with_idle

@@ -227,14 +227,16 @@ def test_pattern_update_is_written_to_the_podbandwidth():
     with cluster(objects()) as (fake, kube, model, informers):
         service = ControllerService(model, kube, "metronome")
         service.reconcile()
-        # a's pods now iterate every 150 ms, steadily: a changed pattern (drift > 10 %)
-        report = [{"start_ms": 1_000_000.0 + i * 150, "duration_ms": 150.0, "comm_ms": 75.0}
+        # a's pods now compute for 100 ms instead of 50 (comm still 50 ms): every 150 ms,
+        # steadily, a changed pattern (own part 100 ms, 50 % above its 50 ms baseline)
+        report = [{"start_ms": 1_000_000.0 + i * 150, "duration_ms": 150.0, "comm_ms": 50.0}
                   for i in range(10)]
         service.report("default/a-1", [r["start_ms"] for r in report],
                        [r["duration_ms"] for r in report], [r["comm_ms"] for r in report])
         pbw = fake.get(NBW, "PodBandwidth", "a", "default")
+        # re-measured: own part 100 + the declared 50 ms of all-reduce -> 150 ms, duty 1/3
         assert pbw["status"]["observedPeriodMs"] == pytest.approx(150.0)
-        assert pbw["status"]["observedDutyCycle"] == pytest.approx(0.5)
+        assert pbw["status"]["observedDutyCycle"] == pytest.approx(50.0 / 150.0)
         synced_to(fake, informers)
         # every reader now sees the new pattern (status overrides spec)
         assert model.state().placed["default/a-0"].pod.pattern.period_ms == pytest.approx(150.0)

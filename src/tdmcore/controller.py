@@ -28,7 +28,7 @@ from .snapshot import Snapshot
 #: Batches shorter than this are taken report by report (same result, less overhead).
 SMALL_BATCH = 16
 
-__all__ = ["Controller", "ControllerConfig", "PatternUpdate", "Readjustment"]
+__all__ = ["Controller", "ControllerConfig", "PatternUpdate", "Readjustment", "Thresholds"]
 
 
 def _quartiles(values: NDArray[np.float64]) -> tuple[Any, Any]:
@@ -68,14 +68,16 @@ class ControllerConfig:
 
     window : iterations kept per pod (10).
     o_t : more than this many slow iterations in the window trigger a readjustment (5).
-    a_t : an iteration is slow above ``a_t`` x its period (1.10).
-    drift_tol : relative change of the middle half of periods or duty cycles that
-        counts as a changed traffic pattern (0.10; the paper gives no number).
-        **[decision]** equal to ``a_t - 1``: a slowdown too small to be regulated is
-        not taken for a new pattern either (with 0.05, 5-10 % contention between
-        two jobs was read as drift, and the updated patterns fed the contention).
+    a_t : an iteration is slow above ``a_t`` x its baseline (1.10): the pattern's
+        period plus the idle the controller injects into the pod.
+    drift_tol : a pod's own iteration time (without its communication) whose middle
+        half moves this share of the baseline away counts as a changed traffic
+        pattern, and a re-measured period closer than this share to the current
+        one changes nothing (0.10; the paper gives no number).  **[decision]**
+        equal to ``a_t - 1``.
     readjust_limit, readjust_horizon : this many readjustments within that many
-        iterations also count as a changed pattern (3 in 50; the paper: "frequent").
+        iterations make the controller re-measure the pattern (3 in 50; the paper:
+        "frequent").
     phase_three, monitor : the ablations ``metronome-no-phase3`` (never run the
         offline recalculation) and ``metronome-no-monitor`` (never regulate).
     """
@@ -132,12 +134,40 @@ class PatternUpdate:
 
 @dataclass
 class _PodWatch:
-    durations: deque[float]
-    comm: deque[float]
-    history: deque[float]  # longer memory, for estimating a changed pattern
-    comm_history: deque[float]
+    durations: deque[float]  # window of iteration times (slow count)
+    own: deque[float]  # window of their own parts: without communication (drift)
+    history: deque[float]  # iteration times, longer memory (re-measuring the pattern)
+    history_own: deque[float]  # their own parts, as long
     iterations: int = 0
     readjusted_at: list[int] = field(default_factory=list)
+
+
+def _median(values: list[float]) -> float:
+    """The median as plain floats: the middle value, or the mean of the two middle
+    ones (the same arithmetic as the simulator's event engine)."""
+    v_sorted = sorted(values)
+    n = len(v_sorted)
+    mid = n // 2
+    return v_sorted[mid] if n % 2 else (v_sorted[mid - 1] + v_sorted[mid]) / 2.0
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """One pod's regulation thresholds under the current plans (ms).
+
+    ``slow``: an iteration above is slow (``a_t x baseline``); ``own_lo``/``own_hi``:
+    the band of its own part (without communication) outside which a window's
+    middle half means a changed pattern; ``idle``: what the plans inject into it;
+    ``comm``: the pattern's communication time, kept when the pattern is re-measured.
+    """
+
+    slow: float
+    own_lo: float
+    own_hi: float
+    idle: float
+    comm: float
+    period: float
+    tol_ms: float
 
 
 class Controller:
@@ -301,49 +331,109 @@ class Controller:
 
     def is_high(self, job: str) -> bool:
         """High priority: no job sharing a contended link with it ranks above it
-        (such a job is never paused)."""
-        return self._is_high(job)
+        (such a job is never paused).
+
+        **[decision]** Jobs rank by priority, then by deploy order: the paper's
+        "unless stated otherwise, jobs deployed earlier have higher priority"
+        (§IV-A) and its reference pod, "the one deployed earlier" among equal
+        priorities (§III-B).  Without this, jobs of equal priority would all be
+        "high" and a collision between them would never be regulated.
+        """
+        rank = self._rank(job)
+        for plan in self.links.values():
+            if job in plan.jobs and any(self._rank(j) > rank for j in plan.jobs):
+                return False
+        return True
+
+    _is_high = is_high
+
+    def _rank(self, job: str) -> tuple[int, int]:
+        members = self.state.job_members[job]
+        return (self._priority(job), -self.state.placed[members[0]].order)
 
     def high_jobs(self) -> set[str]:
         """Every placed job that :meth:`is_high` holds for, in one pass over the
         link plans (``O(pods on planned links)`` instead of per job)."""
         low: set[str] = set()
         for plan in self.links.values():
-            prios = {j: self._priority(j) for j in plan.jobs}
-            top = max(prios.values(), default=0)
-            low.update(j for j, p in prios.items() if p < top)
+            ranks = {j: self._rank(j) for j in plan.jobs}
+            top = max(ranks.values(), default=(0, 0))
+            low.update(j for j, r in ranks.items() if r < top)
         return {job for job in self.state.job_members if job not in low}
 
-    def watch_state(self, pod: str) -> tuple[list[float], list[float], int, list[int]] | None:
-        """What the monitor holds for ``pod``: its window of iteration times and
-        its longer history (oldest first), the reports taken, and the report
-        indices of its recent readjustments.  None before its first report."""
+    def idle_ms(self, job: str) -> float:
+        """Idle injected into ``job``'s compute phase: the most any of its links'
+        plans injects (base period unification, spec/metronome.md §4 step 2)."""
+        idle = 0.0
+        for plan in self.links.values():
+            for pod, value in zip(plan.pods, plan.base.idle_ms, strict=True):
+                if pod.job == job:
+                    idle = max(idle, float(value))
+        return idle
+
+    def idle_map(self) -> dict[str, float]:
+        """:meth:`idle_ms` of every job that has idle injected, in one pass."""
+        out: dict[str, float] = {}
+        for plan in self.links.values():
+            for pod, value in zip(plan.pods, plan.base.idle_ms, strict=True):
+                if pod.job is not None and value > 0:
+                    out[pod.job] = max(out.get(pod.job, 0.0), float(value))
+        return out
+
+    def thresholds(self, job: str, idle_ms: float | None = None) -> Thresholds | None:
+        """The regulation thresholds of ``job``'s pods (None for a LowComm job).
+
+        **[decision]** The baseline is the pattern's period plus the injected idle
+        (the paper's "ideal duration without communication contention", §III-C):
+        idle the controller asks for is no slowdown.  A changed pattern is judged
+        on the iteration's own part, its time without communication: contention
+        stretches communication, not computation, so it is regulated (pauses)
+        and never taken for a new pattern.
+        """
+        pattern = self._pattern(job)
+        if pattern is None:
+            return None
+        cfg = self.config
+        idle = self.idle_ms(job) if idle_ms is None else idle_ms
+        base = pattern.period_ms + idle
+        own = pattern.period_ms - pattern.comm_ms + idle
+        band = cfg.drift_tol * base
+        return Thresholds(cfg.a_t * base, own - band, own + band, idle, pattern.comm_ms,
+                          pattern.period_ms, cfg.drift_tol * pattern.period_ms)
+
+    def watch_state(self, pod: str) -> tuple[list[float], list[float], list[float],
+                                              list[float], int, list[int]] | None:
+        """What the monitor holds for ``pod``: its windows of iteration times and
+        of their own parts, the longer histories of both (oldest first), the
+        reports taken, and the report indices of its recent readjustments.  None
+        before its first report."""
         watch = self._watch.get(pod)
         if watch is None:
             return None
-        return (list(watch.durations), list(watch.history), watch.iterations,
-                list(watch.readjusted_at))
+        return (list(watch.durations), list(watch.own), list(watch.history),
+                list(watch.history_own), watch.iterations, list(watch.readjusted_at))
 
-    def set_watch_state(self, pod: str, durations: list[float], history: list[float],
-                        iterations: int, readjusted_at: list[int]) -> None:
+    def set_watch_state(self, pod: str, durations: list[float], own: list[float],
+                        history: list[float], history_own: list[float], iterations: int,
+                        readjusted_at: list[int]) -> None:
         """Replace the monitor's view of ``pod`` (a front end that takes the reports
         elsewhere, like the simulator's event engine, hands it back this way)."""
         if pod not in self.state.placed:
             raise ValueError(f"pod: {pod!r} is not placed")
         cfg = self.config
         self._watch[pod] = _PodWatch(
-            deque(durations, maxlen=cfg.window), deque(maxlen=cfg.window),
+            deque(durations, maxlen=cfg.window), deque(own, maxlen=cfg.window),
             deque(history, maxlen=cfg.readjust_horizon),
-            deque(maxlen=cfg.readjust_horizon), int(iterations), list(readjusted_at))
+            deque(history_own, maxlen=cfg.readjust_horizon), int(iterations),
+            list(readjusted_at))
 
     def absorb_quiet(self, pod: str, count: int, starts_ms: ArrayLike,
-                     durations_ms: ArrayLike) -> None:
+                     durations_ms: ArrayLike, comms_ms: ArrayLike | None = None) -> None:
         """``count`` finished iterations of ``pod``, of which the caller knows that
-        none triggers anything (every one, and every one in the window, lies where
-        no slow count, drift or readjustment can fire); only the last ones are
-        given (at least the history's length when ``count`` is larger).
-
-        The result is what ``count`` calls of :meth:`report_iteration` would leave.
+        none triggers anything (no slow count over ``o_t``, no drifted window);
+        only the last ones are given (at least the history's length when ``count``
+        is larger).  The result is what ``count`` calls of :meth:`report_iteration`
+        would leave.
         """
         if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
             raise ValueError(f"count: expected an integer >= 0, got {count!r}")
@@ -359,7 +449,7 @@ class Controller:
         skipped = count - durations.size
         if skipped and self.config.monitor and entry.pod.pattern is not None:
             self._new_watch(pod).iterations += skipped  # marks are pruned by the reports below
-        actions = self.report_iterations(pod, starts, durations)
+        actions = self.report_iterations(pod, starts, durations, comms_ms)
         if actions:
             raise ValueError(f"durations_ms: these reports are not quiet ({actions[0][1]})")
 
@@ -375,16 +465,9 @@ class Controller:
         entry = self.state.placed.get(pod)
         if watch is None or entry is None or entry.pod.pattern is None:
             return 0
-        limit = self.config.a_t * entry.pod.pattern.period_ms
-        return sum(d > limit for d in watch.durations)
-
-    def _is_high(self, job: str) -> bool:
-        """High priority: no job sharing a contended link with it ranks above it."""
-        prio = self._priority(job)
-        for plan in self.links.values():
-            if job in plan.jobs and any(self._priority(j) > prio for j in plan.jobs):
-                return False
-        return True
+        limits = self.thresholds(entry.pod.job)
+        assert limits is not None
+        return sum(d > limits.slow for d in watch.durations)
 
     # --------------------------------------------------------------- monitoring
     def report_iteration(self, pod: str, start_ms: float, duration_ms: float,
@@ -392,13 +475,14 @@ class Controller:
         """One finished iteration of ``pod``; returns what the front end must apply.
 
         Continuous regulation: in the last ``window`` iterations, more than ``o_t``
-        slower than ``a_t`` x the period -> pause a low-priority pod so that its
+        slower than ``a_t`` x the baseline -> pause a low-priority pod so that its
         next iteration starts on its assigned offset (:meth:`target_phase`;
-        high-priority pods are never paused).  Otherwise, with a full window whose
-        middle half (25th to 75th percentile) of periods or duty cycles lies beyond
-        ``drift_tol`` on one side, or after ``readjust_limit`` readjustments within
-        ``readjust_horizon`` iterations, the job's pattern is updated (medians) and
-        its links recomputed.
+        high-priority pods are never paused).  Otherwise, with a full window of
+        own parts (``duration - comm_ms``; without ``comm_ms``, the pattern's
+        communication time is taken off) whose middle half (25th to 75th
+        percentile) lies outside the band of :meth:`thresholds`, or after
+        ``readjust_limit`` readjustments within ``readjust_horizon`` iterations,
+        the pattern is re-measured (:meth:`_remeasure`).
         """
         entry = self.state.placed.get(pod)
         if entry is None:
@@ -415,23 +499,27 @@ class Controller:
         if not self.config.monitor or pattern is None:
             return []
         cfg = self.config
+        limits = self.thresholds(job)
+        assert limits is not None
         watch = self._new_watch(pod)
+        own = duration - (float(comm_ms) if comm_ms is not None else limits.comm)
         watch.durations.append(duration)
+        watch.own.append(own)
         watch.history.append(duration)
-        if comm_ms is not None:
-            watch.comm.append(float(comm_ms))
-            watch.comm_history.append(float(comm_ms))
+        watch.history_own.append(own)
         watch.iterations += 1
         watch.readjusted_at = [i for i in watch.readjusted_at
                                if watch.iterations - i < cfg.readjust_horizon]
         out: list[Readjustment | PatternUpdate] = []
-        slow = sum(d > cfg.a_t * pattern.period_ms for d in watch.durations)
+        slow = sum(d > limits.slow for d in watch.durations)
         if slow <= cfg.o_t or self._is_high(job):
             # No readjustment due (or allowed): has the pattern itself changed?
-            if len(watch.durations) == cfg.window:
-                update = self._pattern_change(job, pattern, watch)
-                if update is not None:
-                    return [update]
+            if len(watch.own) == cfg.window:
+                lo, hi = _quartiles_of(list(watch.own))
+                if lo > limits.own_hi or hi < limits.own_lo:
+                    update = self._remeasure(job, pattern, watch, limits, "pattern drift")
+                    if update is not None:
+                        return [update]
             return out
         target = self.target_phase(job)
         if target is None:
@@ -439,10 +527,10 @@ class Controller:
         pause = (target - (start + duration)) % pattern.period_ms
         out.append(Readjustment(pod, float(pause), int(slow)))
         watch.durations.clear()
-        watch.comm.clear()
+        watch.own.clear()
         watch.readjusted_at.append(watch.iterations)
         if len(watch.readjusted_at) >= cfg.readjust_limit:
-            update = self._apply_update(job, pattern, watch, "repeated readjustments")
+            update = self._remeasure(job, pattern, watch, limits, "repeated readjustments")
             if update is not None:
                 out.append(update)
         return out
@@ -485,17 +573,19 @@ class Controller:
                                            self.anchors_ms.get(job, -np.inf))
                 return out
             watch = self._new_watch(pod)
+            limits = self.thresholds(job)
+            assert limits is not None
+            own = durations[k:] - (comms[k:] if comms is not None else limits.comm)
             # Short batches: one by one is cheaper than the vectorised check.
             m = 0 if n - k < SMALL_BATCH else self._quiet_prefix(
-                job, pattern, watch, durations[k:], None if comms is None else comms[k:])
+                job, watch, limits, durations[k:], own)
             if m:
                 self.anchors_ms[job] = max(float(starts[k:k + m].max()),
                                            self.anchors_ms.get(job, -np.inf))
                 watch.durations.extend(durations[k:k + m].tolist())
+                watch.own.extend(own[:m].tolist())
                 watch.history.extend(durations[k:k + m].tolist())
-                if comms is not None:
-                    watch.comm.extend(comms[k:k + m].tolist())
-                    watch.comm_history.extend(comms[k:k + m].tolist())
+                watch.history_own.extend(own[:m].tolist())
                 watch.iterations += m
                 watch.readjusted_at = [i for i in watch.readjusted_at
                                        if watch.iterations - i < cfg.readjust_horizon]
@@ -507,74 +597,60 @@ class Controller:
                 k += 1
         return out
 
-    def _quiet_prefix(self, job: str, pattern: TrafficPattern, watch: _PodWatch,
-                      durations: NDArray[np.float64], comms: NDArray[np.float64] | None
-                      ) -> int:
+    def _quiet_prefix(self, job: str, watch: _PodWatch, limits: Thresholds,
+                      durations: NDArray[np.float64], own: NDArray[np.float64]) -> int:
         """How many of these reports, taken in order, trigger nothing."""
         cfg = self.config
         w = cfg.window
-        old = np.asarray(watch.durations, dtype=np.float64)
-        seq = np.concatenate([old, durations])
-        n_old, n = old.shape[0], durations.shape[0]
-        ends = n_old + np.arange(1, n + 1)  # window i is seq[max(0, end - w):end]
+        n = durations.shape[0]
         fire = np.zeros(n, dtype=np.bool_)
         if not self._is_high(job):
-            slow = np.concatenate([[0], np.cumsum(seq > cfg.a_t * pattern.period_ms)])
+            old = np.asarray(watch.durations, dtype=np.float64)
+            seq = np.concatenate([old, durations])
+            ends = old.shape[0] + np.arange(1, n + 1)  # window i is seq[end - w:end]
+            slow = np.concatenate([[0], np.cumsum(seq > limits.slow)])
             fire |= slow[ends] - slow[np.maximum(ends - w, 0)] > cfg.o_t
+        old_own = np.asarray(watch.own, dtype=np.float64)
+        seq_own = np.concatenate([old_own, own])
+        ends = old_own.shape[0] + np.arange(1, n + 1)
         full = ends >= w
         if full.any():
-            views = np.lib.stride_tricks.sliding_window_view(seq, w)[ends[full] - w]
+            views = np.lib.stride_tricks.sliding_window_view(seq_own, w)[ends[full] - w]
             lo, hi = _quartiles(views)
-            tol = cfg.drift_tol
-            drift = (lo > pattern.period_ms * (1 + tol)) | (hi < pattern.period_ms * (1 - tol))
-            if comms is not None and (watch.comm or n):
-                cseq = np.concatenate([np.asarray(watch.comm, dtype=np.float64), comms])
-                # the comm window is aligned with the last len(comm) durations
-                lag = n_old - len(watch.comm)
-                cviews = np.lib.stride_tricks.sliding_window_view(
-                    np.concatenate([np.full(max(lag, 0), np.nan), cseq]), w)[ends[full] - w]
-                duty = cviews / views
-                valid = ~np.isnan(duty)
-                if valid.all():
-                    d_lo, d_hi = _quartiles(duty)
-                else:
-                    pairs = [_quartiles(r[ok]) if ok.any() else (np.nan, np.nan)
-                             for r, ok in zip(duty, valid, strict=True)]
-                    d_lo = np.array([a for a, _ in pairs])
-                    d_hi = np.array([b for _, b in pairs])
-                with np.errstate(invalid="ignore"):
-                    drift |= (d_lo > pattern.duty_cycle * (1 + tol)) \
-                        | (d_hi < pattern.duty_cycle * (1 - tol))
-            fire[full] |= drift
+            fire[full] |= (lo > limits.own_hi) | (hi < limits.own_lo)
         hits = np.flatnonzero(fire)
         return int(hits[0]) if hits.size else n
 
-    def _pattern_change(self, job: str, pattern: TrafficPattern, watch: _PodWatch
-                        ) -> PatternUpdate | None:
-        # Drift moves the whole window; a contention episode only its slow tail.  So
-        # require the middle half (p25..p75) to lie beyond the tolerance on one side.
-        tol = self.config.drift_tol
-        lo, hi = _quartiles_of(list(watch.durations))
-        drifted = lo > pattern.period_ms * (1 + tol) or hi < pattern.period_ms * (1 - tol)
-        if watch.comm:
-            durations = list(watch.durations)[-len(watch.comm):]
-            d_lo, d_hi = _quartiles_of([c / d for c, d in zip(watch.comm, durations,
-                                                              strict=True)])
-            drifted |= d_lo > pattern.duty_cycle * (1 + tol) \
-                or d_hi < pattern.duty_cycle * (1 - tol)
-        if not drifted:
-            return None
-        return self._apply_update(job, pattern, watch, "pattern drift")
+    def _remeasure(self, job: str, pattern: TrafficPattern, watch: _PodWatch,
+                   limits: Thresholds, reason: str) -> PatternUpdate | None:
+        """Re-measure ``job``'s pattern from its history.
 
-    def _apply_update(self, job: str, pattern: TrafficPattern, watch: _PodWatch,
-                      reason: str) -> PatternUpdate | None:
-        # Median over the longer history: the window is cleared at each readjustment.
-        period = float(np.median(watch.history))
-        if watch.comm_history:
-            comm = float(np.median(watch.comm_history))
+        **[decision]** After a drift of its own part (no pause involved), the
+        period is the median own part, less the injected idle, plus the pattern's
+        communication time: a measured comm phase cannot tell a larger gradient
+        from a contended link, so the declared all-reduce time is kept (the duty
+        cycle follows the period).  After repeated readjustments (pauses do not
+        cure the slowdown, as on a link with steady background traffic) the pattern
+        is measured as the job runs: the median iteration time less the idle, and
+        the median communication time.  A period within ``drift_tol`` of the
+        current one changes nothing: the evidence that prompted the check is
+        consumed (the window of own parts after a drift, the readjustment marks
+        after repeated readjustments) and the pattern stands.
+        """
+        if reason == "pattern drift":
+            period = _median(list(watch.history_own)) - limits.idle + limits.comm
+            comm = limits.comm
         else:
-            comm = pattern.comm_ms  # the all-reduce volume does not change with compute
-        new = TrafficPattern(period, min(1.0, comm / period), pattern.bandwidth_gbps)
+            period = _median(list(watch.history)) - limits.idle
+            comm = _median([d - o for d, o in zip(watch.history, watch.history_own,
+                                                   strict=True)])
+        if abs(period - pattern.period_ms) <= limits.tol_ms or period <= 0.0:
+            if reason == "pattern drift":
+                watch.own.clear()
+            else:
+                watch.readjusted_at.clear()
+            return None
+        new = TrafficPattern(period, min(1.0, max(comm, 0.0) / period), pattern.bandwidth_gbps)
         if new == pattern:
             return None
         members = tuple(self.state.job_members[job])

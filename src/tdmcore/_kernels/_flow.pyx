@@ -18,11 +18,11 @@ the time its transfers were last advanced).
 The stop-and-wait controller's continuous regulation (spec/metronome.md §7) runs in
 the loop: every finished iteration is reported at once, exactly as
 :meth:`tdmcore.controller.Controller.report_iteration` would take it (window of
-iteration times, slow count against ``a_t x period``, readjustment pauses onto the
-job's target phase); a report whose outcome needs the controller itself (a changed
-pattern: drift, or readjustments repeating; or a target phase that depends on a job
-outside the engine) stops the loop *before* it is taken, so the caller hands that
-one report to the controller.  ``tests/test_engine_monitor.py`` checks this monitor
+iteration times, slow count against ``a_t x baseline``, readjustment pauses onto
+the job's target phase, windows of own parts for drift, re-measuring a pattern that
+stands); a report whose outcome needs the controller itself (a pattern that
+changes, or a target phase that depends on a job outside the engine) stops the
+loop *before* it is taken, so the caller hands that one report to the controller.  ``tests/test_engine_monitor.py`` checks this monitor
 against the controller on thousands of random report streams.
 
 Compute noise is counter-based: iteration ``i`` of the job with noise key ``k``
@@ -38,7 +38,7 @@ work takes).  Here every step works on raw pointers.  Units: ms, Gbit, Gbps
 (:class:`tdmcore.sim.network.FlowEngine`); the functions change them in place.
 """
 
-from libc.math cimport sqrt, log, cos, exp, floor, fmod, copysign, INFINITY, NAN, isnan
+from libc.math cimport sqrt, log, cos, exp, fabs, floor, fmod, copysign, INFINITY, NAN, isnan
 
 ctypedef long long i64
 ctypedef unsigned long long u64
@@ -71,6 +71,8 @@ cpdef enum:
     REPORT_QUIET = 0
     REPORT_PAUSE = 1
     REPORT_CONTROLLER = 2
+    REPORT_QUIET_KEEP = 3   # a drifted window, re-measured: the pattern stands
+    REPORT_PAUSE_KEEP = 4   # a pause; repeated, re-measured: the pattern stands
 
 cpdef enum:
     # job fields: rows of the float array ``jf``
@@ -83,9 +85,9 @@ cpdef enum:
     F_HOLD_PERIOD = 6
     F_BUSY = 7         # sum of the iteration times since the job entered the engine
     F_ANCHOR = 8       # start of the latest finished iteration (the controller's anchor)
-    F_SLOW = 9         # an iteration longer than this is slow (a_t x period)
-    F_DLO = 10         # drift: the window's p75 below this ...
-    F_DHI = 11         # ... or its p25 above this
+    F_SLOW = 9         # an iteration longer than this is slow (a_t x baseline)
+    F_OLO = 10         # drift: the window of own parts has its p75 below this ...
+    F_OHI = 11         # ... or its p25 above this
     F_PPAT = 12        # the pattern's period (pauses are taken modulo it)
     F_TFIX = 13        # target phase when the reference job is not tracked here
     F_PAUSE_MS = 14    # pauses taken in the engine (ms)
@@ -98,7 +100,12 @@ cpdef enum:
     F_T_OJ = 19
     F_T_OR = 20
     F_T_CJ = 21
-    N_JF = 22
+    F_CSTART = 22      # when the iteration in progress started communicating
+    F_LAST_OWN = 23    # the latest finished iteration's own part (without communication)
+    F_IDLE = 24        # idle the plans inject (re-measuring: taken off)
+    F_CPAT = 25        # the pattern's communication time (re-measuring: kept)
+    F_TOL_MS = 26      # drift_tol x period: a re-measured period this close stands
+    N_JF = 27
 
 cpdef enum:
     # job fields: rows of the integer array ``ji``
@@ -118,16 +125,18 @@ cpdef enum:
     I_ROOT = 13        # slot of the reference job (-1: use F_TFIX; -2: ask the controller)
     I_WIN_N = 14       # window: count, next write position (a ring of `window` entries)
     I_WIN_POS = 15
-    I_HIST_N = 16      # history: count, next write position (a ring of `horizon` entries)
+    I_HIST_N = 16      # histories (iteration times, own parts): count, next write position
     I_HIST_POS = 17
     I_REPORTS = 18     # reports taken (the controller's watch.iterations)
     I_READJ_N = 19     # readjustment marks kept (report indices, oldest first)
     I_READJ = 20       # readjustments made in the engine
     I_REPORTED = 21    # the latest iteration's report has been taken
-    I_SLOWN = 22       # window entries > F_SLOW, > F_DHI, < F_DLO
+    I_SLOWN = 22       # window entries > F_SLOW; own-part window entries > F_OHI, < F_OLO
     I_ABOVE = 23
     I_BELOW = 24
-    N_JI = 25
+    I_OWN_N = 25       # own-part window: count, next write position
+    I_OWN_POS = 26
+    N_JI = 27
 
 cpdef enum:
     # pod fields (float rows, then integer rows)
@@ -238,8 +247,10 @@ cdef struct Eng:
     i64* hsize
     i64 hcap
     double* win
+    double* wino
     i64 w
     double* hist
+    double* histo
     i64 h
     i64* readj
     i64 rcap
@@ -266,9 +277,10 @@ cdef inline i64 LX(Eng* e, int f, i64 k) noexcept nogil:
 cdef Eng _eng(double[:, ::1] jf, i64[:, ::1] ji, double[:, ::1] pf, i64[:, ::1] pi,
               double[:, ::1] lf, i64[::1] lptr, i64[::1] lpods, double[::1] ev_t,
               i64[::1] ev_s, double[::1] ht, i64[::1] hid, i64[::1] hst, i64[::1] hsize,
-              double[:, ::1] win, double[:, ::1] hist, i64[:, ::1] readj, i64[::1] cfg,
-              double[:, ::1] samples, i64[::1] scratch, double[::1] scratch_f,
-              double sigma):
+              double[:, ::1] win, double[:, ::1] wino, double[:, ::1] hist,
+              double[:, ::1] histo,
+              i64[:, ::1] readj, i64[::1] cfg, double[:, ::1] samples, i64[::1] scratch,
+              double[::1] scratch_f, double sigma):
     cdef Eng e
     e.jf = &jf[0, 0]
     e.ji = &ji[0, 0]
@@ -288,8 +300,10 @@ cdef Eng _eng(double[:, ::1] jf, i64[:, ::1] ji, double[:, ::1] pf, i64[:, ::1] 
     e.hsize = &hsize[0]
     e.hcap = ht.shape[0]
     e.win = &win[0, 0]
+    e.wino = &wino[0, 0]
     e.w = win.shape[1]
     e.hist = &hist[0, 0]
+    e.histo = &histo[0, 0]
     e.h = hist.shape[1]
     e.readj = &readj[0, 0]
     e.rcap = readj.shape[1]
@@ -502,97 +516,158 @@ cdef inline double _quantile(double* v, i64 n, double q) noexcept nogil:
     return a + (b - a) * (pos - lo)
 
 
+cdef inline double _median(double* v, i64 n) noexcept nogil:
+    """Median of sorted ``v``: the middle value, or the mean of the two middle ones."""
+    cdef i64 mid = n // 2
+    if n % 2:
+        return v[mid]
+    return (v[mid - 1] + v[mid]) / 2.0
+
+
+cdef bint _stands(Eng* e, i64 j, bint drift) noexcept nogil:
+    """Re-measuring job ``j``'s pattern with the latest report pushed
+    (Controller._remeasure): does the period stand?  After a drift: the median own
+    part less the idle plus the pattern's comm time; after repeated
+    readjustments: the median iteration time less the idle."""
+    cdef double* buf = e.histo if drift else e.hist
+    cdef double last = e.jf[JX(e, F_LAST_OWN, j)] if drift else e.jf[JX(e, F_LAST_DUR, j)]
+    cdef i64 n = e.ji[JX(e, I_HIST_N, j)]
+    cdef i64 pos = e.ji[JX(e, I_HIST_POS, j)]
+    cdef i64 k, m, start
+    cdef double period
+    start = 1 if n == e.h else 0  # a full history drops its oldest
+    m = 0
+    for k in range(start, n):
+        e.scratch_f[m] = _ring_get(buf, e.h, j, n, pos, k)
+        m += 1
+    e.scratch_f[m] = last
+    m += 1
+    _sort(e.scratch_f, m)
+    period = _median(e.scratch_f, m) - e.jf[JX(e, F_IDLE, j)]
+    if drift:
+        period = period + e.jf[JX(e, F_CPAT, j)]
+    return fabs(period - e.jf[JX(e, F_PPAT, j)]) <= e.jf[JX(e, F_TOL_MS, j)] or period <= 0.0
+
+
 cdef int _outcome(Eng* e, i64 j) noexcept nogil:
     """What the report of job ``j``'s latest iteration leads to; changes nothing.
 
-    The rules of Controller.report_iteration: the duration joins the window (the
-    oldest leaves a full one); more than ``o_t`` slow iterations in it pause a job
-    that is not high priority; otherwise a full window whose p25 lies above
-    ``period (1 + tol)`` or whose p75 lies below ``period (1 - tol)`` is a changed
-    pattern (the controller's to handle).  A pause that makes ``readjust_limit``
-    within ``horizon`` reports is one too, and so is a pause whose target depends
-    on a job outside the engine.
+    The rules of Controller.report_iteration: the duration joins the window of
+    iteration times and its own part the window of own parts (the oldest leaves a
+    full window); more than ``o_t`` slow iterations pause a job that is not high
+    priority; otherwise a full window of own parts whose p25 lies above ``F_OHI``
+    or whose p75 below ``F_OLO`` makes the controller re-measure the pattern, as
+    do ``readjust_limit`` pauses within ``horizon`` reports.  A re-measured pattern
+    that stands is taken here (``*_KEEP``); one that changes, or a pause whose
+    target depends on a job outside the engine, is the controller's.
     """
     if e.ji[JX(e, I_MON, j)] == 0:
         return REPORT_QUIET
     cdef double d = e.jf[JX(e, F_LAST_DUR, j)]
+    cdef double o = e.jf[JX(e, F_LAST_OWN, j)]
     cdef i64 w = e.cfg[C_WINDOW]
     cdef i64 n = e.ji[JX(e, I_WIN_N, j)]
     cdef i64 pos = e.ji[JX(e, I_WIN_POS, j)]
+    cdef i64 no = e.ji[JX(e, I_OWN_N, j)]
+    cdef i64 opos = e.ji[JX(e, I_OWN_POS, j)]
     cdef i64 slow = e.ji[JX(e, I_SLOWN, j)]
     cdef i64 above = e.ji[JX(e, I_ABOVE, j)]
     cdef i64 below = e.ji[JX(e, I_BELOW, j)]
     cdef double old, p25, p75
-    cdef i64 n_after, lo25, lo75, start, k, reports, kept
+    cdef i64 lo25, lo75, start, k, reports, kept
     if n == w:  # the oldest leaves
-        old = e.win[j * e.w + pos % w]
-        slow -= old > e.jf[JX(e, F_SLOW, j)]
-        above -= old > e.jf[JX(e, F_DHI, j)]
-        below -= old < e.jf[JX(e, F_DLO, j)]
+        slow -= e.win[j * e.w + pos % w] > e.jf[JX(e, F_SLOW, j)]
     slow += d > e.jf[JX(e, F_SLOW, j)]
-    above += d > e.jf[JX(e, F_DHI, j)]
-    below += d < e.jf[JX(e, F_DLO, j)]
-    n_after = n + 1 if n + 1 < w else w
+    if no == w:
+        old = e.wino[j * e.w + opos % w]
+        above -= old > e.jf[JX(e, F_OHI, j)]
+        below -= old < e.jf[JX(e, F_OLO, j)]
+    above += o > e.jf[JX(e, F_OHI, j)]
+    below += o < e.jf[JX(e, F_OLO, j)]
     if slow <= e.cfg[C_OT] or e.ji[JX(e, I_HIGH, j)] != 0:
-        if n_after == w:
+        if no + 1 >= w:
             # p25 > x needs sorted[lo25 + 1] > x, i.e. at least w - lo25 - 1 entries
             # above x; p75 < y needs at least lo75 + 1 entries below y.
             lo25 = <i64>floor(0.25 * (w - 1))
             lo75 = <i64>floor(0.75 * (w - 1))
             if above >= w - lo25 - 1 or below >= lo75 + 1:
-                start = 1 if n == w else 0
-                for k in range(start, n):
-                    e.scratch_f[k - start] = _ring_get(e.win, e.w, j, n, pos, k)
-                e.scratch_f[w - 1] = d
+                start = 1 if no == w else 0
+                for k in range(start, no):
+                    e.scratch_f[k - start] = _ring_get(e.wino, e.w, j, no, opos, k)
+                e.scratch_f[w - 1] = o
                 _sort(e.scratch_f, w)
                 p25 = _quantile(e.scratch_f, w, 0.25)
                 p75 = _quantile(e.scratch_f, w, 0.75)
-                if p25 > e.jf[JX(e, F_DHI, j)] or p75 < e.jf[JX(e, F_DLO, j)]:
+                if p25 > e.jf[JX(e, F_OHI, j)] or p75 < e.jf[JX(e, F_OLO, j)]:
+                    if _stands(e, j, True):
+                        return REPORT_QUIET_KEEP
                     return REPORT_CONTROLLER
         return REPORT_QUIET
-    # a pause: would the readjustments then repeat too often?
+    if e.ji[JX(e, I_ROOT, j)] == -2:
+        return REPORT_CONTROLLER
+    # a pause: do the readjustments now repeat too often?
     reports = e.ji[JX(e, I_REPORTS, j)] + 1
     kept = 0
     for k in range(e.ji[JX(e, I_READJ_N, j)]):
         if reports - e.readj[j * e.rcap + k] < e.cfg[C_HORIZON]:
             kept += 1
-    if kept + 1 >= e.cfg[C_LIMIT] or e.ji[JX(e, I_ROOT, j)] == -2:
+    if kept + 1 >= e.cfg[C_LIMIT]:
+        if _stands(e, j, False):
+            return REPORT_PAUSE_KEEP
         return REPORT_CONTROLLER
     return REPORT_PAUSE
 
 
-cdef inline void _window_push(Eng* e, i64 j, double d) noexcept nogil:
+cdef inline void _clear_windows(Eng* e, i64 j, bint own_only) noexcept nogil:
+    if not own_only:
+        e.ji[JX(e, I_WIN_N, j)] = 0
+        e.ji[JX(e, I_WIN_POS, j)] = 0
+        e.ji[JX(e, I_SLOWN, j)] = 0
+    e.ji[JX(e, I_OWN_N, j)] = 0
+    e.ji[JX(e, I_OWN_POS, j)] = 0
+    e.ji[JX(e, I_ABOVE, j)] = 0
+    e.ji[JX(e, I_BELOW, j)] = 0
+
+
+cdef inline void _window_push(Eng* e, i64 j, double d, double o) noexcept nogil:
     cdef i64 n = e.ji[JX(e, I_WIN_N, j)]
     cdef i64 pos = e.ji[JX(e, I_WIN_POS, j)]
     cdef double old
     cdef i64 hp
     if n == e.w:
-        old = e.win[j * e.w + pos]
-        e.ji[JX(e, I_SLOWN, j)] -= old > e.jf[JX(e, F_SLOW, j)]
-        e.ji[JX(e, I_ABOVE, j)] -= old > e.jf[JX(e, F_DHI, j)]
-        e.ji[JX(e, I_BELOW, j)] -= old < e.jf[JX(e, F_DLO, j)]
+        e.ji[JX(e, I_SLOWN, j)] -= e.win[j * e.w + pos] > e.jf[JX(e, F_SLOW, j)]
     else:
         e.ji[JX(e, I_WIN_N, j)] = n + 1
     e.win[j * e.w + pos] = d
     e.ji[JX(e, I_WIN_POS, j)] = (pos + 1) % e.w
     e.ji[JX(e, I_SLOWN, j)] += d > e.jf[JX(e, F_SLOW, j)]
-    e.ji[JX(e, I_ABOVE, j)] += d > e.jf[JX(e, F_DHI, j)]
-    e.ji[JX(e, I_BELOW, j)] += d < e.jf[JX(e, F_DLO, j)]
+    n = e.ji[JX(e, I_OWN_N, j)]
+    pos = e.ji[JX(e, I_OWN_POS, j)]
+    if n == e.w:
+        old = e.wino[j * e.w + pos]
+        e.ji[JX(e, I_ABOVE, j)] -= old > e.jf[JX(e, F_OHI, j)]
+        e.ji[JX(e, I_BELOW, j)] -= old < e.jf[JX(e, F_OLO, j)]
+    else:
+        e.ji[JX(e, I_OWN_N, j)] = n + 1
+    e.wino[j * e.w + pos] = o
+    e.ji[JX(e, I_OWN_POS, j)] = (pos + 1) % e.w
+    e.ji[JX(e, I_ABOVE, j)] += o > e.jf[JX(e, F_OHI, j)]
+    e.ji[JX(e, I_BELOW, j)] += o < e.jf[JX(e, F_OLO, j)]
     hp = e.ji[JX(e, I_HIST_POS, j)]
     e.hist[j * e.h + hp] = d
+    e.histo[j * e.h + hp] = o
     e.ji[JX(e, I_HIST_POS, j)] = (hp + 1) % e.h
     if e.ji[JX(e, I_HIST_N, j)] < e.h:
         e.ji[JX(e, I_HIST_N, j)] += 1
 
 
 cdef void _apply(Eng* e, i64 j, double t, int outcome) noexcept nogil:
-    """Take the report of job ``j``'s latest iteration (a quiet one, or a pause)."""
+    """Take the report of job ``j``'s latest iteration (not REPORT_CONTROLLER)."""
     if e.ji[JX(e, I_MON, j)] == 0:
         return
-    cdef double d = e.jf[JX(e, F_LAST_DUR, j)]
     cdef i64 reports, n, drop, k, root
     cdef double target, anchor, pause, period
-    _window_push(e, j, d)
+    _window_push(e, j, e.jf[JX(e, F_LAST_DUR, j)], e.jf[JX(e, F_LAST_OWN, j)])
     reports = e.ji[JX(e, I_REPORTS, j)] + 1
     e.ji[JX(e, I_REPORTS, j)] = reports
     # readjustment marks older than the horizon are forgotten
@@ -604,7 +679,10 @@ cdef void _apply(Eng* e, i64 j, double t, int outcome) noexcept nogil:
         for k in range(n - drop):
             e.readj[j * e.rcap + k] = e.readj[j * e.rcap + k + drop]
         e.ji[JX(e, I_READJ_N, j)] = n - drop
-    if outcome != REPORT_PAUSE:
+    if outcome == REPORT_QUIET_KEEP:  # the drifted window was re-measured: consumed
+        _clear_windows(e, j, True)
+        return
+    if outcome != REPORT_PAUSE and outcome != REPORT_PAUSE_KEEP:
         return
     target = e.jf[JX(e, F_TFIX, j)]
     root = e.ji[JX(e, I_ROOT, j)]
@@ -616,13 +694,12 @@ cdef void _apply(Eng* e, i64 j, double t, int outcome) noexcept nogil:
     pause = _pymod(target - t, e.jf[JX(e, F_PPAT, j)])
     e.ji[JX(e, I_READJ, j)] += 1
     e.jf[JX(e, F_PAUSE_MS, j)] += pause
-    e.ji[JX(e, I_WIN_N, j)] = 0
-    e.ji[JX(e, I_WIN_POS, j)] = 0
-    e.ji[JX(e, I_SLOWN, j)] = 0
-    e.ji[JX(e, I_ABOVE, j)] = 0
-    e.ji[JX(e, I_BELOW, j)] = 0
-    e.readj[j * e.rcap + e.ji[JX(e, I_READJ_N, j)]] = reports
-    e.ji[JX(e, I_READJ_N, j)] += 1
+    _clear_windows(e, j, False)
+    if outcome == REPORT_PAUSE_KEEP:  # repeated, re-measured: the marks are consumed
+        e.ji[JX(e, I_READJ_N, j)] = 0
+    else:
+        e.readj[j * e.rcap + e.ji[JX(e, I_READJ_N, j)]] = reports
+        e.ji[JX(e, I_READJ_N, j)] += 1
     period = e.jf[JX(e, F_JOB_PERIOD, j)]
     e.jf[JX(e, F_HOLD_PHASE, j)] = _pymod(t + pause, period)
     e.jf[JX(e, F_HOLD_PERIOD, j)] = period
@@ -649,6 +726,7 @@ cdef inline void _comm(Eng* e, i64 j, double t) noexcept nogil:
     cdef bint seen
     e.ji[JX(e, I_PHASE, j)] = PHASE_COMM
     e.ji[JX(e, I_PENDING, j)] = 0
+    e.jf[JX(e, F_CSTART, j)] = t
     for p in range(p0, p1):
         lk = e.pi[PX(e, P_LINK, p)]
         if lk < 0 or e.pf[PX(e, P_VOLUME, p)] <= 0.0:
@@ -685,6 +763,7 @@ cdef inline void _iteration_end(Eng* e, i64 j, double t) noexcept nogil:
         e.samples[j * e.scap + e.ji[JX(e, I_NSAMP, j)]] = d
         e.ji[JX(e, I_NSAMP, j)] += 1
     e.jf[JX(e, F_LAST_DUR, j)] = d
+    e.jf[JX(e, F_LAST_OWN, j)] = e.jf[JX(e, F_CSTART, j)] - e.jf[JX(e, F_ISTART, j)]
     e.jf[JX(e, F_LAST_START, j)] = e.jf[JX(e, F_ISTART, j)]
     if e.jf[JX(e, F_ISTART, j)] > e.jf[JX(e, F_ANCHOR, j)]:
         e.jf[JX(e, F_ANCHOR, j)] = e.jf[JX(e, F_ISTART, j)]
@@ -781,7 +860,9 @@ def advance(double t, double until, double sigma,
             double[:, ::1] lf, i64[::1] lptr, i64[::1] lpods,
             double[::1] ev_t, i64[::1] ev_s, double[::1] ht, i64[::1] hid,
             i64[::1] hst, i64[::1] hsize,
-            double[:, ::1] win, double[:, ::1] hist, i64[:, ::1] readj, i64[::1] cfg,
+            double[:, ::1] win, double[:, ::1] wino, double[:, ::1] hist,
+              double[:, ::1] histo,
+            i64[:, ::1] readj, i64[::1] cfg,
             double[:, ::1] samples, i64[::1] scratch, double[::1] scratch_f,
             i64[::1] out):
     """Run events in time order from ``t``; return the time reached.
@@ -792,7 +873,7 @@ def advance(double t, double until, double sigma,
     parameters), which is how arrivals and the controller act on the model.
     """
     cdef Eng e = _eng(jf, ji, pf, pi, lf, lptr, lpods, ev_t, ev_s, ht, hid, hst, hsize,
-                      win, hist, readj, cfg, samples, scratch, scratch_f, sigma)
+                      win, wino, hist, histo, readj, cfg, samples, scratch, scratch_f, sigma)
     cdef double reached
     with nogil:
         reached = _advance(&e, t, until, &out[0])
@@ -836,12 +917,14 @@ def flush_links(double t, double sigma,
                 double[:, ::1] lf, i64[::1] lptr, i64[::1] lpods,
                 double[::1] ev_t, i64[::1] ev_s, double[::1] ht, i64[::1] hid,
                 i64[::1] hst, i64[::1] hsize,
-                double[:, ::1] win, double[:, ::1] hist, i64[:, ::1] readj, i64[::1] cfg,
+                double[:, ::1] win, double[:, ::1] wino, double[:, ::1] hist,
+              double[:, ::1] histo,
+            i64[:, ::1] readj, i64[::1] cfg,
                 double[:, ::1] samples, i64[::1] scratch, double[::1] scratch_f):
     """Bring every link's transfers up to ``t`` (no event lies before ``t``), so
     that ``P_SENT`` and ``L_SENT`` are exact at ``t``."""
     cdef Eng e = _eng(jf, ji, pf, pi, lf, lptr, lpods, ev_t, ev_s, ht, hid, hst, hsize,
-                      win, hist, readj, cfg, samples, scratch, scratch_f, sigma)
+                      win, wino, hist, histo, readj, cfg, samples, scratch, scratch_f, sigma)
     cdef i64 lk
     for lk in range(e.nl):
         if e.ev_t[e.ns + lk] < INFINITY and e.lf[LX(&e, L_T, lk)] < t:
@@ -854,11 +937,13 @@ def relink(i64 lk, double sigma,
            double[:, ::1] lf, i64[::1] lptr, i64[::1] lpods,
            double[::1] ev_t, i64[::1] ev_s, double[::1] ht, i64[::1] hid,
            i64[::1] hst, i64[::1] hsize,
-           double[:, ::1] win, double[:, ::1] hist, i64[:, ::1] readj, i64[::1] cfg,
+           double[:, ::1] win, double[:, ::1] wino, double[:, ::1] hist,
+              double[:, ::1] histo,
+           i64[:, ::1] readj, i64[::1] cfg,
            double[:, ::1] samples, i64[::1] scratch, double[::1] scratch_f):
     """New rates on link ``lk`` from its transfers as they stand at its ``L_T``."""
     cdef Eng e = _eng(jf, ji, pf, pi, lf, lptr, lpods, ev_t, ev_s, ht, hid, hst, hsize,
-                      win, hist, readj, cfg, samples, scratch, scratch_f, sigma)
+                      win, wino, hist, histo, readj, cfg, samples, scratch, scratch_f, sigma)
     _relink(&e, lk)
 
 
@@ -867,12 +952,14 @@ def monitor_outcome(i64 j, double sigma,
                     double[:, ::1] lf, i64[::1] lptr, i64[::1] lpods,
                     double[::1] ev_t, i64[::1] ev_s, double[::1] ht, i64[::1] hid,
                     i64[::1] hst, i64[::1] hsize,
-                    double[:, ::1] win, double[:, ::1] hist, i64[:, ::1] readj,
+                    double[:, ::1] win, double[:, ::1] wino, double[:, ::1] hist,
+              double[:, ::1] histo,
+                    i64[:, ::1] readj,
                     i64[::1] cfg, double[:, ::1] samples, i64[::1] scratch,
                     double[::1] scratch_f):
     """The REPORT_* outcome of job ``j``'s latest iteration (``F_LAST_DUR``)."""
     cdef Eng e = _eng(jf, ji, pf, pi, lf, lptr, lpods, ev_t, ev_s, ht, hid, hst, hsize,
-                      win, hist, readj, cfg, samples, scratch, scratch_f, sigma)
+                      win, wino, hist, histo, readj, cfg, samples, scratch, scratch_f, sigma)
     return _outcome(&e, j)
 
 
@@ -881,12 +968,14 @@ def monitor_apply(i64 j, double t, int outcome, double sigma,
                   double[:, ::1] lf, i64[::1] lptr, i64[::1] lpods,
                   double[::1] ev_t, i64[::1] ev_s, double[::1] ht, i64[::1] hid,
                   i64[::1] hst, i64[::1] hsize,
-                  double[:, ::1] win, double[:, ::1] hist, i64[:, ::1] readj,
+                  double[:, ::1] win, double[:, ::1] wino, double[:, ::1] hist,
+              double[:, ::1] histo,
+                  i64[:, ::1] readj,
                   i64[::1] cfg, double[:, ::1] samples, i64[::1] scratch,
                   double[::1] scratch_f):
     """Take job ``j``'s latest report at ``t`` with outcome QUIET or PAUSE."""
     cdef Eng e = _eng(jf, ji, pf, pi, lf, lptr, lpods, ev_t, ev_s, ht, hid, hst, hsize,
-                      win, hist, readj, cfg, samples, scratch, scratch_f, sigma)
+                      win, wino, hist, histo, readj, cfg, samples, scratch, scratch_f, sigma)
     _apply(&e, j, t, outcome)
 
 

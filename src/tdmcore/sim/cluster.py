@@ -221,23 +221,27 @@ class RunResult:
 
 
 def load_monitor_params(engine: FlowEngine, j: int, ctrl: Controller, name: str,
-                        high: set[str], slot_of: dict[str, int], *, monitor: bool) -> None:
+                        high: set[str], slot_of: dict[str, int], *, monitor: bool,
+                        idle: dict[str, float] | None = None) -> None:
     """Give engine slot ``j`` (job ``name``) the controller's current view of it:
-    its monitor thresholds (from its pattern), whether it is high priority (``high``,
-    :meth:`Controller.high_jobs`), and the terms of its target phase
-    (:meth:`Controller.target_phase`: the reference job's slot in ``slot_of`` and
-    the offsets; a reference outside the engine leaves the pause to the controller).
+    its regulation thresholds (:meth:`Controller.thresholds`; ``idle`` is
+    :meth:`Controller.idle_map` when the caller has it), whether it is high
+    priority (``high``: :meth:`Controller.high_jobs`), and the terms of its target
+    phase (:meth:`Controller.target_phase`: the reference job's slot in ``slot_of``
+    and the offsets; a reference outside the engine leaves the pause to the
+    controller).
     """
-    cfg = ctrl.config
     jf, ji = engine.jf, engine.ji
-    pattern = ctrl._pattern(name)
-    ji[K.I_MON, j] = int(monitor and pattern is not None)
-    if pattern is not None:
-        p = pattern.period_ms
-        jf[K.F_SLOW, j] = cfg.a_t * p
-        jf[K.F_DLO, j] = p * (1 - cfg.drift_tol)
-        jf[K.F_DHI, j] = p * (1 + cfg.drift_tol)
-        jf[K.F_PPAT, j] = p
+    limits = ctrl.thresholds(name, None if idle is None else idle.get(name, 0.0))
+    ji[K.I_MON, j] = int(monitor and limits is not None)
+    if limits is not None:
+        jf[K.F_SLOW, j] = limits.slow
+        jf[K.F_OLO, j] = limits.own_lo
+        jf[K.F_OHI, j] = limits.own_hi
+        jf[K.F_PPAT, j] = limits.period
+        jf[K.F_IDLE, j] = limits.idle
+        jf[K.F_CPAT, j] = limits.comm
+        jf[K.F_TOL_MS, j] = limits.tol_ms
     ji[K.I_HIGH, j] = int(name in high)
     # target_phase: anchor(root) + compute(root) + off(job) - off(root) - compute(job)
     root = ctrl.roots.get(name)
@@ -525,20 +529,22 @@ class _Run:
         pod = self.state.job_members[name][0]
         state = self.controller.watch_state(pod)
         if state is None:
-            state = ([], [], 0, [])
+            state = ([], [], [], [], 0, [])
         self.engine.set_monitor_state(j, *state)
 
-    def _params_of(self, name: str, j: int, high: set[str]) -> None:
+    def _params_of(self, name: str, j: int, high: set[str],
+                   idle: dict[str, float] | None = None) -> None:
         assert self.controller is not None
         load_monitor_params(self.engine, j, self.controller, name, high, self.slot,
-                            monitor=self.monitor)
+                            monitor=self.monitor, idle=idle)
 
     def _refresh_params(self) -> None:
         if self.controller is None or not self.slot:
             return
         high = self.controller.high_jobs()
+        idle = self.controller.idle_map()
         for name, j in self.slot.items():
-            self._params_of(name, j, high)
+            self._params_of(name, j, high, idle)
 
     def _report(self, j: int, t: float) -> None:
         """The engine stopped before job slot ``j``'s report: the controller takes it
@@ -552,8 +558,11 @@ class _Run:
         self._refresh_anchor(name, t)
         ctrl.set_watch_state(pod, *eng.monitor_state(j))
         before = dict(ctrl.offsets_ms)
-        actions = ctrl.report_iteration(pod, float(eng.jf[K.F_LAST_START, j]),
-                                        float(eng.jf[K.F_LAST_DUR, j]))
+        duration = float(eng.jf[K.F_LAST_DUR, j])
+        # the agent measures the comm phase (with the latency tail): what is not its own
+        comm = min(max(duration - float(eng.jf[K.F_LAST_OWN, j]), 0.0), duration)
+        actions = ctrl.report_iteration(pod, float(eng.jf[K.F_LAST_START, j]), duration,
+                                        comm)
         changed = False
         for action in actions:
             if isinstance(action, Readjustment):
@@ -598,27 +607,42 @@ class _Run:
             comm = max(comm, volume / (per_pod * 1e-3))
         return comm
 
-    def _quiet_bounds(self, name: str) -> tuple[float, float] | None:
-        """Iteration times in ``[lo, hi]`` can trigger nothing in the controller (no
-        slow iteration, no drift), given what its window already holds; None when
-        the window itself is outside.  ``(-inf, inf)`` without a monitor."""
+    def _quiet_bounds(self, name: str) -> tuple[float, float, float] | None:
+        """``(own_lo, own_hi, longest)``: iterations whose own part (without
+        communication) lies in ``[own_lo, own_hi]`` and whose time is at most
+        ``longest`` make the controller do nothing, given what its windows already
+        hold (no drifted window, no slow count over ``o_t``); None when the
+        windows themselves are outside.  Unbounded without a monitor."""
+        unbounded = (-np.inf, np.inf, np.inf)
         if not self.monitor:
-            return (-np.inf, np.inf)
+            return unbounded
         assert self.controller is not None
-        cfg = self.controller.config
-        pattern = self.controller._pattern(name)
-        if pattern is None:
-            return (-np.inf, np.inf)
-        lo = pattern.period_ms * (1 - cfg.drift_tol)
-        hi = pattern.period_ms * min(cfg.a_t, 1 + cfg.drift_tol)
+        limits = self.controller.thresholds(name)
+        if limits is None:
+            return unbounded
         if name in self.slot:
-            window = self.engine.monitor_state(self.slot[name])[0]
+            durations, own = self.engine.monitor_state(self.slot[name])[:2]
         else:
             state = self.controller.watch_state(self.state.job_members[name][0])
-            window = state[0] if state is not None else []
-        if any(not lo <= d <= hi for d in window):
+            durations, own = (state[0], state[1]) if state is not None else ([], [])
+        if any(not limits.own_lo <= o <= limits.own_hi for o in own):
             return None
-        return lo, hi
+        if self.controller.is_high(name):
+            return limits.own_lo, limits.own_hi, np.inf
+        if sum(d > limits.slow for d in durations) > self.controller.config.o_t:
+            return None
+        return limits.own_lo, limits.own_hi, limits.slow
+
+    def _quiet_stretch(self, name: str, solo: _Solo, bounds: tuple[float, float, float]
+                       ) -> float | None:
+        """The stretch's total time if every iteration of it is quiet, else None."""
+        key, compute, const = self._solo_terms(name, solo)
+        n = self.job_by_name[name].iterations - solo.i0
+        total, lo, hi = stretch_summary(self.seed, key, self.sigma, solo.i0, n, compute, const)
+        talk = const - solo.stretch  # comm + tail: the part that is not the job's own
+        if lo - talk < bounds[0] or hi - talk > bounds[1] or hi > bounds[2]:
+            return None
+        return float(total)
 
     def _solo_terms(self, name: str, solo: _Solo) -> tuple[int, float, float]:
         compute, tail = self.params[name][0], self.params[name][1]
@@ -631,12 +655,9 @@ class _Run:
         bounds = self._quiet_bounds(name)
         if bounds is None:
             return False
-        job = self.job_by_name[name]
         solo = _Solo(i0, s0, self._solo_comm(name), stretch, s0, self.versions + 1)
-        key, compute, const = self._solo_terms(name, solo)
-        total, lo, hi = stretch_summary(self.seed, key, self.sigma, i0, job.iterations - i0,
-                                        compute, const)
-        if lo < bounds[0] or hi > bounds[1]:
+        total = self._quiet_stretch(name, solo, bounds)
+        if total is None:
             return False
         self.versions += 1
         solo.end = s0 + total
@@ -667,7 +688,9 @@ class _Run:
             m = min(kept, keep)
             order = (np.arange(m) + (kept - m)) % max(keep, 1)
             pod = self.state.job_members[name][0]
-            self.controller.absorb_quiet(pod, count, last_s[order], last_d[order])
+            talk = const - solo.stretch  # measured comm phase: transfers and the tail
+            self.controller.absorb_quiet(pod, count, last_s[order], last_d[order],
+                                         np.minimum(talk, last_d[order]))
         return solo.s0 + total
 
     def _solo_to_kernel(self, name: str, t: float) -> None:
@@ -687,6 +710,7 @@ class _Run:
         c_k = compute * noise_factor(self.seed, key, i, self.sigma) + solo.stretch
         u = t - s_k
         eng.jf[K.F_ISTART, j] = s_k
+        eng.jf[K.F_CSTART, j] = s_k + c_k
         if u < c_k:
             eng.ji[K.I_PHASE, j] = K.PHASE_COMPUTE
             eng.jf[K.F_T, j] = s_k + c_k
@@ -743,12 +767,8 @@ class _Run:
             return
         i0 = int(eng.ji[K.I_ITER, j])
         stretch = float(eng.jf[K.F_STRETCH, j])
-        job = self.job_by_name[name]
         solo = _Solo(i0, t, self._solo_comm(name), stretch, t, 0)
-        key, compute, const = self._solo_terms(name, solo)
-        _, lo, hi = stretch_summary(self.seed, key, self.sigma, i0, job.iterations - i0,
-                                    compute, const)
-        if lo < bounds[0] or hi > bounds[1]:
+        if self._quiet_stretch(name, solo, bounds) is None:
             return
         self._leave(name)
         ok = self._solo_begin(name, i0, t, stretch)
@@ -771,15 +791,8 @@ class _Run:
     # ------------------------------------------------------------------ the controller acts
     def _stretch_map(self) -> dict[str, float]:
         """Idle injection: each job's compute phase grows by the most any link of it
-        injects (base period unification, step 2)."""
-        stretch: dict[str, float] = {}
-        if self.controller is None:
-            return stretch
-        for plan in self.controller.links.values():
-            for pod, idle in zip(plan.pods, plan.base.idle_ms, strict=True):
-                if pod.job is not None:
-                    stretch[pod.job] = max(stretch.get(pod.job, 0.0), float(idle))
-        return stretch
+        injects (base period unification, step 2; :meth:`Controller.idle_map`)."""
+        return {} if self.controller is None else self.controller.idle_map()
 
     def _update_stretch(self, t: float) -> None:
         if self.controller is None:

@@ -154,7 +154,9 @@ class FlowEngine:
         ji = np.zeros((K.N_JI, n_slots), dtype=np.int64)
         ji[K.I_PHASE] = K.PHASE_FREE
         win = np.zeros((n_slots, m.window))
+        wino = np.zeros((n_slots, m.window))
         hist = np.zeros((n_slots, m.horizon))
+        histo = np.zeros((n_slots, m.horizon))
         readj = np.zeros((n_slots, m.horizon + 1), dtype=np.int64)
         samples = np.zeros((n_slots, self.n_samples))
         pf = np.zeros((K.N_PF, n_pods))
@@ -167,7 +169,9 @@ class FlowEngine:
             jf[:, :s] = self.jf[:, :s]
             ji[:, :s] = self.ji[:, :s]
             win[:s] = self.win[:s]
+            wino[:s] = self.wino[:s]
             hist[:s] = self.hist[:s]
+            histo[:s] = self.histo[:s]
             readj[:s] = self.readj[:s]
             samples[:s] = self.samples[:s]
             u = self.pod_used
@@ -178,7 +182,8 @@ class FlowEngine:
             ev_s[:s] = self.ev_s[:s]
             ev_t[n_slots:] = self.ev_t[old_slots:]
             ev_s[n_slots:] = self.ev_s[old_slots:]
-        self.jf, self.ji, self.win, self.hist, self.readj = jf, ji, win, hist, readj
+        self.jf, self.ji, self.win, self.wino, self.hist = jf, ji, win, wino, hist
+        self.histo, self.readj = histo, readj
         self.samples, self.pf, self.pi, self.ev_t, self.ev_s = samples, pf, pi, ev_t, ev_s
         size = 2 * (n_slots + self.n_links) + 16
         self.ht = np.zeros(size)
@@ -187,14 +192,14 @@ class FlowEngine:
         K.rebuild_heap(self.ev_t, self.ev_s, self.ht, self.hid, self.hst, self.hsize,
                        n_slots, self.n_links)
         self.scratch = np.zeros(max(8, n_pods), dtype=np.int64)
-        self.scratch_f = np.zeros(m.window)
+        self.scratch_f = np.zeros(max(m.window, m.horizon + 1))
 
     def _state(self) -> tuple[NDArray[Any], ...]:
         """The arrays every engine call takes, in its order."""
         return (self.jf, self.ji, self.pf, self.pi, self.lf, self.lptr, self.lpods,
                 self.ev_t, self.ev_s, self.ht, self.hid, self.hst, self.hsize, self.win,
-                self.hist, self.readj, self.cfg, self.samples, self.scratch,
-                self.scratch_f)
+                self.wino, self.hist, self.histo, self.readj, self.cfg, self.samples,
+                self.scratch, self.scratch_f)
 
     def _compact_pods(self) -> None:
         """Move the live pods to the front of the pool (slot order)."""
@@ -258,6 +263,7 @@ class FlowEngine:
         ji[:, j] = 0
         jf[K.F_T, j] = start_ms
         jf[K.F_ISTART, j] = start_ms
+        jf[K.F_CSTART, j] = start_ms
         jf[K.F_COMPUTE, j] = compute_ms
         jf[K.F_STRETCH, j] = stretch_ms
         jf[K.F_TAIL, j] = tail_ms
@@ -265,8 +271,8 @@ class FlowEngine:
         jf[K.F_HOLD_PERIOD, j] = job_period_ms
         jf[K.F_ANCHOR, j] = -np.inf
         jf[K.F_SLOW, j] = np.inf
-        jf[K.F_DLO, j] = -np.inf
-        jf[K.F_DHI, j] = np.inf
+        jf[K.F_OLO, j] = -np.inf
+        jf[K.F_OHI, j] = np.inf
         jf[K.F_PPAT, j] = job_period_ms
         jf[K.F_JOB_PERIOD, j] = job_period_ms
         ji[K.I_PHASE, j] = K.PHASE_WAIT
@@ -347,34 +353,46 @@ class FlowEngine:
         self.schedule(j, t)
 
     # ------------------------------------------------------------ monitor
-    def set_monitor_state(self, j: int, window: Sequence[float], history: Sequence[float],
+    def set_monitor_state(self, j: int, durations: Sequence[float], own: Sequence[float],
+                          history: Sequence[float], history_own: Sequence[float],
                           reports: int, readjusted_at: Sequence[int]) -> None:
-        """Load the controller's view of job ``j`` (its thresholds already set)."""
+        """Load the controller's view of job ``j`` (its thresholds already set):
+        :meth:`tdmcore.controller.Controller.watch_state`."""
         w, h = self.win.shape[1], self.hist.shape[1]
-        vals = np.asarray(list(window)[-w:], dtype=np.float64)
+        jf, ji = self.jf, self.ji
+        vals = np.asarray(list(durations)[-w:], dtype=np.float64)
         self.win[j, :vals.size] = vals
-        self.ji[K.I_WIN_N, j] = vals.size
-        self.ji[K.I_WIN_POS, j] = vals.size % w
-        self.ji[K.I_SLOWN, j] = int((vals > self.jf[K.F_SLOW, j]).sum())
-        self.ji[K.I_ABOVE, j] = int((vals > self.jf[K.F_DHI, j]).sum())
-        self.ji[K.I_BELOW, j] = int((vals < self.jf[K.F_DLO, j]).sum())
+        ji[K.I_WIN_N, j] = vals.size
+        ji[K.I_WIN_POS, j] = vals.size % w
+        ji[K.I_SLOWN, j] = int((vals > jf[K.F_SLOW, j]).sum())
+        ov = np.asarray(list(own)[-w:], dtype=np.float64)
+        self.wino[j, :ov.size] = ov
+        ji[K.I_OWN_N, j] = ov.size
+        ji[K.I_OWN_POS, j] = ov.size % w
+        ji[K.I_ABOVE, j] = int((ov > jf[K.F_OHI, j]).sum())
+        ji[K.I_BELOW, j] = int((ov < jf[K.F_OLO, j]).sum())
         hv = np.asarray(list(history)[-h:], dtype=np.float64)
         self.hist[j, :hv.size] = hv
-        self.ji[K.I_HIST_N, j] = hv.size
-        self.ji[K.I_HIST_POS, j] = hv.size % h
-        self.ji[K.I_REPORTS, j] = int(reports)
+        self.histo[j, :hv.size] = np.asarray(list(history_own)[-h:], dtype=np.float64)
+        ji[K.I_HIST_N, j] = hv.size
+        ji[K.I_HIST_POS, j] = hv.size % h
+        ji[K.I_REPORTS, j] = int(reports)
         marks = list(readjusted_at)[-(self.readj.shape[1]):]
         self.readj[j, :len(marks)] = marks
-        self.ji[K.I_READJ_N, j] = len(marks)
+        ji[K.I_READJ_N, j] = len(marks)
 
-    def monitor_state(self, j: int) -> tuple[list[float], list[float], int, list[int]]:
-        """Job ``j``'s window, history (oldest first), reports and readjustment marks."""
+    def monitor_state(self, j: int) -> tuple[list[float], list[float], list[float],
+                                             list[float], int, list[int]]:
+        """Job ``j``'s windows of iteration times and own parts, its histories of
+        both (oldest first), its reports and its readjustment marks."""
         def ring(buf: NDArray[np.float64], n: int, pos: int) -> list[float]:
             size = buf.shape[1]
             return [float(buf[j, (pos - n + k) % size]) for k in range(n)]
         ji = self.ji
         return (ring(self.win, int(ji[K.I_WIN_N, j]), int(ji[K.I_WIN_POS, j])),
+                ring(self.wino, int(ji[K.I_OWN_N, j]), int(ji[K.I_OWN_POS, j])),
                 ring(self.hist, int(ji[K.I_HIST_N, j]), int(ji[K.I_HIST_POS, j])),
+                ring(self.histo, int(ji[K.I_HIST_N, j]), int(ji[K.I_HIST_POS, j])),
                 int(ji[K.I_REPORTS, j]),
                 [int(x) for x in self.readj[j, :int(ji[K.I_READJ_N, j])]])
 
