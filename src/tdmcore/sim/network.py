@@ -122,6 +122,19 @@ class FlowEngine:
     :meth:`run` (``STOP_SAMPLES``) so the caller can :meth:`take_samples`.
     """
 
+    jf: NDArray[np.float64]
+    ji: NDArray[np.int64]
+    pf: NDArray[np.float64]
+    pi: NDArray[np.int64]
+    win: NDArray[np.float64]
+    wino: NDArray[np.float64]
+    hist: NDArray[np.float64]
+    histo: NDArray[np.float64]
+    readj: NDArray[np.int64]
+    samples: NDArray[np.float64]
+    ev_t: NDArray[np.float64]
+    ev_s: NDArray[np.int64]
+
     def __init__(self, capacity_gbps: NDArray[np.float64], background_gbps: NDArray[np.float64],
                  *, seed: int = 0, sigma: float = 0.0, monitor: MonitorConfig | None = None,
                  samples_per_job: int = 512, jobs_hint: int = 8) -> None:
@@ -203,7 +216,7 @@ class FlowEngine:
 
     def _compact_pods(self) -> None:
         """Move the live pods to the front of the pool (slot order)."""
-        order = []
+        order: list[int] = []
         for j in range(self.slots):
             if self.ji[K.I_PHASE, j] != K.PHASE_FREE:
                 p0, n = int(self.ji[K.I_POD0, j]), int(self.ji[K.I_NPOD, j])
@@ -334,7 +347,8 @@ class FlowEngine:
 
     def run(self, t: float, until: float) -> tuple[float, int, int]:
         """Run the events before ``until``; return (time reached, STOP_*, slot)."""
-        t = K.advance(t, until, self.sigma, *self._state(), self.out)
+        # (mypy cannot count the 22 arrays of the unpacked state)
+        t = K.advance(t, until, self.sigma, *self._state(), self.out)  # type: ignore[call-arg]
         return float(t), int(self.out[0]), int(self.out[1])
 
     def flush(self, t: float) -> None:
