@@ -1,6 +1,5 @@
 """Type stub of the Cython event engine (:mod:`tdmcore._kernels._flow`)."""
 
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
