@@ -104,7 +104,8 @@ N_CFG: int
 
 def noise_normal(seed: int, key: int, i: int) -> float: ...
 def noise_factor(seed: int, key: int, i: int, sigma: float) -> float: ...
-def advance(t: float, until: float, sigma: float, jf: NDArray[np.float64], ji: NDArray[np.int64], pf: NDArray[np.float64],
+def advance(t: float, until: float, sigma: float,
+    jf: NDArray[np.float64], ji: NDArray[np.int64], pf: NDArray[np.float64],
     pi: NDArray[np.int64], lf: NDArray[np.float64], lptr: NDArray[np.int64],
     lpods: NDArray[np.int64], ev_t: NDArray[np.float64], ev_s: NDArray[np.int64],
     ht: NDArray[np.float64], hid: NDArray[np.int64], hst: NDArray[np.int64],
@@ -119,7 +120,8 @@ def schedule(ent: int, t: float, ev_t: NDArray[np.float64], ev_s: NDArray[np.int
 def rebuild_heap(ev_t: NDArray[np.float64], ev_s: NDArray[np.int64], ht: NDArray[np.float64],
     hid: NDArray[np.int64], hst: NDArray[np.int64], hsize: NDArray[np.int64],
     n_slots: int, n_links: int) -> None: ...
-def flush_links(t: float, sigma: float, jf: NDArray[np.float64], ji: NDArray[np.int64], pf: NDArray[np.float64],
+def flush_links(t: float, sigma: float,
+    jf: NDArray[np.float64], ji: NDArray[np.int64], pf: NDArray[np.float64],
     pi: NDArray[np.int64], lf: NDArray[np.float64], lptr: NDArray[np.int64],
     lpods: NDArray[np.int64], ev_t: NDArray[np.float64], ev_s: NDArray[np.int64],
     ht: NDArray[np.float64], hid: NDArray[np.int64], hst: NDArray[np.int64],
@@ -127,7 +129,8 @@ def flush_links(t: float, sigma: float, jf: NDArray[np.float64], ji: NDArray[np.
     hist: NDArray[np.float64], histo: NDArray[np.float64], readj: NDArray[np.int64],
     cfg: NDArray[np.int64], samples: NDArray[np.float64], scratch: NDArray[np.int64],
     scratch_f: NDArray[np.float64]) -> None: ...
-def relink(lk: int, sigma: float, jf: NDArray[np.float64], ji: NDArray[np.int64], pf: NDArray[np.float64],
+def relink(lk: int, sigma: float,
+    jf: NDArray[np.float64], ji: NDArray[np.int64], pf: NDArray[np.float64],
     pi: NDArray[np.int64], lf: NDArray[np.float64], lptr: NDArray[np.int64],
     lpods: NDArray[np.int64], ev_t: NDArray[np.float64], ev_s: NDArray[np.int64],
     ht: NDArray[np.float64], hid: NDArray[np.int64], hst: NDArray[np.int64],
@@ -135,7 +138,8 @@ def relink(lk: int, sigma: float, jf: NDArray[np.float64], ji: NDArray[np.int64]
     hist: NDArray[np.float64], histo: NDArray[np.float64], readj: NDArray[np.int64],
     cfg: NDArray[np.int64], samples: NDArray[np.float64], scratch: NDArray[np.int64],
     scratch_f: NDArray[np.float64]) -> None: ...
-def monitor_outcome(j: int, sigma: float, jf: NDArray[np.float64], ji: NDArray[np.int64], pf: NDArray[np.float64],
+def monitor_outcome(j: int, sigma: float,
+    jf: NDArray[np.float64], ji: NDArray[np.int64], pf: NDArray[np.float64],
     pi: NDArray[np.int64], lf: NDArray[np.float64], lptr: NDArray[np.int64],
     lpods: NDArray[np.int64], ev_t: NDArray[np.float64], ev_s: NDArray[np.int64],
     ht: NDArray[np.float64], hid: NDArray[np.int64], hst: NDArray[np.int64],
@@ -143,7 +147,8 @@ def monitor_outcome(j: int, sigma: float, jf: NDArray[np.float64], ji: NDArray[n
     hist: NDArray[np.float64], histo: NDArray[np.float64], readj: NDArray[np.int64],
     cfg: NDArray[np.int64], samples: NDArray[np.float64], scratch: NDArray[np.int64],
     scratch_f: NDArray[np.float64]) -> int: ...
-def monitor_apply(j: int, t: float, outcome: int, sigma: float, jf: NDArray[np.float64], ji: NDArray[np.int64], pf: NDArray[np.float64],
+def monitor_apply(j: int, t: float, outcome: int, sigma: float,
+    jf: NDArray[np.float64], ji: NDArray[np.int64], pf: NDArray[np.float64],
     pi: NDArray[np.int64], lf: NDArray[np.float64], lptr: NDArray[np.int64],
     lpods: NDArray[np.int64], ev_t: NDArray[np.float64], ev_s: NDArray[np.int64],
     ht: NDArray[np.float64], hid: NDArray[np.int64], hst: NDArray[np.int64],
