@@ -130,3 +130,34 @@ def test_bad_jobs_name_the_argument(kwargs, name) -> None:
 def test_bad_runs_name_the_argument(args, kwargs, name) -> None:
     with pytest.raises(ValueError, match=f"^{name}"):
         simulate_flows(*args, **kwargs)
+
+
+TINY_TRANSFER = """
+import numpy as np
+from tdmcore._kernels import flow as K
+from tdmcore.sim.network import FlowEngine
+t = 1.8e9  # 500 h in ms: one ulp of t is 2.4e-7 ms
+engine = FlowEngine(np.array([25.0]), np.zeros(1), jobs_hint=1)
+j = engine.add(key=0, compute_ms=10.0, iterations=2, start_ms=t, links=[0], cap_gbps=25.0,
+               volume_gbit=1.0)
+engine.ji[K.I_PHASE, j] = K.PHASE_COMM
+engine.jf[K.F_CSTART, j] = t
+engine.schedule(j, np.inf)
+# 1e-10 Gbit left at 25 Gbps: 4e-9 ms, below the resolution of t
+engine.set_transfers(j, t, np.array([1e-10]), np.array([1.0 - 1e-10]))
+reached, reason, _ = engine.run(t, t + 1000.0)
+print(int(engine.ji[K.I_ITER, j]), float(engine.pf[K.P_SENT, engine.pods(j)][0]))
+"""
+
+
+def test_a_transfer_shorter_than_the_clock_resolution_ends() -> None:
+    # Regression: a residual transfer whose remaining time was below one ulp of t
+    # was rescheduled at t forever.  Run in a subprocess so a regression fails.
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", TINY_TRANSFER], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    done, sent = out.stdout.split()
+    assert int(done) == 2 and float(sent) == pytest.approx(2.0)

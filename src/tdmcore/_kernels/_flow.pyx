@@ -451,34 +451,38 @@ cdef inline void _progress(Eng* e, i64 lk, double t) noexcept nogil:
     """Advance link ``lk``'s transfers to ``t``; a transfer that is done leaves,
     and a job whose last transfer left enters its latency tail."""
     cdef double t0 = e.lf[LX(e, L_T, lk)]
-    cdef double dt, r, left, moved
+    cdef double dt = t - t0 if t > t0 else 0.0
+    cdef double r, left, moved
     cdef i64 q, p, j
+    # With no time passed a transfer can still be due: one whose remaining time is
+    # below the resolution of t (at 500 h, t in ms has ulps of 1e-7 ms) ends at t.
+    for q in range(e.lptr[lk], e.lptr[lk + 1]):
+        p = e.lpods[q]
+        if e.pi[PX(e, P_ACTIVE, p)] == 0:
+            continue
+        r = e.pf[PX(e, P_RATE, p)]
+        left = e.pf[PX(e, P_LEFT, p)]
+        if r > 0.0 and (t0 + left / (r * 1e-3) <= t or left - r * 1e-3 * dt <= DONE):
+            moved = left
+        else:
+            moved = r * 1e-3 * dt
+        if moved == 0.0 and left > 0.0:
+            continue
+        e.pf[PX(e, P_LEFT, p)] = left - moved
+        e.pf[PX(e, P_SENT, p)] += moved
+        e.lf[LX(e, L_SENT, lk)] += moved
+        if moved == left:
+            e.pf[PX(e, P_LEFT, p)] = 0.0
+            e.pi[PX(e, P_ACTIVE, p)] = 0
+            e.pf[PX(e, P_RATE, p)] = 0.0
+            j = e.pi[PX(e, P_JOB, p)]
+            e.ji[JX(e, I_PENDING, j)] -= 1
+            if e.ji[JX(e, I_PENDING, j)] == 0:
+                e.ji[JX(e, I_PHASE, j)] = PHASE_TAIL
+                e.jf[JX(e, F_T, j)] = t + e.jf[JX(e, F_TAIL, j)]
+                _schedule(e, j, e.jf[JX(e, F_T, j)])
     if t > t0:
-        dt = t - t0
-        for q in range(e.lptr[lk], e.lptr[lk + 1]):
-            p = e.lpods[q]
-            if e.pi[PX(e, P_ACTIVE, p)] == 0:
-                continue
-            r = e.pf[PX(e, P_RATE, p)]
-            left = e.pf[PX(e, P_LEFT, p)]
-            if r > 0.0 and (t0 + left / (r * 1e-3) <= t or left - r * 1e-3 * dt <= DONE):
-                moved = left
-            else:
-                moved = r * 1e-3 * dt
-            e.pf[PX(e, P_LEFT, p)] = left - moved
-            e.pf[PX(e, P_SENT, p)] += moved
-            e.lf[LX(e, L_SENT, lk)] += moved
-            if moved == left:
-                e.pf[PX(e, P_LEFT, p)] = 0.0
-                e.pi[PX(e, P_ACTIVE, p)] = 0
-                e.pf[PX(e, P_RATE, p)] = 0.0
-                j = e.pi[PX(e, P_JOB, p)]
-                e.ji[JX(e, I_PENDING, j)] -= 1
-                if e.ji[JX(e, I_PENDING, j)] == 0:
-                    e.ji[JX(e, I_PHASE, j)] = PHASE_TAIL
-                    e.jf[JX(e, F_T, j)] = t + e.jf[JX(e, F_TAIL, j)]
-                    _schedule(e, j, e.jf[JX(e, F_T, j)])
-    e.lf[LX(e, L_T, lk)] = t
+        e.lf[LX(e, L_T, lk)] = t
 
 
 cdef inline void _relink(Eng* e, i64 lk) noexcept nogil:
