@@ -174,9 +174,14 @@ class Server:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> Server:
-        """Serve in a daemon thread (:attr:`thread`)."""
-        self.thread = threading.Thread(target=self.run, name="waitress", daemon=True)
-        self.thread.start()
+        """Serve in a daemon thread (:attr:`thread`); a second call returns the
+        same server (one loop only: two threads polling one waitress map race
+        on its sockets and its trigger)."""
+        with self._stopping:
+            if self.thread is None:
+                self.thread = threading.Thread(target=self.run, name="waitress",
+                                               daemon=True)
+                self.thread.start()
         return self
 
     def run(self) -> None:
@@ -210,7 +215,14 @@ class Server:
             close_all()
             server.task_dispatcher.shutdown(timeout=timeout_s)
             return
-        server.trigger.pull_trigger(close_all)
+        try:
+            server.trigger.pull_trigger(close_all)
+        except OSError:
+            # the trigger's pipe is already closed (seen once on CI): the loop
+            # can no longer be woken, so close from here; it ends at its next poll
+            log.warning("waitress trigger closed before stop; closing from %s",
+                        threading.current_thread().name)
+            close_all()
         if self.thread is not None and self.thread is not threading.current_thread():
             self._loop_done.wait(timeout_s)
 

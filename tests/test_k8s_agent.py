@@ -677,3 +677,24 @@ def test_shutdown_stops_serving() -> None:
     conn.close()
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
         pass
+
+
+def test_stop_with_the_trigger_already_closed_still_stops() -> None:
+    """CI once saw ``OSError: Bad file descriptor`` from waitress's trigger in
+    stop(); stop must then close from the calling thread, not raise."""
+    server = serve(Agent(None).app(), "127.0.0.1", 0)
+    thread = server.start().thread
+    assert thread is not None
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+    conn.request("GET", "/healthz")
+    assert conn.getresponse().read() == b"ok"
+    trigger = server._server.trigger
+    os.close(trigger.trigger)  # the pipe's write end, as if closed elsewhere
+    trigger.trigger = -1
+    server.stop()
+    thread.join(5.0)
+    assert not thread.is_alive()
+    conn.close()
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", server.port),
+                                                          timeout=1):
+        pass
