@@ -190,6 +190,9 @@ def test_duration_s_becomes_iterations(tmp_path: Path) -> None:
     assert j3.iterations == 1
     assert j4.iterations == 3  # LowComm: 1,000 ms per iteration, 3.4 s
     assert j4.period_ms == 1000.0
+    data["jobs"][3]["iteration_ms"] = 200.0  # declared: 3.4 s is 17 iterations
+    j4 = load(tmp_path, data).jobs[3]
+    assert (j4.iterations, j4.period_ms, j4.iteration_ms) == (17, 200.0, 200.0)
 
 
 def test_pattern_and_lowcomm_jobs(tmp_path: Path) -> None:
@@ -419,6 +422,12 @@ BAD_DATA: list[tuple[str, Edit, str]] = [
      "jobs[2].period_ms: only allowed with 'model'"),
     ("period-with-lowcomm", put(J, 3, "period_ms", 50),
      "jobs[3].period_ms: only allowed with 'model'"),
+    ("iteration-with-model", put(J, 1, "iteration_ms", 50),
+     "jobs[1].iteration_ms: only allowed with 'pattern: null'"),
+    ("iteration-with-pattern", put(J, 2, "iteration_ms", 50),
+     "jobs[2].iteration_ms: only allowed with 'pattern: null'"),
+    ("iteration-zero", put(J, 3, "iteration_ms", 0),
+     "jobs[3].iteration_ms: expected a number > 0, got 0"),
     ("pattern-list", put(J, 2, "pattern", [100, 0.3, 10]),
      "jobs[2].pattern: expected a mapping {period_ms, duty_cycle, bandwidth_gbps} or null"),
     ("pattern-unknown", put(J, 2, "pattern", "rate", 10),

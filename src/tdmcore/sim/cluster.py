@@ -74,7 +74,8 @@ class SimJob:
     """A training job of a scenario.
 
     ``workers`` pods, each requesting ``gpu``/``cpu``/``mem_gib`` and carrying
-    ``pattern`` (``None``: a LowComm job).  It arrives at ``arrival_s`` and trains
+    ``pattern`` (``None``: a LowComm job, which iterates every ``iteration_ms``,
+    1,000 ms when not given).  It arrives at ``arrival_s`` and trains
     ``iterations`` iterations.  ``workload`` groups HPO jobs (AppGroup).
     """
 
@@ -89,10 +90,16 @@ class SimJob:
     cpu: float = 4.0
     mem_gib: float = 16.0
     workload: str | None = None
+    iteration_ms: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"name: expected a non-empty string, got {self.name!r}")
+        if self.iteration_ms is not None:
+            if self.pattern is not None:
+                raise ValueError("iteration_ms: only for a LowComm job (pattern None); a "
+                                 "pattern carries its own period_ms")
+            v.positive_float("iteration_ms", self.iteration_ms)
         for key in ("workers", "iterations"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -109,8 +116,10 @@ class SimJob:
 
     @property
     def period_ms(self) -> float:
-        """The iteration time alone (LowComm jobs: their ``pattern`` is None, 1 s)."""
-        return self.pattern.period_ms if self.pattern is not None else 1000.0
+        """The iteration time alone (LowComm jobs: ``iteration_ms``, else 1 s)."""
+        if self.pattern is not None:
+            return self.pattern.period_ms
+        return float(self.iteration_ms) if self.iteration_ms is not None else 1000.0
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ is a complete example)::
         iterations: 1000              # or duration_s
         arrival_s: 0                  # optional fields: arrival_s, priority
         priority: high                #   (high/low/int), gpu, cpu, mem_gib,
-        workload: hpo                 #   workload, period_ms (with model only)
+        workload: hpo                 #   workload, period_ms (with model only),
+                                      #   iteration_ms (with pattern: null only)
 
 Every problem raises :class:`ValueError` whose message starts with the path of
 the offending field (``jobs[2].workers: expected an integer >= 1, got 0``), or
@@ -52,7 +53,8 @@ Semantics (**[decision]** where the format had to choose):
   period); its :attr:`SimJob.model` is the model's name.  A ``pattern`` job's
   model label is ``"custom"``, a LowComm job's ``"LowComm"``.
 * ``duration_s`` becomes ``max(1, round(duration_s * 1000 / period_ms))``
-  iterations (LowComm jobs: a 1,000 ms period, as :attr:`SimJob.period_ms`).
+  iterations (LowComm jobs: their ``iteration_ms``, 1,000 ms when not given, as
+  :attr:`SimJob.period_ms`).
 * A job listed in a workload belongs to it; its own ``workload:`` key is optional
   and, when given, must name that workload.  A job is in at most one workload,
   and every job a workload lists must exist.
@@ -98,7 +100,7 @@ _PAIR = (("a", "b", "ms"), ())
 _WORKLOAD = (("name", "jobs"), ("dependencies",))
 _JOB = (("name", "workers"),
         ("model", "pattern", "iterations", "duration_s", "arrival_s", "priority",
-         "gpu", "cpu", "mem_gib", "workload", "period_ms"))
+         "gpu", "cpu", "mem_gib", "workload", "period_ms", "iteration_ms"))
 _PATTERN = (("period_ms", "duty_cycle", "bandwidth_gbps"), ())
 
 
@@ -500,13 +502,22 @@ def _job(i: int, raw: Any, max_link: float, workloads: list[Workload],
                                     "period_ms)")
         pattern = _pattern(f"{p}.pattern", d["pattern"])
         label = CUSTOM_MODEL if pattern is not None else LOWCOMM_MODEL
+    iteration_ms: float | None = None
+    if "iteration_ms" in d:
+        if source != "pattern" or pattern is not None:
+            _fail(f"{p}.iteration_ms", "only allowed with 'pattern: null' (a LowComm job; "
+                                       "a pattern carries its own period_ms)")
+        iteration_ms = _number(f"{p}.iteration_ms", d["iteration_ms"], strict=True)
     if _choose_one(p, d, "iterations", "duration_s") == "iterations":
         iterations = _integer(f"{p}.iterations", d["iterations"])
     else:
         duration = _number(f"{p}.duration_s", d["duration_s"], strict=True)
-        period_ms = pattern.period_ms if pattern is not None else LOWCOMM_PERIOD_MS
+        period_ms = (pattern.period_ms if pattern is not None
+                     else iteration_ms or LOWCOMM_PERIOD_MS)
         iterations = max(1, round(duration * 1e3 / period_ms))
     extra: dict[str, Any] = {}
+    if iteration_ms is not None:
+        extra["iteration_ms"] = iteration_ms
     if "arrival_s" in d:
         extra["arrival_s"] = _number(f"{p}.arrival_s", d["arrival_s"])
     if "priority" in d:

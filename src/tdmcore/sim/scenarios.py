@@ -38,6 +38,7 @@ __all__ = [
     "metronome_trace",
     "philly",
     "testbed",
+    "trace_job",
 ]
 
 #: One-way latency between two uncongested nodes on the testbed's switch
@@ -152,6 +153,29 @@ def _gavel_gpu_counts() -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     return values.astype(np.int64), freq / freq.sum()
 
 
+def trace_job(name: str, model: str, workers: int, link_gbps: float, duration_s: float,
+              arrival_s: float = 0.0, priority: int = 0) -> SimJob:
+    """A trace's job: ``model`` trained by ``workers`` workers for ``duration_s``.
+
+    A job of two or more workers carries :func:`model_pattern`'s traffic pattern
+    and trains ``max(1, round(duration_s / period))`` iterations.  A one-worker job
+    has no gradient to all-reduce, so it is a LowComm job (pattern ``None``, paper
+    §III-E: "For LowComm jobs, users do not need to submit the above resources")
+    whose iteration is the compute part of that pattern, ``period x (1 - duty)``
+    (**[decision]**: schedulers must not reserve link time for a job that sends
+    nothing, and the controller has nothing of it to regulate).
+    """
+    pattern = model_pattern(model, workers, link_gbps).pattern
+    if workers == 1:
+        alone = pattern.period_ms * (1.0 - pattern.duty_cycle)
+        return SimJob(name, model, None, 1, max(1, round(duration_s * 1e3 / alone)),
+                      arrival_s=arrival_s, priority=priority, cpu=WORKER_CPU,
+                      mem_gib=WORKER_MEM_GIB, iteration_ms=alone)
+    return SimJob(name, model, pattern, workers,
+                  max(1, round(duration_s * 1e3 / pattern.period_ms)), arrival_s=arrival_s,
+                  priority=priority, cpu=WORKER_CPU, mem_gib=WORKER_MEM_GIB)
+
+
 def metronome_trace(seed: int = 0, hours: float = 4.0, load: float = 0.7,
                     high_share: float = 0.2) -> Scenario:
     """The paper's 4-hour trace on its testbed (§IV-A "Traces"), Gavel-style.
@@ -162,7 +186,8 @@ def metronome_trace(seed: int = 0, hours: float = 4.0, load: float = 0.7,
     4 (**[decision]**: the testbed's largest node); models uniform over the 13
     (**[decision]**; Table III lists them without frequencies).  The arrival rate is
     set so the expected GPU load is ``load`` (the paper: 60-85 % once warm),
-    ``rate = load x GPUs / (E[gpus] x E[duration])``.
+    ``rate = load x GPUs / (E[gpus] x E[duration])``.  Jobs are built by
+    :func:`trace_job` (one-worker jobs are LowComm).
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
@@ -191,11 +216,8 @@ def metronome_trace(seed: int = 0, hours: float = 4.0, load: float = 0.7,
         model = models[int(rng.integers(len(models)))]
         duration_s = float(rng.uniform(0.5, 1.5)) * 3600.0
         high = bool(rng.random() < high_share)
-        pattern = model_pattern(model, workers, 25.0).pattern
-        iterations = max(1, round(duration_s * 1e3 / pattern.period_ms))
-        jobs.append(SimJob(f"j{k:03d}-{model.lower()}", model, pattern, workers, iterations,
-                           arrival_s=round(t, 3), priority=1 if high else 0,
-                           cpu=WORKER_CPU, mem_gib=WORKER_MEM_GIB))
+        jobs.append(trace_job(f"j{k:03d}-{model.lower()}", model, workers, 25.0, duration_s,
+                              arrival_s=round(t, 3), priority=1 if high else 0))
     if not jobs:
         raise ValueError("hours: too short for any arrival at this load")
     return Scenario("metronome-trace", f"{hours:g} h Gavel-style trace on the Metronome "
@@ -243,7 +265,8 @@ def philly(n_jobs: int = 200, n_nodes: int = 16, start: int = 0, seed: int = 0,
 
     Jobs ``start .. start + n_jobs`` in submit order keep their submit times
     (relative to the first), durations and GPU counts (capped at the cluster's
-    GPUs); one worker per GPU.  Models are drawn uniformly from the 13 with
+    GPUs); one worker per GPU, jobs built by :func:`trace_job` (one-worker jobs
+    are LowComm).  Models are drawn uniformly from the 13 with
     ``seed`` (the trace names none; **[decision]**).  ``max_duration_s`` optionally
     truncates long jobs (for quick runs).  Latencies come from the Lingjun topology.
     """
@@ -277,12 +300,9 @@ def philly(n_jobs: int = 200, n_nodes: int = 16, start: int = 0, seed: int = 0,
         duration = max(1.0, float(row["duration"]))
         if max_duration_s is not None:
             duration = min(duration, float(max_duration_s))
-        pattern = model_pattern(model, workers, PHILLY_NODE["link_gbps"]).pattern
-        iterations = max(1, round(duration * 1e3 / pattern.period_ms))
         arrival = (datetime.fromisoformat(row["timestamp"]) - t0).total_seconds()
-        jobs.append(SimJob(f"p{start + k:05d}-{model.lower()}", model, pattern, workers,
-                           iterations, arrival_s=arrival, cpu=WORKER_CPU,
-                           mem_gib=WORKER_MEM_GIB))
+        jobs.append(trace_job(f"p{start + k:05d}-{model.lower()}", model, workers,
+                              PHILLY_NODE["link_gbps"], duration, arrival_s=arrival))
     return Scenario("philly", f"Philly jobs {start}-{start + n_jobs - 1} on {n_nodes} "
                     f"nodes x 8 GPUs, seed {seed}", sim, tuple(jobs),
                     {"trace": "traces/philly_pollux.csv",
