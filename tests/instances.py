@@ -1,8 +1,9 @@
 """Seeded random instances of the rotation search, in several families.
 
 Each family stresses one part of spec §5: contention from light to heavy, exact
-ties (integer demands), wrap-around perfect intervals, whole-range perfect, and
-instances with no perfect rotation at all.  The product of the free rows' limits is
+ties (integer demands), wrap-around perfect intervals, whole-range perfect,
+instances with no perfect rotation at all, and crowded links where every pair
+contends and Psi decides.  The product of the free rows' limits is
 kept small enough for the brute-force oracle.
 """
 
@@ -14,7 +15,7 @@ import numpy as np
 
 import tdmcore
 
-FAMILIES = ("pattern", "integer", "wrap", "whole", "none")
+FAMILIES = ("pattern", "integer", "wrap", "whole", "none", "crowded")
 MAX_VECTORS = 6000
 
 
@@ -85,6 +86,24 @@ def make_instance(family: str, seed: int, k: int) -> Instance:
         limits = np.full(k, bins, dtype=np.int64)
         mids = [np.array([bins / 2.0])] + [np.array([arc / 2.0]) for _ in range(1, k)]
         capacity = float(rng.uniform(1.0, 1.5))
+    elif family == "crowded":
+        # A busy Philly link: every row bursts at the full rate (all pairs contend),
+        # short duties, rows repeated and period multiples; perfect vectors abound
+        # and the Psi bounds decide the optimal search.
+        base = 120.0
+        muls = np.ones(k, dtype=np.int64)
+        duty = np.empty(k)
+        for i in range(k):
+            if i > 0 and rng.random() < 0.5:
+                muls[i], duty[i] = muls[i - 1], duty[i - 1]
+            else:
+                muls[i] = int(rng.choice([1, 1, 2, 4]))
+                duty[i] = float(rng.uniform(0.03, 0.6 / k))
+        capacity = 25.0
+        demand = tdmcore.discretize(base / muls, duty, np.full(k, capacity), base, bins)
+        mids = [tdmcore.comm_midpoints(int(m), float(d), bins)
+                for m, d in zip(muls, duty, strict=True)]
+        limits = np.ceil(bins / muls).astype(np.int64)
     elif family == "whole":
         demand, mids, limits, rate = _pattern_rows(rng, k, bins)
         capacity = float(demand.max(axis=1).sum() * rng.uniform(1.0, 2.0))  # never exceeded

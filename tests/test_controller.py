@@ -248,3 +248,24 @@ def test_ablation_policies_configure_their_controller() -> None:
         ControllerConfig(scheduler=None)
     with pytest.raises(ValueError, match="^o_t:"):
         ControllerConfig(o_t=10)
+
+
+def test_a_link_replanned_unchanged_comes_from_the_plan_cache() -> None:
+    # A plan is a pure function of the link's pods, capacity and mode: the same
+    # pods give the same plan object; another set of pods is planned afresh, and
+    # what comes out always equals planning from scratch.
+    from tdmcore.policies.metronome import link_plan
+
+    state, ctl, _ = s1_on_one_link()
+    first = ctl.links[0]
+    ctl.plan_link(0, optimal=True)
+    assert ctl.links[0] is first and ctl.recalculations == 2
+    fresh = link_plan(state, 0, ctl.config.scheduler, mode="optimal")
+    assert fresh is not first
+    assert fresh.result.rotations.tolist() == first.result.rotations.tolist()
+    assert fresh.shifts_ms == first.shifts_ms
+    state.remove("c-0")
+    ctl.on_removed(0)
+    assert [p.name for p in ctl.links[0].pods] == ["a-0", "b-0"]
+    assert ctl.links[0].shifts_ms == link_plan(state, 0, ctl.config.scheduler,
+                                               mode="optimal").shifts_ms

@@ -1,6 +1,6 @@
 """Kernels against the brute-force oracle on thousands of seeded random instances.
 
-5 families x k = 1..5 x 2 modes x 100 seeds = 5,000 instances of the rotation search,
+6 families x k = 1..5 x 2 modes x 100 seeds = 6,000 instances of the rotation search,
 plus score / utilization / discretization on random inputs.
 """
 

@@ -22,11 +22,13 @@ from .affinity import AffinityGraph
 from .framework import ReserveResult
 from .link import LinkPlan
 from .model import ClusterState, TrafficPattern
-from .policies.metronome import MetronomeConfig, link_plan
+from .policies.metronome import MetronomeConfig, link_plan, link_pods
 from .snapshot import Snapshot
 
 #: Batches shorter than this are taken report by report (same result, less overhead).
 SMALL_BATCH = 16
+#: Link plans kept by :class:`Controller` (oldest dropped first).
+PLAN_CACHE = 1024
 
 __all__ = ["Controller", "ControllerConfig", "PatternUpdate", "Readjustment", "Thresholds"]
 
@@ -183,6 +185,10 @@ class Controller:
         self.links: dict[int, LinkPlan] = {}
         self.offsets_ms: dict[str, float] = {}
         self.recalculations = 0
+        #: link plans by (pods on the link, capacity, mode): planning is a pure
+        #: function of these, and the optimal search is the controller's costliest
+        #: step (a link's pods are often replanned unchanged, e.g. a gang retried)
+        self._plans: dict[tuple[Any, ...], LinkPlan] = {}
         self._watch: dict[str, _PodWatch] = {}
         #: job -> the reference job of its affinity component (offset 0)
         self.roots: dict[str, str] = {}
@@ -237,7 +243,15 @@ class Controller:
     def _plan(self, node: int, mode: str) -> LinkPlan:
         if mode == "optimal":
             self.recalculations += 1
-        return link_plan(self.state, node, self.config.scheduler, mode=mode)
+        pods = tuple(link_pods(self.state, node))
+        key = (pods, float(self.state.cluster.link_gbps[node]), mode)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = link_plan(self.state, node, self.config.scheduler, mode=mode)
+            if len(self._plans) >= PLAN_CACHE:
+                del self._plans[next(iter(self._plans))]  # the oldest
+            self._plans[key] = plan
+        return plan
 
     def update_offsets(self) -> dict[str, float]:
         """Global offsets by BFS over the affinity graph (§III-C "Global offset").

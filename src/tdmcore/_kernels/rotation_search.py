@@ -12,7 +12,8 @@ enumeration returns, but reaches it by a depth-first walk over *prefixes*
   prefix's own excess (adding a row never lowers excess) plus the part of the
   remaining rows' demand that cannot fit in the prefix's total slack;
 * in ``optimal`` mode, prunes a prefix whose own pairwise distances already bound
-  Psi (Eq. 9) below the best perfect vector found so far.
+  Psi (Eq. 9) below the best perfect vector found so far, or one where some
+  remaining row has no rotation far enough from the placed rows to beat it.
 
 Every bound is applied with a safety margin for rounding, so a pruned prefix can
 never contain a vector the enumeration would have chosen.
@@ -240,6 +241,39 @@ def _prefix_psi(
 
 
 @jit
+def _reach_bound(
+    level: int, rot: np.ndarray, reach: np.ndarray, contend: np.ndarray, mids: np.ndarray,
+    mid_offsets: np.ndarray, limits: np.ndarray, n_bins: int,
+) -> float:
+    """Fill ``reach[level]`` and return an upper bound on Psi of every completion.
+
+    ``reach[level, r, s]`` (rows ``r > level``) is the smallest distance between
+    row ``r``'s midpoints at rotation ``s`` and those of the contending rows
+    ``0..level`` at their rotations in ``rot``.  Whatever rotation a completion
+    gives row ``r``, its Psi is at most ``max_s reach[level, r, s]``: the bound is
+    the minimum of that over the remaining rows.  Distances are those of
+    :func:`pair_distance`, bit for bit, so comparing the bound with the best Psi
+    found prunes exactly what could not beat it.
+    """
+    k = reach.shape[0]
+    bound = np.inf
+    for r in range(level + 1, k):
+        row_best = -np.inf
+        for s in range(limits[r]):
+            d = reach[level - 1, r, s] if level > 0 else np.inf
+            if contend[level, r]:
+                here = pair_distance(mids, mid_offsets, level, rot[level], r, s, n_bins)
+                if here < d:
+                    d = here
+            reach[level, r, s] = d
+            if d > row_best:
+                row_best = d
+        if row_best < bound:
+            bound = row_best
+    return bound
+
+
+@jit
 def search_rotations_kernel(
     demand: np.ndarray,
     capacity: float,
@@ -314,6 +348,10 @@ def search_rotations_kernel(
     run_lengths = np.empty(n_last, dtype=np.int64)
     top = last - 1  # deepest prefix row
     above_tol = np.nextafter(tol_excess, np.inf)  # e >= above_tol  <=>  e > tol_excess
+    # optimal mode: how far each remaining row can get from the placed ones
+    reach = np.empty((k, k, n_bins)) if optimal else np.empty((1, 1, 1))
+    if optimal:
+        _reach_bound(0, rot, reach, contend, mids, mid_offsets, limits, n_bins)
 
     # ---------------- phase A: perfect vectors only ----------------
     found = False
@@ -339,6 +377,10 @@ def search_rotations_kernel(
                     psi = _prefix_psi(level, rot, psi_pre[level - 1], contend, mids,
                                       mid_offsets, n_bins)
                     if found and psi <= best_psi + tol_psi:
+                        continue
+                    bound = _reach_bound(level, rot, reach, contend, mids, mid_offsets,
+                                         limits, n_bins)
+                    if found and bound <= best_psi + tol_psi:
                         continue
                     psi_pre[level] = psi
                 if level < top:
