@@ -94,12 +94,14 @@ L_CAP: int
 L_BG: int
 L_T: int
 L_SENT: int
+L_MARK: int
 N_LF: int
 C_WINDOW: int
 C_OT: int
 C_HORIZON: int
 C_LIMIT: int
 C_SEED: int
+C_MARK: int
 N_CFG: int
 
 def noise_normal(seed: int, key: int, i: int) -> float: ...

@@ -158,7 +158,8 @@ cpdef enum:
     L_BG = 1
     L_T = 2      # transfers on the link advanced up to this time
     L_SENT = 3
-    N_LF = 4
+    L_MARK = 4   # scratch: the _comm call (C_MARK) that last relinked it
+    N_LF = 5
 
 cpdef enum:
     # monitor configuration (``cfg``)
@@ -167,7 +168,8 @@ cpdef enum:
     C_HORIZON = 2
     C_LIMIT = 3
     C_SEED = 4
-    N_CFG = 5
+    C_MARK = 5     # a counter: each _comm call marks the links it relinks
+    N_CFG = 6
 
 
 cdef u64 GOLDEN = 0x9E3779B97F4A7C15ULL
@@ -317,21 +319,23 @@ cdef Eng _eng(double[:, ::1] jf, i64[:, ::1] ji, double[:, ::1] pf, i64[:, ::1] 
 
 
 # ---------------------------------------------------------------------------- heap
+# An indexed binary min-heap of the entities' pending events, ordered by (time,
+# entity): ``ht``/``hid`` hold the entries, ``hst[ent]`` the position of entity
+# ``ent`` in it (-1: no pending event).  Each entity has at most one entry, moved
+# in place when its event moves, so the heap holds only live events.
 cdef inline bint _less(Eng* e, i64 a, i64 b) noexcept nogil:
     return e.ht[a] < e.ht[b] or (e.ht[a] == e.ht[b] and e.hid[a] < e.hid[b])
 
 
 cdef inline void _swap(Eng* e, i64 a, i64 b) noexcept nogil:
     cdef double t = e.ht[a]
-    cdef i64 x
+    cdef i64 x = e.hid[a]
     e.ht[a] = e.ht[b]
-    e.ht[b] = t
-    x = e.hid[a]
     e.hid[a] = e.hid[b]
+    e.ht[b] = t
     e.hid[b] = x
-    x = e.hst[a]
-    e.hst[a] = e.hst[b]
-    e.hst[b] = x
+    e.hst[e.hid[a]] = a
+    e.hst[x] = b
 
 
 cdef inline void _sift_down(Eng* e, i64 n, i64 i) noexcept nogil:
@@ -350,14 +354,27 @@ cdef inline void _sift_down(Eng* e, i64 n, i64 i) noexcept nogil:
             return
 
 
+cdef inline void _sift_up(Eng* e, i64 i) noexcept nogil:
+    cdef i64 parent
+    while i > 0:
+        parent = (i - 1) // 2
+        if _less(e, i, parent):
+            _swap(e, i, parent)
+            i = parent
+        else:
+            return
+
+
 cdef void _rebuild(Eng* e) noexcept nogil:
     cdef i64 n = 0, k, i
     cdef i64 total = e.ns + e.nl
     for k in range(total):
+        e.hst[k] = -1
+    for k in range(total):
         if e.ev_t[k] < INFINITY:
             e.ht[n] = e.ev_t[k]
             e.hid[n] = k
-            e.hst[n] = e.ev_s[k]
+            e.hst[k] = n
             n += 1
     i = n // 2 - 1
     while i >= 0:
@@ -366,40 +383,72 @@ cdef void _rebuild(Eng* e) noexcept nogil:
     e.hsize[0] = n
 
 
+cdef inline void _remove_at(Eng* e, i64 i) noexcept nogil:
+    cdef i64 n = e.hsize[0] - 1
+    e.hst[e.hid[i]] = -1
+    e.hsize[0] = n
+    if i == n:
+        return
+    e.ht[i] = e.ht[n]
+    e.hid[i] = e.hid[n]
+    e.hst[e.hid[i]] = i
+    if i > 0 and _less(e, i, (i - 1) // 2):
+        _sift_up(e, i)
+    else:
+        _sift_down(e, n, i)
+
+
 cdef inline void _schedule(Eng* e, i64 ent, double t) noexcept nogil:
-    """Entity ``ent``'s one pending event is now at ``t`` (inf: none); its older
-    heap entries go stale (their stamp no longer matches)."""
-    cdef i64 n, i, parent
+    """Entity ``ent``'s one pending event is now at ``t`` (inf: none)."""
+    cdef i64 i = e.hst[ent]
+    cdef double old
     e.ev_s[ent] += 1
     e.ev_t[ent] = t
     if t == INFINITY:
+        if i >= 0:
+            _remove_at(e, i)
         return
-    n = e.hsize[0]
-    if n == e.hcap:  # full of stale entries: rebuild from the live ones
-        _rebuild(e)
+    if i >= 0:
+        old = e.ht[i]
+        e.ht[i] = t
+        if t < old:
+            _sift_up(e, i)
+        elif t > old:
+            _sift_down(e, e.hsize[0], i)
         return
-    e.ht[n] = t
-    e.hid[n] = ent
-    e.hst[n] = e.ev_s[ent]
-    e.hsize[0] = n + 1
-    i = n
-    while i > 0:
-        parent = (i - 1) // 2
-        if _less(e, i, parent):
-            _swap(e, i, parent)
-            i = parent
-        else:
-            break
+    i = e.hsize[0]
+    e.ht[i] = t
+    e.hid[i] = ent
+    e.hst[ent] = i
+    e.hsize[0] = i + 1
+    _sift_up(e, i)
 
 
 cdef inline void _pop(Eng* e) noexcept nogil:
+    """Remove the root: the hole goes down along the smaller children to a leaf
+    (one comparison per level), then the last entry fills it and sifts up."""
     cdef i64 n = e.hsize[0] - 1
+    cdef i64 hole = 0, left, child
+    e.hst[e.hid[0]] = -1
     e.hsize[0] = n
-    if n > 0:
-        e.ht[0] = e.ht[n]
-        e.hid[0] = e.hid[n]
-        e.hst[0] = e.hst[n]
-        _sift_down(e, n, 0)
+    if n == 0:
+        return
+    while True:
+        left = 2 * hole + 1
+        if left >= n:
+            break
+        child = left
+        if left + 1 < n and _less(e, left + 1, left):
+            child = left + 1
+        e.ht[hole] = e.ht[child]
+        e.hid[hole] = e.hid[child]
+        e.hst[e.hid[hole]] = hole
+        hole = child
+    if hole != n:
+        e.ht[hole] = e.ht[n]
+        e.hid[hole] = e.hid[n]
+        e.hst[e.hid[hole]] = hole
+        _sift_up(e, hole)
 
 
 # ---------------------------------------------------------------------------- links
@@ -726,8 +775,8 @@ cdef inline void _comm(Eng* e, i64 j, double t) noexcept nogil:
     """Job ``j``'s compute ended at ``t``: its transfers start."""
     cdef i64 p0 = e.ji[JX(e, I_POD0, j)]
     cdef i64 p1 = p0 + e.ji[JX(e, I_NPOD, j)]
-    cdef i64 p, q, lk
-    cdef bint seen
+    cdef i64 p, lk
+    cdef double mark
     e.ji[JX(e, I_PHASE, j)] = PHASE_COMM
     e.ji[JX(e, I_PENDING, j)] = 0
     e.jf[JX(e, F_CSTART, j)] = t
@@ -744,16 +793,15 @@ cdef inline void _comm(Eng* e, i64 j, double t) noexcept nogil:
         e.jf[JX(e, F_T, j)] = t
         _schedule(e, j, t)
         return
+    # each of its links once, in pod order (marks are exact doubles below 2^53)
+    e.cfg[C_MARK] += 1
+    mark = <double>e.cfg[C_MARK]
     for p in range(p0, p1):
         lk = e.pi[PX(e, P_LINK, p)]
         if lk < 0 or e.pi[PX(e, P_ACTIVE, p)] == 0:
             continue
-        seen = False
-        for q in range(p0, p):
-            if e.pi[PX(e, P_LINK, q)] == lk:
-                seen = True
-                break
-        if not seen:
+        if e.lf[LX(e, L_MARK, lk)] != mark:
+            e.lf[LX(e, L_MARK, lk)] = mark
             _relink(e, lk)
 
 
@@ -822,9 +870,6 @@ cdef double _advance(Eng* e, double t, double until, i64* out) noexcept nogil:
             out[0] = STOP_IDLE
             return t
         ent = e.hid[0]
-        if e.hst[0] != e.ev_s[ent]:  # stale
-            _pop(e)
-            continue
         te = e.ht[0]
         if te >= until:
             out[0] = STOP_TIME

@@ -143,7 +143,7 @@ class FlowEngine:
         self.sigma = float(sigma)
         self.monitor = monitor or MonitorConfig()
         m = self.monitor
-        self.cfg = np.array([m.window, m.o_t, m.horizon, m.limit, int(seed)], dtype=np.int64)
+        self.cfg = np.array([m.window, m.o_t, m.horizon, m.limit, int(seed), 0], dtype=np.int64)
         self.lf = np.zeros((K.N_LF, self.n_links))
         self.lf[K.L_CAP] = cap
         self.lf[K.L_BG] = np.asarray(background_gbps, dtype=np.float64)
