@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from asv_bench.naive_flow import simulate as naive_simulate
-from tdmcore.sim.network import FlowJob, simulate_flows
+from tdmcore._kernels import flow as K
+from tdmcore.sim.network import FlowEngine, FlowJob, simulate_flows
 
 
 def job(name="a", period=100.0, duty=0.5, rate=10.0, links=(0,), iters=4, **kw):
@@ -161,3 +162,32 @@ def test_a_transfer_shorter_than_the_clock_resolution_ends() -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     done, sent = out.stdout.split()
     assert int(done) == 2 and float(sent) == pytest.approx(2.0)
+
+
+def _ends_when_a_second_job_joins(b_compute_ms: float) -> dict[int, float]:
+    # Job a (slot 0) is alone on link 0 (10 Gbps) and sends 1 Gbit from 10 ms; at
+    # 50 ms job b joins the link, computes b_compute_ms, then sends 0.2 Gbit.
+    engine = FlowEngine(np.array([10.0]), np.zeros(1), jobs_hint=2)
+    engine.add(key=0, compute_ms=10.0, iterations=1, start_ms=0.0, links=[0], cap_gbps=10.0,
+               volume_gbit=1.0)
+    t, reason, _ = engine.run(0.0, 50.0)
+    assert (t, reason) == (50.0, K.STOP_TIME)
+    engine.add(key=1, compute_ms=b_compute_ms, iterations=1, start_ms=50.0, links=[0],
+               cap_gbps=10.0, volume_gbit=0.2)
+    ends: dict[int, float] = {}
+    while True:
+        t, reason, slot = engine.run(t, 1000.0)
+        if reason == K.STOP_FINISHED:
+            ends[slot] = t
+        elif reason == K.STOP_REPORT:
+            engine.resume(slot, t)
+        else:
+            return ends
+
+
+def test_a_job_joining_a_link_mid_transfer_shares_it_from_its_comm() -> None:
+    # b sends from 60 ms: both at 5 Gbps; b's 0.2 Gbit end at 100 ms, when a has
+    # 1 - 0.5 - 0.2 = 0.3 Gbit left, alone again at 10 Gbps: a ends at 130 ms.
+    assert _ends_when_a_second_job_joins(10.0) == pytest.approx({0: 130.0, 1: 100.0})
+    # b sends from 150 ms, after a's transfer (10 + 100 ms) is over: 150 + 20 ms.
+    assert _ends_when_a_second_job_joins(100.0) == pytest.approx({0: 110.0, 1: 170.0})

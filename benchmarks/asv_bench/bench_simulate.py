@@ -4,7 +4,8 @@
 ``metronome-trace`` (spec/performance.md: all policies together < 30 s) and the
 snapshots S1 and S5 (10 minutes of training per job).  ``track_mean_jct_s`` and
 ``track_gamma`` are the quality figures (README "Simulator").  The naive peer of
-the flow kernel itself is in :mod:`bench_network`.
+the flow kernel itself is in :mod:`bench_network`.  :class:`PhillyScale` times
+Philly slices on 1,024 nodes (the 10-minute, 4 GB target) and their peak memory.
 """
 
 from __future__ import annotations
@@ -68,3 +69,41 @@ class TraceAllPolicies:
     def time_all_policies(self) -> None:
         for policy in CLUSTER_POLICIES:
             run_cluster(self.scenario.sim, self.scenario.jobs, policy)
+
+
+class PhillyScale:
+    """The scale target (spec/performance.md): Philly jobs on 1,024 nodes, seed 0,
+    noise 0, under ``default`` and ``metronome`` (< 10 min, < 4 GB for 10,000 jobs).
+
+    ``time_run`` and ``peakmem_run`` (asv's peak resident memory of the process)
+    per slice, ``track_finished`` that every job ended.  The 10,000-job slice takes
+    minutes under ``metronome``: run it with ``asv run --bench PhillyScale``.
+    """
+
+    params = ([1000, 10000], ["default", "metronome"])
+    param_names = ["jobs", "policy"]
+    timeout = 3600
+    number = 1
+    repeat = 1
+
+    def setup(self, jobs: int, policy: str) -> None:
+        from tdmcore.sim.scenarios import philly
+
+        self.scenario = philly(jobs, 1024)
+        run_cluster(self.scenario.sim, self.scenario.jobs[:1], policy)  # compile
+
+    def _run(self, policy: str) -> RunResult:
+        return run_cluster(self.scenario.sim, self.scenario.jobs, policy, seed=0,
+                           noise_sigma=0.0)
+
+    def time_run(self, jobs: int, policy: str) -> None:
+        self._run(policy)
+
+    def peakmem_run(self, jobs: int, policy: str) -> None:
+        self._run(policy)
+
+    def track_finished(self, jobs: int, policy: str) -> float:
+        run = self._run(policy)
+        return sum(j.end_ms is not None for j in run.jobs.values()) / jobs
+
+    track_finished.unit = "fraction"  # type: ignore[attr-defined]

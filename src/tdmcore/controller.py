@@ -11,6 +11,7 @@ iterations keep running long.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -220,6 +221,28 @@ class Controller:
                 else "first"
             self.links[node] = self._plan(node, mode)
         # Without shifts (EarlyReturn, LowComm) the link's rotations stand as they are.
+        return self.update_offsets()
+
+    def on_reserve_gang(self, results: Sequence[ReserveResult]) -> dict[str, float]:
+        """:meth:`on_reserve` for every pod of a gang, with one offset update.
+
+        The gang's pods are all in the state before the first Reserve is taken,
+        so each link's plan is the one :meth:`on_reserve` would make (the last
+        Reserve on a node decides its mode), and the offsets after the last
+        are the same.  The intermediate offset updates are skipped, and with
+        them the recalculations they would run on links that a later Reserve
+        of the gang plans again (:attr:`recalculations` counts only plans that
+        stand).
+        """
+        for result in results:
+            if not isinstance(result, ReserveResult):
+                raise ValueError("results: expected ReserveResult values, got "
+                                 f"{type(result).__name__}")
+        for result in results:
+            if result.shifts_ms:
+                mode = "optimal" if (not result.skip_phase_three
+                                     and self.config.phase_three) else "first"
+                self.links[result.node] = self._plan(result.node, mode)
         return self.update_offsets()
 
     def on_removed(self, node: int) -> dict[str, float]:

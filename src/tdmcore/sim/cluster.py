@@ -404,9 +404,9 @@ class _Run:
         decision = self.scheduler.schedule_gang(self.state, job.pods())
         shifts: dict[str, float] = {}
         if decision.status is Status.SUCCESS and self.controller is not None:
-            for d in decision.decisions:
-                if d.reserve is not None:
-                    shifts = self.controller.on_reserve(d.reserve)
+            reserves = [d.reserve for d in decision.decisions if d.reserve is not None]
+            if reserves:
+                shifts = self.controller.on_reserve_gang(reserves)
         self.decision_s.append(time.perf_counter() - tic)
         if decision.status is not Status.SUCCESS:
             return False
