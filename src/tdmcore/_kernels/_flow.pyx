@@ -776,7 +776,7 @@ cdef inline void _comm(Eng* e, i64 j, double t) noexcept nogil:
     cdef i64 p0 = e.ji[JX(e, I_POD0, j)]
     cdef i64 p1 = p0 + e.ji[JX(e, I_NPOD, j)]
     cdef i64 p, lk
-    cdef double mark
+    cdef double mark, private_end, free, r, finish
     e.ji[JX(e, I_PHASE, j)] = PHASE_COMM
     e.ji[JX(e, I_PENDING, j)] = 0
     e.jf[JX(e, F_CSTART, j)] = t
@@ -793,15 +793,52 @@ cdef inline void _comm(Eng* e, i64 j, double t) noexcept nogil:
         e.jf[JX(e, F_T, j)] = t
         _schedule(e, j, t)
         return
-    # each of its links once, in pod order (marks are exact doubles below 2^53)
+    # Each of its links once, in pod order (marks are exact doubles below 2^53).
+    # A link that carries this one pod only keeps its rate until the transfer
+    # ends (no other pod can start on it): its end is computed as _waterfill
+    # would, and the job's own event at the latest such end completes them all
+    # (_private_done) instead of one link event each.
     e.cfg[C_MARK] += 1
     mark = <double>e.cfg[C_MARK]
+    private_end = -INFINITY
     for p in range(p0, p1):
         lk = e.pi[PX(e, P_LINK, p)]
         if lk < 0 or e.pi[PX(e, P_ACTIVE, p)] == 0:
             continue
+        if e.lptr[lk + 1] - e.lptr[lk] == 1:
+            free = e.lf[LX(e, L_CAP, lk)] - e.lf[LX(e, L_BG, lk)]
+            if free < 0.0:
+                free = 0.0
+            r = e.pf[PX(e, P_CAP, p)]
+            if r > free:
+                r = free
+            if r > 0.0:
+                e.pf[PX(e, P_RATE, p)] = r
+                finish = e.lf[LX(e, L_T, lk)] + e.pf[PX(e, P_LEFT, p)] / (r * 1e-3)
+                if finish > private_end:
+                    private_end = finish
+                continue
         if e.lf[LX(e, L_MARK, lk)] != mark:
             e.lf[LX(e, L_MARK, lk)] = mark
+            _relink(e, lk)
+    if private_end > -INFINITY:
+        e.jf[JX(e, F_T, j)] = private_end
+        _schedule(e, j, private_end)
+
+
+cdef inline void _private_done(Eng* e, i64 j, double t) noexcept nogil:
+    """The job's transfers on links without a pending event (those it had to
+    itself when they started) end now: advance those links to ``t``; a transfer
+    still in flight (it cannot be) gets its link event."""
+    cdef i64 p0 = e.ji[JX(e, I_POD0, j)]
+    cdef i64 p1 = p0 + e.ji[JX(e, I_NPOD, j)]
+    cdef i64 p, lk
+    for p in range(p0, p1):
+        lk = e.pi[PX(e, P_LINK, p)]
+        if lk < 0 or e.pi[PX(e, P_ACTIVE, p)] == 0 or e.ev_t[e.ns + lk] < INFINITY:
+            continue
+        _progress(e, lk, t)
+        if e.pi[PX(e, P_ACTIVE, p)] != 0:
             _relink(e, lk)
 
 
@@ -893,6 +930,8 @@ cdef double _advance(Eng* e, double t, double until, i64* out) noexcept nogil:
             _begin(e, j, t)
         elif ph == PHASE_COMPUTE:
             _comm(e, j, t)
+        elif ph == PHASE_COMM:
+            _private_done(e, j, t)
         elif ph == PHASE_TAIL or ph == PHASE_READY:
             if ph == PHASE_TAIL:
                 _iteration_end(e, j, t)
