@@ -3,6 +3,9 @@
 Usage: python benchmarks/report.py [--seeds 0 1 2 3 4] [--decision] [--oasis] [--network]
        [--milp [--milp-sizes 20 50 100] [--milp-time-limit 600]]
        [--philly JOBS NODES [--philly-policies default,metronome] [--philly-cap S]]
+       [--rotation]
+The rotation-search table is printed when no other section is asked for, or
+with --rotation.
 Each instance is solved by tdmcore (median of 20 runs) and by the naive peer
 (one run) in the same process, after checking that both give the same answer.
 The MILP of OASiS's problem (27) can stop at its time limit: its status says
@@ -55,7 +58,11 @@ def main() -> None:
     parser.add_argument("--philly-policies", default="default,metronome-no-monitor,metronome")
     parser.add_argument("--philly-cap", type=float, default=None,
                         help="truncate Philly jobs to this many seconds")
+    parser.add_argument("--rotation", action="store_true",
+                        help="the rotation-search table (the default when no other "
+                             "section is asked for)")
     args = parser.parse_args()
+    asked = any((args.philly, args.network, args.milp, args.oasis, args.decision))
     if args.philly:
         philly_table(*args.philly, args.philly_policies.split(","), args.philly_cap)
     if args.network:
@@ -79,6 +86,8 @@ def main() -> None:
             lat = np.array(decision_latencies(nodes)) * 1e3
             print(f"{nodes:>6} {np.median(lat):>10.2f} {np.percentile(lat, 99):>8.2f} "
                   f"{lat.max():>8.2f}")
+    if asked and not args.rotation:
+        return
     print(f"{'mode':8} {'k':>2} {'bins':>4} {'seed':>4} {'tdmcore ms':>11} {'naive ms':>10} "
           f"{'ratio':>8}")
     for mode, k, bins in CASES:

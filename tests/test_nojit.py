@@ -37,7 +37,7 @@ def test_pure_python_kernels_match_oracle() -> None:
     out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
                          text=True, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert int(out.stdout.strip()) == 5 * 4 * 2 * 4
+    assert int(out.stdout.strip()) == 6 * 4 * 2 * 4  # families x k x modes x seeds
 
 
 SCHEDULE = """
