@@ -131,7 +131,7 @@ def test_engine_monitor_equals_the_controller(chunk: int) -> None:
                                                      else limits.comm)
             engine.jf[K.F_LAST_START, j] = start
             engine.jf[K.F_ANCHOR, j] = max(engine.jf[K.F_ANCHOR, j], start)
-            outcome = K.monitor_outcome(j, 0.0, *engine._state())
+            outcome = K.monitor_outcome(j, 0.0, engine._state())
             pause_before = float(engine.jf[K.F_PAUSE_MS, j])
             remeasured.clear()
             actions = ctrl.report_iteration(pod, start, float(d), comm)
@@ -146,7 +146,7 @@ def test_engine_monitor_equals_the_controller(chunk: int) -> None:
             assert not updates, where
             keep = outcome in (K.REPORT_QUIET_KEEP, K.REPORT_PAUSE_KEEP)
             assert remeasured == ([None] if keep else []), where
-            K.monitor_apply(j, t, outcome, 0.0, *engine._state())
+            K.monitor_apply(j, t, outcome, 0.0, engine._state())
             if outcome in (K.REPORT_PAUSE, K.REPORT_PAUSE_KEEP):
                 assert len(pauses) == 1, where
                 assert engine.jf[K.F_PAUSE_MS, j] - pause_before == pytest.approx(

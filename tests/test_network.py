@@ -191,3 +191,9 @@ def test_a_job_joining_a_link_mid_transfer_shares_it_from_its_comm() -> None:
     assert _ends_when_a_second_job_joins(10.0) == pytest.approx({0: 130.0, 1: 100.0})
     # b sends from 150 ms, after a's transfer (10 + 100 ms) is over: 150 + 20 ms.
     assert _ends_when_a_second_job_joins(100.0) == pytest.approx({0: 110.0, 1: 170.0})
+
+
+def test_engine_calls_check_the_state_tuple() -> None:
+    engine = FlowEngine(np.array([10.0]), np.zeros(1), jobs_hint=1)
+    with pytest.raises(ValueError, match="^state: expected the engine's 22 arrays, got 21"):
+        K.relink(0, 0.0, engine._state()[:-1])

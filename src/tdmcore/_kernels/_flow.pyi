@@ -1,6 +1,8 @@
 """Type stub of the Cython event engine (:mod:`tdmcore._kernels._flow`)."""
 
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -106,58 +108,21 @@ N_CFG: int
 
 def noise_normal(seed: int, key: int, i: int) -> float: ...
 def noise_factor(seed: int, key: int, i: int, sigma: float) -> float: ...
-def advance(t: float, until: float, sigma: float,
-    jf: NDArray[np.float64], ji: NDArray[np.int64], pf: NDArray[np.float64],
-    pi: NDArray[np.int64], lf: NDArray[np.float64], lptr: NDArray[np.int64],
-    lpods: NDArray[np.int64], ev_t: NDArray[np.float64], ev_s: NDArray[np.int64],
-    ht: NDArray[np.float64], hid: NDArray[np.int64], hst: NDArray[np.int64],
-    hsize: NDArray[np.int64], win: NDArray[np.float64], wino: NDArray[np.float64],
-    hist: NDArray[np.float64], histo: NDArray[np.float64], readj: NDArray[np.int64],
-    cfg: NDArray[np.int64], samples: NDArray[np.float64], scratch: NDArray[np.int64],
-    scratch_f: NDArray[np.float64],
-    out: NDArray[np.int64]) -> float: ...
+#: the engine's 22 arrays, in the order of tdmcore.sim.network.FlowEngine._state
+State = tuple[NDArray[Any], ...]
+
+def advance(t: float, until: float, sigma: float, state: State,
+            out: NDArray[np.int64]) -> float: ...
 def schedule(ent: int, t: float, ev_t: NDArray[np.float64], ev_s: NDArray[np.int64],
     ht: NDArray[np.float64], hid: NDArray[np.int64], hst: NDArray[np.int64],
     hsize: NDArray[np.int64], n_slots: int, n_links: int) -> None: ...
 def rebuild_heap(ev_t: NDArray[np.float64], ev_s: NDArray[np.int64], ht: NDArray[np.float64],
     hid: NDArray[np.int64], hst: NDArray[np.int64], hsize: NDArray[np.int64],
     n_slots: int, n_links: int) -> None: ...
-def flush_links(t: float, sigma: float,
-    jf: NDArray[np.float64], ji: NDArray[np.int64], pf: NDArray[np.float64],
-    pi: NDArray[np.int64], lf: NDArray[np.float64], lptr: NDArray[np.int64],
-    lpods: NDArray[np.int64], ev_t: NDArray[np.float64], ev_s: NDArray[np.int64],
-    ht: NDArray[np.float64], hid: NDArray[np.int64], hst: NDArray[np.int64],
-    hsize: NDArray[np.int64], win: NDArray[np.float64], wino: NDArray[np.float64],
-    hist: NDArray[np.float64], histo: NDArray[np.float64], readj: NDArray[np.int64],
-    cfg: NDArray[np.int64], samples: NDArray[np.float64], scratch: NDArray[np.int64],
-    scratch_f: NDArray[np.float64]) -> None: ...
-def relink(lk: int, sigma: float,
-    jf: NDArray[np.float64], ji: NDArray[np.int64], pf: NDArray[np.float64],
-    pi: NDArray[np.int64], lf: NDArray[np.float64], lptr: NDArray[np.int64],
-    lpods: NDArray[np.int64], ev_t: NDArray[np.float64], ev_s: NDArray[np.int64],
-    ht: NDArray[np.float64], hid: NDArray[np.int64], hst: NDArray[np.int64],
-    hsize: NDArray[np.int64], win: NDArray[np.float64], wino: NDArray[np.float64],
-    hist: NDArray[np.float64], histo: NDArray[np.float64], readj: NDArray[np.int64],
-    cfg: NDArray[np.int64], samples: NDArray[np.float64], scratch: NDArray[np.int64],
-    scratch_f: NDArray[np.float64]) -> None: ...
-def monitor_outcome(j: int, sigma: float,
-    jf: NDArray[np.float64], ji: NDArray[np.int64], pf: NDArray[np.float64],
-    pi: NDArray[np.int64], lf: NDArray[np.float64], lptr: NDArray[np.int64],
-    lpods: NDArray[np.int64], ev_t: NDArray[np.float64], ev_s: NDArray[np.int64],
-    ht: NDArray[np.float64], hid: NDArray[np.int64], hst: NDArray[np.int64],
-    hsize: NDArray[np.int64], win: NDArray[np.float64], wino: NDArray[np.float64],
-    hist: NDArray[np.float64], histo: NDArray[np.float64], readj: NDArray[np.int64],
-    cfg: NDArray[np.int64], samples: NDArray[np.float64], scratch: NDArray[np.int64],
-    scratch_f: NDArray[np.float64]) -> int: ...
-def monitor_apply(j: int, t: float, outcome: int, sigma: float,
-    jf: NDArray[np.float64], ji: NDArray[np.int64], pf: NDArray[np.float64],
-    pi: NDArray[np.int64], lf: NDArray[np.float64], lptr: NDArray[np.int64],
-    lpods: NDArray[np.int64], ev_t: NDArray[np.float64], ev_s: NDArray[np.int64],
-    ht: NDArray[np.float64], hid: NDArray[np.int64], hst: NDArray[np.int64],
-    hsize: NDArray[np.int64], win: NDArray[np.float64], wino: NDArray[np.float64],
-    hist: NDArray[np.float64], histo: NDArray[np.float64], readj: NDArray[np.int64],
-    cfg: NDArray[np.int64], samples: NDArray[np.float64], scratch: NDArray[np.int64],
-    scratch_f: NDArray[np.float64]) -> None: ...
+def flush_links(t: float, sigma: float, state: State) -> None: ...
+def relink(lk: int, sigma: float, state: State) -> None: ...
+def monitor_outcome(j: int, sigma: float, state: State) -> int: ...
+def monitor_apply(j: int, t: float, outcome: int, sigma: float, state: State) -> None: ...
 def stretch_summary(seed: int, key: int, sigma: float, i0: int, n: int, compute: float,
     const: float) -> tuple[float, float, float]: ...
 def stretch_locate(seed: int, key: int, sigma: float, i0: int, n: int, compute: float,

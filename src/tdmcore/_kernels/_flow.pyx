@@ -943,16 +943,19 @@ cdef double _advance(Eng* e, double t, double until, i64* out) noexcept nogil:
 
 
 # ---------------------------------------------------------------------------- Python API
-def advance(double t, double until, double sigma,
-            double[:, ::1] jf, i64[:, ::1] ji, double[:, ::1] pf, i64[:, ::1] pi,
-            double[:, ::1] lf, i64[::1] lptr, i64[::1] lpods,
-            double[::1] ev_t, i64[::1] ev_s, double[::1] ht, i64[::1] hid,
-            i64[::1] hst, i64[::1] hsize,
-            double[:, ::1] win, double[:, ::1] wino, double[:, ::1] hist,
-              double[:, ::1] histo,
-            i64[:, ::1] readj, i64[::1] cfg,
-            double[:, ::1] samples, i64[::1] scratch, double[::1] scratch_f,
-            i64[::1] out):
+# ``state`` is the tuple of the engine's 22 arrays in the order of ``_eng``'s
+# parameters (``tdmcore.sim.network.FlowEngine._state``); the caller keeps them
+# alive for the call.
+cdef Eng _eng_of(tuple state, double sigma):
+    if len(state) != 22:
+        raise ValueError(f"state: expected the engine's 22 arrays, got {len(state)}")
+    return _eng(state[0], state[1], state[2], state[3], state[4], state[5], state[6],
+                state[7], state[8], state[9], state[10], state[11], state[12], state[13],
+                state[14], state[15], state[16], state[17], state[18], state[19],
+                state[20], state[21], sigma)
+
+
+def advance(double t, double until, double sigma, tuple state, i64[::1] out):
     """Run events in time order from ``t``; return the time reached.
 
     ``out[0]`` says why it returned (STOP_*), ``out[1]`` which job slot.  Events
@@ -960,17 +963,15 @@ def advance(double t, double until, double sigma,
     may change anything (add or remove jobs, set holds, stretches, monitor
     parameters), which is how arrivals and the controller act on the model.
     """
-    cdef Eng e = _eng(jf, ji, pf, pi, lf, lptr, lpods, ev_t, ev_s, ht, hid, hst, hsize,
-                      win, wino, hist, histo, readj, cfg, samples, scratch, scratch_f, sigma)
+    cdef Eng e = _eng_of(state, sigma)
     cdef double reached
     with nogil:
         reached = _advance(&e, t, until, &out[0])
     return reached
 
 
-def schedule(i64 ent, double t, double[::1] ev_t, i64[::1] ev_s, double[::1] ht,
-             i64[::1] hid, i64[::1] hst, i64[::1] hsize, i64 n_slots, i64 n_links):
-    """Entity ``ent`` (a job slot, or ``n_slots + link``) has its event at ``t``."""
+cdef Eng _heap_eng(double[::1] ev_t, i64[::1] ev_s, double[::1] ht, i64[::1] hid,
+                   i64[::1] hst, i64[::1] hsize, i64 n_slots, i64 n_links):
     cdef Eng e
     e.ev_t = &ev_t[0]
     e.ev_s = &ev_s[0]
@@ -981,38 +982,27 @@ def schedule(i64 ent, double t, double[::1] ev_t, i64[::1] ev_s, double[::1] ht,
     e.hcap = ht.shape[0]
     e.ns = n_slots
     e.nl = n_links
+    return e
+
+
+def schedule(i64 ent, double t, double[::1] ev_t, i64[::1] ev_s, double[::1] ht,
+             i64[::1] hid, i64[::1] hst, i64[::1] hsize, i64 n_slots, i64 n_links):
+    """Entity ``ent`` (a job slot, or ``n_slots + link``) has its event at ``t``."""
+    cdef Eng e = _heap_eng(ev_t, ev_s, ht, hid, hst, hsize, n_slots, n_links)
     _schedule(&e, ent, t)
 
 
 def rebuild_heap(double[::1] ev_t, i64[::1] ev_s, double[::1] ht, i64[::1] hid,
                  i64[::1] hst, i64[::1] hsize, i64 n_slots, i64 n_links):
     """The heap from every entity's scheduled event (``ev_t`` finite)."""
-    cdef Eng e
-    e.ev_t = &ev_t[0]
-    e.ev_s = &ev_s[0]
-    e.ht = &ht[0]
-    e.hid = &hid[0]
-    e.hst = &hst[0]
-    e.hsize = &hsize[0]
-    e.hcap = ht.shape[0]
-    e.ns = n_slots
-    e.nl = n_links
+    cdef Eng e = _heap_eng(ev_t, ev_s, ht, hid, hst, hsize, n_slots, n_links)
     _rebuild(&e)
 
 
-def flush_links(double t, double sigma,
-                double[:, ::1] jf, i64[:, ::1] ji, double[:, ::1] pf, i64[:, ::1] pi,
-                double[:, ::1] lf, i64[::1] lptr, i64[::1] lpods,
-                double[::1] ev_t, i64[::1] ev_s, double[::1] ht, i64[::1] hid,
-                i64[::1] hst, i64[::1] hsize,
-                double[:, ::1] win, double[:, ::1] wino, double[:, ::1] hist,
-              double[:, ::1] histo,
-            i64[:, ::1] readj, i64[::1] cfg,
-                double[:, ::1] samples, i64[::1] scratch, double[::1] scratch_f):
+def flush_links(double t, double sigma, tuple state):
     """Bring every link's transfers up to ``t`` (no event lies before ``t``), so
     that ``P_SENT`` and ``L_SENT`` are exact at ``t``."""
-    cdef Eng e = _eng(jf, ji, pf, pi, lf, lptr, lpods, ev_t, ev_s, ht, hid, hst, hsize,
-                      win, wino, hist, histo, readj, cfg, samples, scratch, scratch_f, sigma)
+    cdef Eng e = _eng_of(state, sigma)
     cdef i64 lk
     for lk in range(e.nl):
         if e.ev_t[e.ns + lk] < INFINITY and e.lf[LX(&e, L_T, lk)] < t:
@@ -1020,50 +1010,21 @@ def flush_links(double t, double sigma,
             _relink(&e, lk)
 
 
-def relink(i64 lk, double sigma,
-           double[:, ::1] jf, i64[:, ::1] ji, double[:, ::1] pf, i64[:, ::1] pi,
-           double[:, ::1] lf, i64[::1] lptr, i64[::1] lpods,
-           double[::1] ev_t, i64[::1] ev_s, double[::1] ht, i64[::1] hid,
-           i64[::1] hst, i64[::1] hsize,
-           double[:, ::1] win, double[:, ::1] wino, double[:, ::1] hist,
-              double[:, ::1] histo,
-           i64[:, ::1] readj, i64[::1] cfg,
-           double[:, ::1] samples, i64[::1] scratch, double[::1] scratch_f):
+def relink(i64 lk, double sigma, tuple state):
     """New rates on link ``lk`` from its transfers as they stand at its ``L_T``."""
-    cdef Eng e = _eng(jf, ji, pf, pi, lf, lptr, lpods, ev_t, ev_s, ht, hid, hst, hsize,
-                      win, wino, hist, histo, readj, cfg, samples, scratch, scratch_f, sigma)
+    cdef Eng e = _eng_of(state, sigma)
     _relink(&e, lk)
 
 
-def monitor_outcome(i64 j, double sigma,
-                    double[:, ::1] jf, i64[:, ::1] ji, double[:, ::1] pf, i64[:, ::1] pi,
-                    double[:, ::1] lf, i64[::1] lptr, i64[::1] lpods,
-                    double[::1] ev_t, i64[::1] ev_s, double[::1] ht, i64[::1] hid,
-                    i64[::1] hst, i64[::1] hsize,
-                    double[:, ::1] win, double[:, ::1] wino, double[:, ::1] hist,
-              double[:, ::1] histo,
-                    i64[:, ::1] readj,
-                    i64[::1] cfg, double[:, ::1] samples, i64[::1] scratch,
-                    double[::1] scratch_f):
+def monitor_outcome(i64 j, double sigma, tuple state):
     """The REPORT_* outcome of job ``j``'s latest iteration (``F_LAST_DUR``)."""
-    cdef Eng e = _eng(jf, ji, pf, pi, lf, lptr, lpods, ev_t, ev_s, ht, hid, hst, hsize,
-                      win, wino, hist, histo, readj, cfg, samples, scratch, scratch_f, sigma)
+    cdef Eng e = _eng_of(state, sigma)
     return _outcome(&e, j)
 
 
-def monitor_apply(i64 j, double t, int outcome, double sigma,
-                  double[:, ::1] jf, i64[:, ::1] ji, double[:, ::1] pf, i64[:, ::1] pi,
-                  double[:, ::1] lf, i64[::1] lptr, i64[::1] lpods,
-                  double[::1] ev_t, i64[::1] ev_s, double[::1] ht, i64[::1] hid,
-                  i64[::1] hst, i64[::1] hsize,
-                  double[:, ::1] win, double[:, ::1] wino, double[:, ::1] hist,
-              double[:, ::1] histo,
-                  i64[:, ::1] readj,
-                  i64[::1] cfg, double[:, ::1] samples, i64[::1] scratch,
-                  double[::1] scratch_f):
+def monitor_apply(i64 j, double t, int outcome, double sigma, tuple state):
     """Take job ``j``'s latest report at ``t`` with outcome QUIET or PAUSE."""
-    cdef Eng e = _eng(jf, ji, pf, pi, lf, lptr, lpods, ev_t, ev_s, ht, hid, hst, hsize,
-                      win, wino, hist, histo, readj, cfg, samples, scratch, scratch_f, sigma)
+    cdef Eng e = _eng_of(state, sigma)
     _apply(&e, j, t, outcome)
 
 

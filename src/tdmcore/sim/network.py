@@ -343,17 +343,16 @@ class FlowEngine:
         self.ji[K.I_PENDING, j] = int(active.sum())
         for link in sorted(set(self.pi[K.P_LINK, pods][active].tolist())):
             self.lf[K.L_T, link] = t
-            K.relink(link, self.sigma, *self._state())
+            K.relink(link, self.sigma, self._state())
 
     def run(self, t: float, until: float) -> tuple[float, int, int]:
         """Run the events before ``until``; return (time reached, STOP_*, slot)."""
-        # (mypy cannot count the 22 arrays of the unpacked state)
-        t = K.advance(t, until, self.sigma, *self._state(), self.out)  # type: ignore[call-arg]
+        t = K.advance(t, until, self.sigma, self._state(), self.out)
         return float(t), int(self.out[0]), int(self.out[1])
 
     def flush(self, t: float) -> None:
         """Advance every link's transfers to ``t`` (sent volumes exact at ``t``)."""
-        K.flush_links(t, self.sigma, *self._state())
+        K.flush_links(t, self.sigma, self._state())
 
     def take_samples(self, j: int) -> NDArray[np.float64]:
         n = int(self.ji[K.I_NSAMP, j])
