@@ -215,13 +215,15 @@ class Controller:
         With ``SkipPhaseThree = 0`` (and the 3rd stage enabled) the link's rotations
         are recalculated in ``optimal`` mode first.
         """
-        node = result.node
+        self._take_reserve(result)
+        return self.update_offsets()
+
+    def _take_reserve(self, result: ReserveResult) -> None:
         if result.shifts_ms:
             mode = "optimal" if (not result.skip_phase_three and self.config.phase_three) \
                 else "first"
-            self.links[node] = self._plan(node, mode)
+            self.links[result.node] = self._plan(result.node, mode)
         # Without shifts (EarlyReturn, LowComm) the link's rotations stand as they are.
-        return self.update_offsets()
 
     def on_reserve_gang(self, results: Sequence[ReserveResult]) -> dict[str, float]:
         """:meth:`on_reserve` for every pod of a gang, with one offset update.
@@ -231,18 +233,15 @@ class Controller:
         Reserve on a node decides its mode), and the offsets after the last
         are the same.  The intermediate offset updates are skipped, and with
         them the recalculations they would run on links that a later Reserve
-        of the gang plans again (:attr:`recalculations` counts only plans that
-        stand).
+        of the gang plans again (so :attr:`recalculations` can be lower than
+        pod by pod).
         """
         for result in results:
             if not isinstance(result, ReserveResult):
                 raise ValueError("results: expected ReserveResult values, got "
                                  f"{type(result).__name__}")
         for result in results:
-            if result.shifts_ms:
-                mode = "optimal" if (not result.skip_phase_three
-                                     and self.config.phase_three) else "first"
-                self.links[result.node] = self._plan(result.node, mode)
+            self._take_reserve(result)
         return self.update_offsets()
 
     def on_removed(self, node: int) -> dict[str, float]:
