@@ -17,8 +17,8 @@ WORKDIR /src
 COPY . .
 # pip builds the project in an isolated environment with its declared build requirements
 # (setuptools, wheel, Cython, NumPy from pyproject.toml) and puts the tdmcore wheel next
-# to the wheels of all its dependencies.
-RUN pip wheel --no-cache-dir . -w /wheels
+# to the wheels of all its dependencies, the bridge's extra (k8s) included.
+RUN pip wheel --no-cache-dir ".[k8s]" -w /wheels
 
 FROM ${PYTHON_IMAGE}
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -30,7 +30,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 # Install from the builder's wheels only (--no-index): the runtime stage never reaches
 # PyPI, and the wheels are bind-mounted rather than copied, so they add no layer.
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
-    pip install --no-cache-dir --no-index --find-links=/wheels tdmcore \
+    pip install --no-cache-dir --no-index --find-links=/wheels "tdmcore[k8s]" \
  && groupadd --gid 65532 tdmcore \
  && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /tmp \
       --shell /usr/sbin/nologin tdmcore

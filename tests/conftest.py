@@ -10,13 +10,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 
 def pytest_configure(config: object) -> None:
-    """The suite checks the simulator against ``../shared/data``: without it, stop
-    at once with the fix instead of failing module by module."""
+    """The suite reads the data shipped in the package, or ``TDMCORE_DATA`` when it is
+    set: a ``TDMCORE_DATA`` without the data stops the run at once with the fix,
+    instead of failing module by module."""
     import pytest
 
-    from tdmcore.sim.models import data_dir
+    from tdmcore.data import data_dir
 
     try:
         data_dir()
     except ValueError as exc:
-        pytest.exit(f"{exc}: the tests need the shared data", returncode=4)
+        pytest.exit(str(exc), returncode=4)

@@ -1,4 +1,4 @@
-"""The shipped snapshot numbers re-derived from ../shared/data (see its README)."""
+"""The shipped snapshot numbers re-derived from the shipped data (tdmcore.data)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,14 @@ import csv
 import pytest
 
 from tdmcore.catalog import link_scenarios
-from tdmcore.sim.models import data_dir
-
-DATA = data_dir()  # ../shared/data or TDMCORE_DATA (tests/conftest.py checks it)
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="no ../shared/data")
+from tdmcore.data import data_files, open_data
 
 
 def _muri_share(model: str, gpus: int) -> float:
     """resource_time_2 / iteration_time of the Muri rows for (model, num_gpu)."""
     shares = set()
-    for path in sorted((DATA / "profiles" / "muri").glob("*.csv")):
-        with path.open() as fh:
+    for path in data_files("profiles/muri", ".csv"):
+        with open_data(path) as fh:
             for row in csv.DictReader(fh):
                 if row["model_name"] == model and int(row["num_gpu"]) == gpus:
                     shares.add(float(row["resource_time_2"]) / float(row["iteration_time"]))
@@ -26,11 +23,10 @@ def _muri_share(model: str, gpus: int) -> float:
 
 
 def _models() -> dict[str, dict[str, str]]:
-    with (DATA / "models.csv").open() as fh:
+    with open_data("models.csv") as fh:
         return {row["model"]: row for row in csv.DictReader(fh)}
 
 
-@needs_data
 def test_s1_traffic_pattern_from_data() -> None:
     s1 = link_scenarios()["s1"]
     assert round(float(_models()["VGG19"]["metronome_ms_per_iter"])) == 422
@@ -42,7 +38,6 @@ def test_s1_traffic_pattern_from_data() -> None:
     assert all(p.duty_cycle == pytest.approx(_muri_share("vgg19", 4)) for p in four.pods)
 
 
-@needs_data
 def test_s4_traffic_pattern_from_data() -> None:
     s4 = link_scenarios()["s4"]
     assert round(float(_models()["BERT"]["metronome_ms_per_iter"])) == 534

@@ -210,15 +210,40 @@ def test_simulate_snapshots_writes_table_jobs_and_plots(tmp_path: Path) -> None:
     assert "vs default / vs ideal" in result.output
 
 
-def test_simulate_a_scenario_file(tmp_path: Path) -> None:
-    example = Path(__file__).resolve().parents[1] / "examples" / "scenario.yaml"
-    result = CliRunner().invoke(cli, ["simulate", str(example), "--policies",
+@pytest.mark.parametrize("how", ["file", "--example"])
+def test_simulate_a_scenario_file(how: str, tmp_path: Path) -> None:
+    # the example ships inside the package: `tdmcore example --path` finds it
+    example = CliRunner().invoke(cli, ["example", "--path"]).output.strip()
+    assert Path(example).is_file() and Path(example).parts[-3:] == (
+        "tdmcore", "examples", "scenario.yaml")
+    source = [example] if how == "file" else ["--example"]
+    result = CliRunner().invoke(cli, ["simulate", *source, "--policies",
                                       "default,metronome", "--no-plots", "--out",
                                       str(tmp_path)])
     assert result.exit_code == 0, result.output
-    (table,) = tmp_path.glob("simulate-*[!s].json")
+    (table,) = tmp_path.glob("simulate-example.json")
     assert {r["policy"] for r in json.loads(table.read_text())} == {"default", "metronome"}
     assert not list(tmp_path.glob("*.png"))
+
+
+def test_example_prints_the_shipped_scenario_file(tmp_path: Path) -> None:
+    from tdmcore.sim.scenario_file import load_scenario_file
+
+    result = CliRunner().invoke(cli, ["example"])
+    assert result.exit_code == 0
+    copy = tmp_path / "mine.yaml"
+    copy.write_text(result.output)
+    assert load_scenario_file(copy).name == "example"  # a user's copy loads as is
+
+
+@pytest.mark.parametrize("args", [["simulate"], ["simulate", "philly", "--example"]])
+def test_simulate_needs_exactly_one_scenario(args, tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args, "--out", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "give exactly one of SCENARIO or --example" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("args, message", [

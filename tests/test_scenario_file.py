@@ -18,7 +18,7 @@ from tdmcore.sim.models import MODELS, model_pattern
 from tdmcore.sim.scenario_file import load_scenario_file
 from tdmcore.sim.scenarios import Scenario
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "scenario.yaml"
+EXAMPLE = Path(__file__).resolve().parents[1] / "src" / "tdmcore" / "examples" / "scenario.yaml"
 
 
 def base() -> dict[str, Any]:

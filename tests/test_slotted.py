@@ -32,7 +32,7 @@ from tdmcore.oasis import (
     min_completion_slots,
     sigmoid_utility,
 )
-from tdmcore.sim.models import data_dir
+from tdmcore.data import open_data
 from tdmcore.sim.oasis_setting import (
     DECAY,
     GRADIENT_MB,
@@ -45,8 +45,6 @@ from tdmcore.sim.oasis_setting import (
 from tdmcore.sim.oasis_study import compare_admission, performance_ratio_study
 from tdmcore.sim.slotted import CRITICAL_DECAY, PolicyError, job_class, run_slotted
 
-DATA = data_dir()  # ../shared/data or TDMCORE_DATA (tests/conftest.py checks it)
-needs_data = pytest.mark.skipif(not DATA.is_dir(), reason="no ../shared/data")
 
 
 def make_job(arrival: int = 0, epochs: int = 1, chunks: int = 2, *, tau: float = 1.0,
@@ -296,9 +294,8 @@ def test_invariants_of_every_policy(name: str, seed: int) -> None:
 
 
 # ------------------------------------------------------------ the §V-A setting
-@needs_data
 def test_gradient_sizes_are_the_models_csv_column() -> None:
-    with (DATA / "models.csv").open() as fh:
+    with open_data("models.csv") as fh:
         table = {row["model"]: float(row["grad_fp32_MB"]) for row in csv.DictReader(fh)}
     assert GRADIENT_MB == table
 

@@ -1,7 +1,7 @@
 """Shipped link scenarios (the paper's snapshots) and loading of user pod files.
 
 The numbers live in ``data/snapshots.json`` with the source of each one; the test
-suite re-derives them from ``../shared/data``.
+suite re-derives them from the shipped data (:mod:`tdmcore.data`).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -27,6 +28,33 @@ from .link import LinkPlan, LinkPod, plan_link
 from .scoring import average_bandwidth_utilization
 
 EXIT_INTERNAL = 70
+
+#: The example scenario file shipped inside the package (``tdmcore example`` prints it).
+EXAMPLE_SCENARIO = "examples/scenario.yaml"
+
+
+def _example_path() -> Path:
+    """The shipped example scenario file, as a real path (it is package data)."""
+    from importlib import resources
+
+    return Path(str(resources.files("tdmcore").joinpath(EXAMPLE_SCENARIO)))
+
+
+@contextlib.contextmanager
+def _compiling_kernels(console: Console) -> Iterator[None]:
+    """A one-line spinner while the kernels load.
+
+    Numba compiles the kernels the first time they run after an install (about
+    30-60 s on 2 cores) and caches them on disk; later runs load them in well under
+    a second.  On a terminal the status line says so instead of leaving the screen
+    blank; elsewhere (pipes, CI logs) nothing is printed.
+    """
+    if not console.is_terminal:
+        yield
+        return
+    with console.status("compiling kernels (first run only; cached afterwards) ...",
+                        spinner="dots"):
+        yield
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -93,7 +121,8 @@ def link_cmd(scenario: str | None, pod_specs: tuple[str, ...], pod_file: Path | 
             cap = capacity_gbps
         plans = {}
         timings = {}
-        plan_link(pods, cap, bins=bins, mode="first")  # load the compiled kernels first
+        with _compiling_kernels(Console(stderr=True)):
+            plan_link(pods, cap, bins=bins, mode="first")  # load the compiled kernels first
         for mode in ("first", "optimal"):
             start = time.perf_counter()
             plans[mode] = plan_link(pods, cap, bins=bins, mode=mode)
@@ -387,8 +416,24 @@ CLUSTER_SCENARIOS = ("metronome-snapshots", "metronome-trace", "philly")
 OTHER_SCENARIOS = ("dragon-testbed", "oasis")
 
 
+@cli.command("example")
+@click.option("--path", "show_path", is_flag=True,
+              help="Print where the file is instead of its contents.")
+def example_cmd(show_path: bool) -> None:
+    """Print the example scenario file shipped with tdmcore.
+
+    Start your own scenario from it: `tdmcore example > my.yaml`, edit, then
+    `tdmcore simulate my.yaml`.  `tdmcore simulate --example` runs it as shipped.
+    """
+    path = _example_path()
+    click.echo(str(path) if show_path else path.read_text("utf-8"), nl=show_path)
+
+
 @cli.command("simulate")
-@click.argument("scenario", metavar="SCENARIO|FILE")
+@click.argument("scenario", metavar="SCENARIO|FILE", required=False)
+@click.option("--example", is_flag=True,
+              help="Run the example scenario file shipped with tdmcore "
+                   "(`tdmcore example` prints it).")
 @click.option("--policies", default=None,
               help="Comma-separated policy names (default: every applicable policy).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
@@ -414,21 +459,26 @@ OTHER_SCENARIOS = ("dragon-testbed", "oasis")
 @click.option("--no-plots", "--no-plot", "no_plots", is_flag=True,
               help="Skip the plots (tables only).")
 @click.pass_context
-def simulate_cmd(ctx: click.Context, scenario: str, policies: str | None, seed: int,
-                 out_dir: Path, window_s: float, hours: float, load: float, n_jobs: int,
-                 n_nodes: int, start: int, max_duration_s: float | None,
-                 no_plots: bool) -> None:
+def simulate_cmd(ctx: click.Context, scenario: str | None, example: bool,
+                 policies: str | None, seed: int, out_dir: Path, window_s: float,
+                 hours: float, load: float, n_jobs: int, n_nodes: int, start: int,
+                 max_duration_s: float | None, no_plots: bool) -> None:
     """Run every applicable policy side by side on a scenario and write the report.
 
     SCENARIO: metronome-snapshots (S0-S5 on the paper's testbed), metronome-trace
     (a Gavel-style 4 h trace), philly (a slice of the real Philly trace),
     dragon-testbed (DRAGON's Table 1 and Poisson workloads), oasis (the OASiS
-    setting), or a YAML/JSON scenario file (see examples/scenario.yaml).
+    setting), or a YAML/JSON scenario file (`tdmcore example` prints one;
+    --example runs it).
 
     Prints one row per policy with its change relative to default and to ideal
     (negative = faster), and writes simulate-<name>.csv/.json (the table),
     simulate-<name>-jobs.csv/.json (every job) and plots to --out.
     """
+    if example == (scenario is not None):
+        raise click.UsageError("give exactly one of SCENARIO or --example")
+    if scenario is None:
+        scenario = str(_example_path())
     if scenario == "dragon-testbed":
         for workload in ("table1", "poisson"):
             kwargs: dict[str, Any] = {"workload": workload, "seed": seed, "out_dir": out_dir}
@@ -495,8 +545,9 @@ def _run_groups(groups: dict[str, Any], names: list[str], seed: int
     runs: dict[str, dict[str, Any]] = {}
     first = next(iter(groups.values()))
     warm = [dataclasses.replace(j, iterations=min(j.iterations, 20)) for j in first.jobs[:2]]
-    for name in names:  # compile the kernels first: decision latencies exclude it
-        run_cluster(first.sim, warm, name, seed=seed)
+    with _compiling_kernels(Console(stderr=True)):
+        for name in names:  # compile the kernels first: decision latencies exclude it
+            run_cluster(first.sim, warm, name, seed=seed)
     columns = (TextColumn("{task.description}"), BarColumn(),
                TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())
     with Progress(*columns, transient=True) as bar:

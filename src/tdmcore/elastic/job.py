@@ -47,7 +47,7 @@ DRAGON_FIG2: dict[str, tuple[float, ...]] = {
 }
 
 #: fp32 gradient per step, gigabits: AlexNet and ResNet50 from
-#: ``../shared/data/models.csv`` (244 MB, 102 MB); InceptionV3 from torchvision's
+#: ``models.csv`` of :mod:`tdmcore.data` (244 MB, 102 MB); InceptionV3 from torchvision's
 #: ``inception_v3`` weights metadata (27,161,264 parameters x 4 bytes = 108.6 MB).
 GRADIENT_GBIT: dict[str, float] = {
     "AlexNet": 244 * 8 / 1000,

@@ -1,8 +1,9 @@
-"""Traffic patterns of the Metronome paper's 13 models, derived from ``../shared/data``.
+"""Traffic patterns of the Metronome paper's 13 models, derived from the shipped data.
 
 The Metronome paper (Table III) trains 13 models but publishes no table of their
-traffic patterns.  Each pattern here is derived as ``../shared/data/README.md``
-prescribes, and every number names its source:
+traffic patterns.  Each pattern here is derived from the data shipped in
+:mod:`tdmcore.data` (its ``README.md`` gives each file's source), and every number
+names its source:
 
 * **period** ``t_p``: a measured iteration time.  In order of preference: the
   paper's own Table VI (0.5 h, per snapshot role; also in ``models.csv``), Muri's
@@ -31,16 +32,15 @@ import csv
 import json
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 
 from .. import _validation as v
+from ..data import data_files, open_data
 from ..model import TrafficPattern
 
 __all__ = [
         "MODELS",
     "PROXY",
     "ModelPattern",
-    "data_dir",
     "max_duty",
     "model_pattern",
 ]
@@ -81,28 +81,6 @@ PROXY = {"VGG11": "VGG16", "AlexNet": "ResNet18", "GoogLeNet": "ResNet18",
 POLLUX_BATCH = 64
 
 
-def data_dir() -> Path:
-    """``../shared/data`` as the project ships it beside the repository.
-
-    ``TDMCORE_DATA`` overrides the location.
-    """
-    import os
-
-    env = os.environ.get("TDMCORE_DATA")
-    if env:
-        if not (Path(env) / "models.csv").is_file():
-            raise ValueError(f"data: TDMCORE_DATA={env} has no models.csv (expected the "
-                             "shared data folder: traces/, profiles/, models.csv ...)")
-        return Path(env)
-    for start in (Path(__file__).resolve(), Path.cwd().resolve() / "x"):
-        for parent in start.parents:
-            candidate = parent.parent / "shared" / "data"
-            if (candidate / "models.csv").is_file():
-                return candidate
-    raise ValueError("data: ../shared/data not found beside the repository or the "
-                     "current folder (set TDMCORE_DATA to its path)")
-
-
 @dataclass(frozen=True)
 class ModelPattern:
     """A model's traffic pattern at ``workers`` workers on a ``link_gbps`` link."""
@@ -117,8 +95,8 @@ class ModelPattern:
 def _muri() -> dict[tuple[str, int], tuple[float, float]]:
     """(model_name, num_gpu) -> (iteration_time ms, resource_time_2 ms), first row seen."""
     out: dict[tuple[str, int], tuple[float, float]] = {}
-    for path in sorted((data_dir() / "profiles" / "muri").glob("*.csv")):
-        with path.open(newline="") as f:
+    for path in data_files("profiles/muri", ".csv"):
+        with open_data(path) as f:
             for row in csv.DictReader(f):
                 key = (row["model_name"], int(row["num_gpu"]))
                 out.setdefault(key, (float(row["iteration_time"]),
@@ -129,8 +107,7 @@ def _muri() -> dict[tuple[str, int], tuple[float, float]]:
 @cache
 def _pollux(app: str, placement: str) -> tuple[float, float, int]:
     """(step_time ms, sync_time ms, local batch) at the batch nearest POLLUX_BATCH."""
-    path = data_dir() / "profiles" / "pollux" / f"{app}_placements.csv"
-    with path.open(newline="") as f:
+    with open_data(f"profiles/pollux/{app}_placements.csv") as f:
         rows = [r for r in csv.DictReader(f) if r["placement"] == placement]
     if not rows:
         raise ValueError(f"workers: Pollux has no {app} placement {placement!r}")
@@ -142,8 +119,8 @@ def _pollux(app: str, placement: str) -> tuple[float, float, int]:
 
 @cache
 def _gavel_ms(model: str) -> float:
-    path = data_dir() / "throughputs" / "gavel_simulation_throughputs.json"
-    data = json.loads(path.read_text())
+    with open_data("throughputs/gavel_simulation_throughputs.json") as f:
+        data = json.load(f)
     return 1000.0 / float(data["v100"][GAVEL_NAME[model]]["null"])
 
 
@@ -204,7 +181,7 @@ def model_pattern(model: str, workers: int, link_gbps: float = 25.0,
         comm = _allreduce_ms(grad_mb, n, link)
         period = compute + comm
         duty = comm / period
-        sources["period_ms"] = (f"[decision] no measurement of {model} in ../shared/data: "
+        sources["period_ms"] = (f"[decision] no measurement of {model} in the data: "
                                 f"compute time of {relative}, {where}, plus all-reduce")
         sources["duty_cycle"] = (f"ring all-reduce of {grad_mb:g} MB (models.csv) by {n} "
                                  f"workers at {link:g} Gbps: {comm:.1f} ms")

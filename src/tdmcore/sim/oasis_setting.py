@@ -6,7 +6,7 @@ instances (plus GPUs for the workers' GPU demand), PS servers like P2 or G3
 instances at random, per-task demands of GPUs, vCPUs, memory, storage and
 bandwidth, sigmoid utilities in three classes, and arrivals spread over the first
 70 % of the horizon.  Gradient sizes are the fp32 sizes of the 13 models in
-``../shared/data/models.csv`` (column ``grad_fp32_MB``; the test suite re-reads
+``models.csv`` of :mod:`tdmcore.data` (column ``grad_fp32_MB``; the test suite re-reads
 them).  A slot is :data:`SLOT_S` seconds.
 """
 
@@ -28,7 +28,7 @@ __all__ = ["GRADIENT_MB", "SLOT_S", "OasisSetting", "oasis_cluster", "oasis_jobs
 #: **[decision]** Length of a slot, in seconds.
 SLOT_S = 600.0
 
-#: fp32 gradient size (MB) of each model: ``../shared/data/models.csv``, ``grad_fp32_MB``.
+#: fp32 gradient size (MB) of each model: ``models.csv`` of :mod:`tdmcore.data`, ``grad_fp32_MB``.
 GRADIENT_MB: dict[str, float] = {
     "AlexNet": 244, "VGG11": 531, "VGG16": 553, "VGG19": 575, "ResNet18": 47,
     "ResNet50": 102, "ResNet152": 241, "WideResNet101": 508, "GoogLeNet": 26,

@@ -2,8 +2,8 @@
 
 :func:`load_scenario_file` reads a ``.yaml``/``.yml`` (PyYAML's ``safe_load``) or
 ``.json`` file and returns a :class:`tdmcore.sim.scenarios.Scenario` ready for
-:func:`tdmcore.sim.cluster.run_cluster`.  The shape (``examples/scenario.yaml``
-is a complete example)::
+:func:`tdmcore.sim.cluster.run_cluster`.  The shape (``tdmcore example`` prints
+``examples/scenario.yaml``, a complete example shipped in the package)::
 
     name: my-cluster                  # optional, default: the file's stem
     title: "..."                      # optional, default: the name

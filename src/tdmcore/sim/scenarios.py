@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from ..data import open_data
 from ..model import Cluster, Node, Workload
 from .cluster import SimCluster, SimJob
-from .models import MODELS, data_dir, model_pattern
+from .models import MODELS, model_pattern
 
 __all__ = [
     "BASE_LATENCY_MS",
@@ -146,8 +147,7 @@ def metronome_snapshots(window_s: float = 600.0, workers: int = 2
 
 def _gavel_gpu_counts() -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     """GPU counts of Philly jobs and their frequencies (Gavel's distribution CSV)."""
-    path = data_dir() / "traces" / "philly_gavel_distribution.csv"
-    with path.open(newline="") as f:
+    with open_data("traces/philly_gavel_distribution.csv") as f:
         counts = np.array([int(float(r["num_gpus"])) for r in csv.DictReader(f)])
     values, freq = np.unique(counts, return_counts=True)
     return values.astype(np.int64), freq / freq.sum()
@@ -240,8 +240,7 @@ def lingjun_latency(n_nodes: int) -> NDArray[np.float64]:
     Hosts are taken in file order; beyond its 847 hosts the topology is repeated as
     separate copies that share no switch.
     """
-    path = data_dir() / "topology" / "lingjun_topo.csv"
-    with path.open(newline="") as f:
+    with open_data("topology/lingjun_topo.csv") as f:
         rows = list(csv.DictReader(f))
     tiers: dict[str, list[str]] = {key: [] for key in ("ASW", "PSW", "DSW")}
     for k in range(n_nodes):
@@ -276,8 +275,7 @@ def philly(n_jobs: int = 200, n_nodes: int = 16, start: int = 0, seed: int = 0,
             raise ValueError(f"{name}: expected an integer >= {lo}, got {value!r}")
     if max_duration_s is not None and not float(max_duration_s) > 0:
         raise ValueError(f"max_duration_s: expected a duration > 0, got {max_duration_s!r}")
-    path = data_dir() / "traces" / "philly_pollux.csv"
-    with path.open(newline="") as f:
+    with open_data("traces/philly_pollux.csv") as f:
         rows = list(csv.DictReader(f))
     rows.sort(key=lambda r: r["timestamp"])  # ISO timestamps sort as text
     if start + n_jobs > len(rows):
