@@ -982,13 +982,14 @@ def test_dockerfile() -> None:
     assert len(froms) == 2 and " AS builder" in froms[0]
     assert "ARG PYTHON_IMAGE=python:3.11-slim" in lines
     assert all("${PYTHON_IMAGE}" in f for f in froms)
-    assert "build-essential" in text and re.search(r"pip wheel .*\. -w /wheels", text)
+    assert "build-essential" in text and re.search(r'pip wheel .*"\.\[k8s\]" -w /wheels', text)
+    assert '"tdmcore[k8s]"' in text  # the runtime stage installs the bridge's extra
     assert "--no-index" in text  # the runtime stage installs from the builder's wheels only
     assert f"USER {NONROOT_UID}:{NONROOT_UID}" in lines
     (entrypoint,) = [ln for ln in lines if ln.startswith("ENTRYPOINT")]
     (script,) = json.loads(entrypoint.removeprefix("ENTRYPOINT").strip())
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert script == "tdmcore-bridge" and scripts[script] == "k8s_bridge.cli:main"
+    assert script == "tdmcore-bridge" and scripts[script] == "k8s_bridge._entry:main"
 
 
 def test_dockerignore() -> None:
