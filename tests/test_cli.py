@@ -271,3 +271,21 @@ def test_simulate_bad_scenario_file_points_at_the_field(tmp_path: Path, capsys) 
         main(["simulate", str(bad), "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert "cluster.nodes" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_compile_status_line_on_a_terminal_only(terminal: bool) -> None:
+    import io
+
+    from rich.console import Console
+
+    from tdmcore.cli import _compiling_kernels
+
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=terminal, width=100)
+    with _compiling_kernels(console):
+        import time
+
+        time.sleep(0.3)  # long enough for the spinner to draw
+    shown = "compiling kernels (first run only" in out.getvalue()
+    assert shown == terminal

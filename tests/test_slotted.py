@@ -25,6 +25,7 @@ from tdmcore.admission import (
     SlottedCluster,
     make_admission_policy,
 )
+from tdmcore.data import open_data
 from tdmcore.oasis import (
     Job,
     PriceBounds,
@@ -32,7 +33,6 @@ from tdmcore.oasis import (
     min_completion_slots,
     sigmoid_utility,
 )
-from tdmcore.data import open_data
 from tdmcore.sim.oasis_setting import (
     DECAY,
     GRADIENT_MB,
@@ -44,7 +44,6 @@ from tdmcore.sim.oasis_setting import (
 )
 from tdmcore.sim.oasis_study import compare_admission, performance_ratio_study
 from tdmcore.sim.slotted import CRITICAL_DECAY, PolicyError, job_class, run_slotted
-
 
 
 def make_job(arrival: int = 0, epochs: int = 1, chunks: int = 2, *, tau: float = 1.0,

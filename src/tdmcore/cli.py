@@ -14,8 +14,8 @@ import math
 import os
 import sys
 import time
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import click
