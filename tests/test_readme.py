@@ -191,3 +191,12 @@ def test_simulator_example_runs() -> None:
     runs = namespace["runs"]
     assert set(runs) == {"default", "metronome"}
     assert all(len(r.jobs) == 3 and r.tct_ms > 0 for r in runs.values())
+
+
+def test_simulator_trace_example_runs() -> None:
+    namespace = run_example(DOCS / "simulator.md", "Adding a scenario or a trace")
+    runs = namespace["runs"]
+    assert set(runs) == {"default", "metronome"}
+    for run in runs.values():
+        assert len(run.jobs) == 3 and run.tct_ms > 0
+        assert all(j.end_ms is not None for j in run.jobs.values())  # every job finished
