@@ -71,7 +71,8 @@ def test_pods_from_command_line_and_file(tmp_path: Path) -> None:
         (["link", "--pod", "a:100:0.5:40"], "above the link's 25.0 Gbps", 1),
         (["link", "--pod", "a:100:0.5:4", "--pod", "a:100:0.5:4"], "unique", 1),
         (["link", "s1", "--bins", "4"], "bins: expected an integer >= 8", 1),
-        (["link", "s1", "--capacity", "-1"], "capacity_gbps", 1),
+        (["link", "s1", "--capacity", "-1"], "Invalid value for '--capacity'", 2),
+        (["link", "s1", "--capacity", "nan"], "'nan' is not a finite number", 2),
         (["link", "--file", "/nonexistent/pods.json"], "cannot read", 1),
         (["link", "s1", "--out", "/proc/forbidden"], "out: cannot write", 1),
     ],
@@ -207,7 +208,16 @@ def test_simulate_snapshots_writes_table_jobs_and_plots(tmp_path: Path) -> None:
     for name in ("metronome-snapshots-iterations.png", "metronome-snapshots-S1-links.png",
                  "metronome-snapshots-S1-circle.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
-    assert "vs default / vs ideal" in result.output
+    assert "change in % vs default / ideal" in result.output
+    table = result.output.split("report:")[0]
+    assert max(len(line) for line in table.splitlines()) <= 80  # fits a terminal
+    assert "s/1k it" in table and "-0.0" not in table  # units in headers, no negative zero
+    assert "metronome-no-monitor" in table  # policy names are never cut
+    record = json.loads((tmp_path / "simulate-metronome-snapshots-run.json").read_text())
+    assert record["seed"] == 0 and record["parameters"]["window_s"] == 20.0
+    assert record["tdmcore_version"] and record["wall_s"] > 0
+    assert "simulate-metronome-snapshots.csv" in record["files"]
+    assert not list(tmp_path.glob(".tdmcore-partial-*"))  # the staging folder is gone
 
 
 @pytest.mark.parametrize("how", ["file", "--example"])

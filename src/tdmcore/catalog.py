@@ -89,15 +89,34 @@ def link_scenarios() -> dict[str, LinkScenario]:
 
 
 def load_link_file(path: str | Path) -> tuple[float, tuple[LinkPod, ...]]:
-    """Read ``{"capacity_gbps": B, "pods": [{name, period_ms, duty_cycle, ...}]}``."""
+    """Read a link file: ``{"capacity_gbps": B, "pods": [{name, period_ms, ...}]}``.
+
+    JSON, or YAML when the name ends in ``.yaml``/``.yml`` (read with PyYAML's
+    ``safe_load``).  Errors name the file and the field.
+    """
+    path = Path(path)
     try:
-        raw = json.loads(Path(path).read_text("utf-8"))
+        text = path.read_text("utf-8")
     except OSError as exc:
         raise ValueError(f"file: cannot read {path}: {exc.strerror}") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        detail = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) \
-            else "not UTF-8"
-        raise ValueError(f"file: {path} is not valid JSON ({detail})") from exc
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"file: {path} is not UTF-8 text") from exc
+    if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            raw = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"line {mark.line + 1}" if mark is not None else "syntax"
+            raise ValueError(f"file: {path} is not valid YAML ({where}: "
+                             f"{getattr(exc, 'problem', None) or exc})") from exc
+    else:
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"file: {path} is not valid JSON (line {exc.lineno}: "
+                             f"{exc.msg})") from exc
     try:
         return _parse_link(raw, "$")
     except ValueError as exc:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import json
+import logging
 import math
 import os
 import sys
@@ -25,9 +27,28 @@ from rich.table import Table
 
 from .catalog import link_scenarios, load_link_file, parse_pod
 from .link import LinkPlan, LinkPod, plan_link
+from .report_dir import ReportDir
 from .scoring import average_bandwidth_utilization
 
 EXIT_INTERNAL = 70
+#: Exit status after Ctrl-C (128 + SIGINT), as shells report it.
+EXIT_INTERRUPTED = 130
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+log = logging.getLogger("tdmcore")
+
+
+class FiniteFloat(click.FloatRange):
+    """A float option in a range that also refuses NaN and infinities."""
+
+    name = "number"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 #: The example scenario file shipped inside the package (``tdmcore example`` prints it).
 EXAMPLE_SCENARIO = "examples/scenario.yaml"
@@ -57,22 +78,94 @@ def _compiling_kernels(console: Console) -> Iterator[None]:
         yield
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Log to whatever ``sys.stderr`` is when a record is emitted (tests swap it)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+def _configure_logging(level: str) -> None:
+    """Route tdmcore's log records to stderr at ``level`` (once per process)."""
+    log.setLevel(level.upper())
+    if not any(isinstance(h, _StderrHandler) for h in log.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+        log.addHandler(handler)
+        log.propagate = False
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="tdmcore")
-def cli() -> None:
-    """tdmcore: time-division multiplexing of distributed-training traffic."""
+@click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False),
+              default="warning", show_default=True,
+              help="Messages at this level and above go to stderr.")
+def cli(log_level: str) -> None:
+    """tdmcore: time-division multiplexing of distributed-training traffic.
+
+    Start with `tdmcore simulate metronome-snapshots` (every policy side by side
+    on the Metronome paper's snapshots), `tdmcore link s1` (one shared link by
+    hand) or `tdmcore list scenarios`.
+    """
+    _configure_logging(log_level)
 
 
-@cli.command("scenarios")
-def scenarios_cmd() -> None:
-    """List the shipped link scenarios."""
-    console = Console()
-    table = Table(title="shipped link scenarios")
-    table.add_column("name")
-    table.add_column("description")
-    for name, sc in link_scenarios().items():
-        table.add_row(name, sc.title)
-    console.print(table)
+@cli.group("list")
+def list_group() -> None:
+    """List what the commands accept: scenarios or policies."""
+
+
+def _scenario_rows() -> list[tuple[str, str, str]]:
+    rows = [(name, "tdmcore simulate", title) for name, title in CLUSTER_SCENARIO_TITLES.items()]
+    rows += [(name, "tdmcore link", sc.title) for name, sc in link_scenarios().items()]
+    return rows
+
+
+def _policy_rows() -> list[tuple[str, str, str]]:
+    from .admission import ADMISSION_POLICIES
+    from .elastic import ELASTIC_POLICIES
+    from .policies import POLICIES
+
+    rows = [(name, "simulate (cluster scenarios)", "placement policy") for name in POLICIES]
+    rows.append(("ideal", "simulate (cluster scenarios)",
+                 "every job alone on the network: the bound"))
+    rows += [(name, "simulate dragon-testbed, elastic", "elastic gang policy")
+             for name in ELASTIC_POLICIES]
+    rows += [(name, "simulate oasis, oasis", "admission policy") for name in ADMISSION_POLICIES]
+    return rows
+
+
+def _print_listing(title: str, rows: list[tuple[str, str, str]]) -> None:
+    table = Table(title=title)
+    for col in ("name", "used by", "what"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*row)
+    Console().print(table)
+
+
+@list_group.command("scenarios")
+def list_scenarios_cmd() -> None:
+    """Every shipped scenario and the command that runs it."""
+    _print_listing("shipped scenarios", _scenario_rows())
+
+
+@list_group.command("policies")
+def list_policies_cmd() -> None:
+    """Every policy and the commands that take it (--policies)."""
+    _print_listing("policies", _policy_rows())
+
+
+@cli.command("scenarios", hidden=True)
+@click.pass_context
+def scenarios_cmd(ctx: click.Context) -> None:
+    """The same as `tdmcore list scenarios`."""
+    ctx.invoke(list_scenarios_cmd)
 
 
 @cli.command("link")
@@ -80,9 +173,10 @@ def scenarios_cmd() -> None:
 @click.option("--pod", "pod_specs", multiple=True, metavar="NAME:PERIOD_MS:DUTY:GBPS[:PRIO[:JOB]]",
               help="A pod on the link (repeat); earlier pods count as deployed earlier.")
 @click.option("--file", "pod_file", type=click.Path(dir_okay=False, path_type=Path),
-              help='JSON file: {"capacity_gbps": B, "pods": [{"name", "period_ms", '
-                   '"duty_cycle", "bandwidth_gbps", "priority", "job"}]}.')
-@click.option("--capacity", "capacity_gbps", type=float, default=None,
+              help='JSON or YAML file: {"capacity_gbps": B, "pods": [{"name", '
+                   '"period_ms", "duty_cycle", "bandwidth_gbps", "priority", "job"}]}.')
+@click.option("--capacity", "capacity_gbps", type=FiniteFloat(min=0, min_open=True),
+              default=None,
               help="Link capacity in Gbps (default: the scenario's, or 25 with --pod).")
 @click.option("--bins", type=int, default=72, show_default=True,
               help="Di-Pre: bins on the traffic circle (>= 8).")
@@ -92,7 +186,7 @@ def scenarios_cmd() -> None:
 @click.option("--no-plot", is_flag=True, help="Skip the PNG.")
 def link_cmd(scenario: str | None, pod_specs: tuple[str, ...], pod_file: Path | None,
              capacity_gbps: float | None, bins: int, out_dir: Path, no_plot: bool) -> None:
-    """Interleave the pods sharing one link (SCENARIO: see `tdmcore scenarios`).
+    """Interleave the pods sharing one link (SCENARIO: see `tdmcore list scenarios`).
 
     Runs the scheduler's search (first perfect interval, Score phase) and the
     controller's (maximum Psi, offline recalculation) and compares both with the
@@ -129,21 +223,103 @@ def link_cmd(scenario: str | None, pod_specs: tuple[str, ...], pod_file: Path | 
             timings[mode] = (time.perf_counter() - start) * 1e3
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    report = out_dir / f"link-{name}.json"
-    try:  # fail before printing anything if the report cannot be written
-        out_dir.mkdir(parents=True, exist_ok=True)
-        report.write_text(json.dumps(_report(plans, timings), indent=2) + "\n", "utf-8")
-    except OSError as exc:
-        raise click.ClickException(f"out: cannot write {report}: {exc.strerror}") from None
-
     console = Console()
-    _print_plans(console, name, title, plans, timings)
-    console.print(f"report: {report}")
-    if not no_plot:
-        from .plots import plot_traffic_circle
+    with _report_dir(out_dir, f"link-{name}") as report:
+        report.path(f"link-{name}.json").write_text(
+            json.dumps(_report(plans, timings), indent=2) + "\n", "utf-8")
+        _print_plans(console, name, title, plans, timings)
+        if not no_plot:
+            from .plots import plot_traffic_circle
 
-        png = plot_traffic_circle(plans["optimal"], out_dir / f"link-{name}.png")
-        console.print(f"traffic circle: {png}")
+            plot_traffic_circle(plans["optimal"], report.path(f"link-{name}.png"))
+    _announce(console, report)
+
+
+@contextlib.contextmanager
+def _report_dir(out_dir: Path, stem: str) -> Iterator[ReportDir]:
+    """The current command's report folder, written all or nothing (:class:`ReportDir`).
+
+    A folder that cannot be written is a one-line error before any work; so is a
+    write that fails later (the staged files are removed then, as on Ctrl-C).
+    """
+    ctx = click.get_current_context()
+    command = " ".join(["tdmcore", *ctx.command_path.split()[1:]])
+    report = ReportDir(out_dir, stem, command, ctx.params)
+    try:
+        report.__enter__()
+    except OSError as exc:
+        raise click.ClickException(f"out: cannot write to {out_dir}: {exc.strerror}") \
+            from None
+    try:
+        yield report
+    except BaseException as exc:
+        report.__exit__(type(exc), exc, exc.__traceback__)
+        if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
+            raise click.ClickException(f"out: cannot write to {out_dir}: {exc.strerror}") \
+                from None
+        raise
+    try:
+        report.__exit__(None, None, None)
+    except OSError as exc:
+        raise click.ClickException(f"out: cannot write to {out_dir}: {exc.strerror}") \
+            from None
+
+
+def _announce(console: Console, report: ReportDir) -> None:
+    console.print(f"report: {report.out_dir}/ " + ", ".join(report.files))
+
+
+class _PipeSafeStdout(io.TextIOBase):
+    """stdout that keeps the command going when its reader goes away (`| head`).
+
+    The first broken pipe points the descriptor at /dev/null, so the rest of the
+    output is discarded and the report is still written.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.broken = False
+
+    def _break(self) -> None:
+        self.broken = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(devnull, self._stream.fileno())
+        os.close(devnull)
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                self._stream.write(text)
+            except BrokenPipeError:
+                self._break()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._break()
+
+    def isatty(self) -> bool:
+        return bool(self._stream.isatty())
+
+    def fileno(self) -> int:
+        return int(self._stream.fileno())
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return str(getattr(self._stream, "encoding", "utf-8"))
+
+
+def _progress(*columns: Any) -> Any:
+    """A transient progress bar on stderr, on a terminal only (stdout keeps the tables)."""
+    from rich.progress import Progress
+
+    console = Console(stderr=True)
+    return Progress(*columns, transient=True, console=console,
+                    disable=not console.is_terminal)
 
 
 def _csv_list(text: str, kind: type, name: str) -> list[Any]:
@@ -154,50 +330,24 @@ def _csv_list(text: str, kind: type, name: str) -> list[Any]:
                                  param_hint=name) from None
 
 
-def _check_out(out_dir: Path) -> None:
-    """Fail before any work if the report folder cannot be created or written; leave
-    no trace (folders it had to create are removed again)."""
-    missing = [d for d in (out_dir, *out_dir.parents) if not d.exists()]
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        probe = out_dir / ".tdmcore-write-test"
-        probe.write_text("", "utf-8")
-        probe.unlink()
-    except OSError as exc:
-        raise click.ClickException(f"out: cannot write to {out_dir}: {exc.strerror}") \
-            from None
-    finally:
-        for d in missing:  # deepest first
-            with contextlib.suppress(OSError):
-                d.rmdir()
-
-
-def _report_rows(console: Console, out_dir: Path, stem: str,
-                 rows: list[dict[str, Any]]) -> None:
-    """Write the table as CSV and JSON and say where; a one-line error if it cannot."""
-    try:
-        paths = _write_rows(out_dir, stem, rows)
-    except OSError as exc:
-        raise click.ClickException(f"out: cannot write to {out_dir}: {exc.strerror}") from None
-    console.print("report: " + ", ".join(str(p) for p in paths))
-
-
-def _write_rows(out_dir: Path, stem: str, rows: list[dict[str, Any]]) -> list[Path]:
+def _write_rows(report: ReportDir, stem: str, rows: list[dict[str, Any]]) -> None:
+    """The table as ``<stem>.csv`` and ``<stem>.json`` in the report folder."""
     import csv
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    csv_path, json_path = out_dir / f"{stem}.csv", out_dir / f"{stem}.json"
-    with csv_path.open("w", newline="", encoding="utf-8") as fh:
+    with report.path(f"{stem}.csv").open("w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    json_path.write_text(json.dumps(rows, indent=2) + "\n", "utf-8")
-    return [csv_path, json_path]
+    report.path(f"{stem}.json").write_text(json.dumps(rows, indent=2) + "\n", "utf-8")
 
 
 def _num(value: Any, digits: int = 1) -> str:
+    """A table cell: thousands separators, ``-`` for NaN, never ``-0.0``."""
     if isinstance(value, float):
-        return "-" if value != value else f"{value:,.{digits}f}"
+        if value != value:
+            return "-"
+        text = f"{value:,.{digits}f}"
+        return text[1:] if text.startswith("-") and not text.strip("-0.,") else text
     return str(value)
 
 
@@ -209,7 +359,7 @@ def _num(value: Any, digits: int = 1) -> str:
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--policies", default="oasis,fifo,drf,rrh,dorm", show_default=True,
               help="Comma-separated policy names.")
-@click.option("--l-quantile", type=click.FloatRange(0.0, 1.0, max_open=True), default=None,
+@click.option("--l-quantile", type=FiniteFloat(0.0, 1.0, max_open=True), default=None,
               help="Also run OASiS with L from this quantile of the jobs' values "
                    "(PriceBounds.from_jobs(quantile=...)) as 'oasis-L<q>'.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
@@ -222,7 +372,6 @@ def oasis_cmd(n_jobs: int, worker_servers: int, ps_servers: int, n_slots: int, s
     utility of the time-critical jobs, their median completion delay minus target
     (slots), median decision time.  oasis-compare.csv/.json in --out has every class.
     """
-    from rich.progress import Progress
 
     from .admission import AdmissionPolicy, OasisPolicy
     from .sim.oasis_setting import oasis_setting
@@ -231,19 +380,27 @@ def oasis_cmd(n_jobs: int, worker_servers: int, ps_servers: int, n_slots: int, s
     names: list[str | AdmissionPolicy] = list(_csv_list(policies, str, "--policies"))
     if not names:
         raise click.ClickException("policies: name at least one policy")
-    _check_out(out_dir)
-    try:
-        if l_quantile is not None:
-            names.append(OasisPolicy(l_quantile=l_quantile, name=f"oasis-L{l_quantile:g}"))
-        setting = oasis_setting(n_jobs, worker_servers, ps_servers, n_slots, seed)
-        with Progress(transient=True) as bar:
-            task = bar.add_task("policies", total=len(names))
-            runs = compare_admission(setting, names,
-                                     progress=lambda _name: bar.advance(task))
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
-    rows = summarize(runs)
     console = Console()
+    with _report_dir(out_dir, "oasis-compare") as report:
+        try:
+            if l_quantile is not None:
+                names.append(OasisPolicy(l_quantile=l_quantile,
+                                         name=f"oasis-L{l_quantile:g}"))
+            setting = oasis_setting(n_jobs, worker_servers, ps_servers, n_slots, seed)
+            with _progress() as bar:
+                task = bar.add_task("policies", total=len(names))
+                runs = compare_admission(setting, names,
+                                         progress=lambda _name: bar.advance(task))
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+        rows = summarize(runs)
+        _write_rows(report, "oasis-compare", rows)
+        _oasis_table(console, rows, n_jobs, worker_servers, ps_servers, n_slots, seed)
+    _announce(console, report)
+
+
+def _oasis_table(console: Console, rows: list[dict[str, Any]], n_jobs: int,
+                 worker_servers: int, ps_servers: int, n_slots: int, seed: int) -> None:
     table = Table(title=f"OASiS setting: {n_jobs} jobs, {worker_servers}+{ps_servers} "
                         f"servers, {n_slots} slots, seed {seed}")
     for col in ("policy", "utility", "vs oasis", "accepted", "done", "critical",
@@ -255,7 +412,6 @@ def oasis_cmd(n_jobs: int, worker_servers: int, ps_servers: int, n_slots: int, s
                       _num(row["utility_critical"]), _num(row["lateness_critical_p50"]),
                       _num(row["decision_ms_p50"], 2))
     console.print(table)
-    _report_rows(console, out_dir, "oasis-compare", rows)
 
 
 @cli.command("oasis-ratio")
@@ -276,7 +432,6 @@ def oasis_ratio_cmd(servers: str, priorities: str, scales: str, seeds: str, n_jo
 
     Writes oasis-ratio.csv/.json (one row per instance and scale) to --out.
     """
-    from rich.progress import Progress
 
     from .sim.oasis_study import performance_ratio_study
 
@@ -284,41 +439,42 @@ def oasis_ratio_cmd(servers: str, priorities: str, scales: str, seeds: str, n_jo
     prio_list = _csv_list(priorities, float, "--priorities")
     scale_list = _csv_list(scales, float, "--scales")
     seed_list = _csv_list(seeds, int, "--seeds")
-    _check_out(out_dir)
     total = len(server_list) * len(prio_list) * len(scale_list) * len(seed_list)
-    try:
-        with Progress(transient=True) as bar:
-            task = bar.add_task("instances", total=total)
-            rows = performance_ratio_study(server_list, prio_list, scale_list, seed_list,
-                                           n_jobs=n_jobs, n_slots=n_slots,
-                                           progress=lambda: bar.advance(task))
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
     console = Console()
-    table = Table(title=f"offline optimum / OASiS ({n_jobs} jobs, {n_slots} slots, "
-                        f"mean over seeds {','.join(map(str, seed_list))})")
-    table.add_column("servers", justify="right")
-    table.add_column("g1 range", justify="right")
-    for scale in scale_list:
-        table.add_column(f"U,L x{scale:g}", justify="right")
-    for srv in server_list:
-        for high in prio_list:
-            cells = []
-            for scale in scale_list:
-                ratios = [r.ratio for r in rows if r.servers == srv and r.priority_high == high
-                          and r.scale == scale]
-                cells.append(f"{sum(ratios) / len(ratios):.3f}")
-            table.add_row(str(srv), f"[1, {high:g}]", *cells)
-    console.print(table)
-    unproven = sum(not r.offline_optimal for r in rows) // max(1, len(scale_list))
-    if unproven:
-        console.print(f"warning: the MILP hit its time limit on {unproven} instance(s): "
-                      "their ratios are lower bounds")
-    out_rows = [{"servers": r.servers, "priority_high": r.priority_high, "scale": r.scale,
-                 "seed": r.seed, "offline": round(r.offline, 6), "online": round(r.online, 6),
-                 "ratio": round(r.ratio, 6), "offline_optimal": r.offline_optimal}
-                for r in rows]
-    _report_rows(console, out_dir, "oasis-ratio", out_rows)
+    with _report_dir(out_dir, "oasis-ratio") as report:
+        try:
+            with _progress() as bar:
+                task = bar.add_task("instances", total=total)
+                rows = performance_ratio_study(server_list, prio_list, scale_list,
+                                               seed_list, n_jobs=n_jobs, n_slots=n_slots,
+                                               progress=lambda: bar.advance(task))
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+        out_rows = [{"servers": r.servers, "priority_high": r.priority_high,
+                     "scale": r.scale, "seed": r.seed, "offline": round(r.offline, 6),
+                     "online": round(r.online, 6), "ratio": round(r.ratio, 6),
+                     "offline_optimal": r.offline_optimal} for r in rows]
+        _write_rows(report, "oasis-ratio", out_rows)
+        table = Table(title=f"offline optimum / OASiS ({n_jobs} jobs, {n_slots} slots, "
+                            f"mean over seeds {','.join(map(str, seed_list))})")
+        table.add_column("servers", justify="right")
+        table.add_column("g1 range", justify="right")
+        for scale in scale_list:
+            table.add_column(f"U,L x{scale:g}", justify="right")
+        for srv in server_list:
+            for high in prio_list:
+                cells = []
+                for scale in scale_list:
+                    ratios = [r.ratio for r in rows if r.servers == srv
+                              and r.priority_high == high and r.scale == scale]
+                    cells.append(f"{sum(ratios) / len(ratios):.3f}")
+                table.add_row(str(srv), f"[1, {high:g}]", *cells)
+        console.print(table)
+        unproven = sum(not r.offline_optimal for r in rows) // max(1, len(scale_list))
+        if unproven:
+            log.warning("the MILP hit its time limit on %d instance(s): their ratios are "
+                        "lower bounds", unproven)
+    _announce(console, report)
 
 
 @cli.command("elastic")
@@ -328,10 +484,10 @@ def oasis_ratio_cmd(servers: str, priorities: str, scales: str, seeds: str, n_jo
               show_default=True, help="Comma-separated policy names.")
 @click.option("--jobs", "n_jobs", type=click.IntRange(min=1), default=100, show_default=True,
               help="poisson: number of jobs.")
-@click.option("--gap", "mean_gap_s", type=click.FloatRange(min=0, min_open=True),
+@click.option("--gap", "mean_gap_s", type=FiniteFloat(min=0, min_open=True),
               default=200.0, show_default=True, help="poisson: mean inter-arrival gap, s.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
-@click.option("--rescale", "rescale_s", type=click.FloatRange(min=0), default=45.0,
+@click.option("--rescale", "rescale_s", type=FiniteFloat(0, 1e9), default=45.0,
               show_default=True, help="Checkpoint-restart time of a rescale, s.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("report"), show_default=True)
@@ -344,34 +500,47 @@ def elastic_cmd(workload: str, policies: str, n_jobs: int, mean_gap_s: float, se
     Times are means over jobs; a policy that leaves jobs unfinished shows inf.
     Writes elastic-<workload>.csv/.json to --out.
     """
-    import math
-
-    from rich.progress import Progress
-
-    from .elastic import ELASTIC_POLICIES, make_elastic_policy
-    from .sim.elastic import run_elastic
+    from .elastic import ELASTIC_POLICIES
     from .sim.elastic_workloads import dragon_poisson, dragon_table1, kubeflow_deadlock
 
     names = _csv_list(policies, str, "--policies")
     if not names:
         raise click.ClickException("policies: name at least one policy")
-    _check_out(out_dir)
     for name in names:
         if name not in ELASTIC_POLICIES:
             raise click.ClickException(f"policies: unknown policy {name!r}; choose from "
                                        f"{', '.join(ELASTIC_POLICIES)}")
-    if workload == "table1":
-        cluster, jobs = dragon_table1()
-    elif workload == "poisson":
-        cluster, jobs = dragon_poisson(n_jobs, mean_gap_s, seed)
-    else:
-        cluster, jobs = kubeflow_deadlock()
+    try:
+        if workload == "table1":
+            cluster, jobs = dragon_table1()
+        elif workload == "poisson":
+            cluster, jobs = dragon_poisson(n_jobs, mean_gap_s, seed)
+        else:
+            cluster, jobs = kubeflow_deadlock()
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    with _report_dir(out_dir, f"elastic-{workload}") as report:
+        _elastic_report(report, workload, names, cluster, jobs, n_jobs, mean_gap_s, seed,
+                        rescale_s)
+    _announce(Console(), report)
+
+
+def _elastic_report(report: ReportDir, workload: str, names: list[str], cluster: Any,
+                    jobs: Any, n_jobs: int, mean_gap_s: float, seed: int,
+                    rescale_s: float) -> None:
+
+    from .elastic import make_elastic_policy
+    from .sim.elastic import run_elastic
+
     runs = {}
-    with Progress(transient=True) as bar:
+    with _progress() as bar:
         task = bar.add_task("policies", total=len(names))
         for name in names:
-            runs[name] = run_elastic(make_elastic_policy(name), cluster, jobs,
-                                     rescale_s=rescale_s)
+            try:
+                runs[name] = run_elastic(make_elastic_policy(name), cluster, jobs,
+                                         rescale_s=rescale_s)
+            except ValueError as exc:
+                raise click.ClickException(str(exc)) from None
             bar.advance(task)
     base = runs["kubeflow"].mean("elapsed_s") if "kubeflow" in runs else math.nan
     rows: list[dict[str, Any]] = []
@@ -404,16 +573,47 @@ def elastic_cmd(workload: str, policies: str, n_jobs: int, mean_gap_s: float, se
                       _num(row["elapsed_s"], 0), _num(row["wait_s"], 0),
                       _num(row["running_s"], 0), _num(row["scaling_s"], 0),
                       _num(row["vs_kubeflow"], 2), _num(row["gpu_utilization"], 2))
+    _write_rows(report, f"elastic-{workload}", rows)
     console.print(table)
     for name, run in runs.items():
         if run.deadlocked:
             console.print(f"{name}: {len(run.deadlocked)} job(s) deadlocked, holding pods "
                           f"of partial gangs: {', '.join(run.deadlocked)}")
-    _report_rows(console, out_dir, f"elastic-{workload}", rows)
 
 
+#: The scenarios `tdmcore simulate` knows by name, with what each one is.
+CLUSTER_SCENARIO_TITLES = {
+    "metronome-snapshots": "S0-S5 on the Metronome paper's 4-node testbed (Table IV)",
+    "metronome-trace": "a Gavel-style trace on the testbed (--hours, --load, --seed)",
+    "philly": "a slice of the real Philly trace (--jobs, --nodes, --start)",
+    "dragon-testbed": "DRAGON's Table 1 and Poisson workloads (elastic policies)",
+    "oasis": "the OASiS paper's simulation setting (admission policies)",
+}
 CLUSTER_SCENARIOS = ("metronome-snapshots", "metronome-trace", "philly")
 OTHER_SCENARIOS = ("dragon-testbed", "oasis")
+
+
+class _SimulateCommand(click.Command):
+    """`simulate --help` ends with the scenarios and policies it accepts."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from .policies import POLICIES
+
+        with formatter.section("Scenarios"):
+            formatter.write_dl([*CLUSTER_SCENARIO_TITLES.items(),
+                                ("FILE.yaml|FILE.json", "your own scenario file "
+                                 "(`tdmcore example` prints one)")])
+        with formatter.section("Policies (cluster scenarios; the others: "
+                               "`tdmcore list policies`)"):
+            line = ""
+            for name in [*POLICIES, "ideal"]:  # wrap between names, never inside one
+                if line and len(line) + len(name) + 2 > formatter.width - 4:
+                    formatter.write_text(line + ",")
+                    line = ""
+                line = f"{line}, {name}" if line else name
+            formatter.write_text(line)
+
+
 
 
 @cli.command("example")
@@ -429,7 +629,7 @@ def example_cmd(show_path: bool) -> None:
     click.echo(str(path) if show_path else path.read_text("utf-8"), nl=show_path)
 
 
-@cli.command("simulate")
+@cli.command("simulate", cls=_SimulateCommand)
 @click.argument("scenario", metavar="SCENARIO|FILE", required=False)
 @click.option("--example", is_flag=True,
               help="Run the example scenario file shipped with tdmcore "
@@ -440,12 +640,12 @@ def example_cmd(show_path: bool) -> None:
               help="Compute noise and generated workloads.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("report"), show_default=True)
-@click.option("--window", "window_s", type=click.FloatRange(min=1.0), default=600.0,
+@click.option("--window", "window_s", type=FiniteFloat(min=1.0), default=600.0,
               show_default=True,
               help="metronome-snapshots: seconds each job trains at its ideal speed.")
-@click.option("--hours", type=click.FloatRange(0.0, 48.0, min_open=True), default=4.0,
+@click.option("--hours", type=FiniteFloat(0.0, 48.0, min_open=True), default=4.0,
               show_default=True, help="metronome-trace: length of the trace.")
-@click.option("--load", type=click.FloatRange(0.0, 1.0, min_open=True), default=0.7,
+@click.option("--load", type=FiniteFloat(0.0, 1.0, min_open=True), default=0.7,
               show_default=True, help="metronome-trace: expected GPU load.")
 @click.option("--jobs", "n_jobs", type=click.IntRange(min=1), default=200, show_default=True,
               help="philly: jobs in the slice.")
@@ -454,15 +654,17 @@ def example_cmd(show_path: bool) -> None:
 @click.option("--start", type=click.IntRange(min=0), default=0, show_default=True,
               help="philly: index of the slice's first job (in submit order).")
 @click.option("--max-duration", "max_duration_s",
-              type=click.FloatRange(min=0.0, min_open=True), default=None,
+              type=FiniteFloat(min=0.0, min_open=True), default=None,
               help="philly: truncate jobs to this many seconds.")
 @click.option("--no-plots", "--no-plot", "no_plots", is_flag=True,
               help="Skip the plots (tables only).")
+@click.option("--wide", is_flag=True,
+              help="Print every column of the table (the default fits 80 columns).")
 @click.pass_context
 def simulate_cmd(ctx: click.Context, scenario: str | None, example: bool,
                  policies: str | None, seed: int, out_dir: Path, window_s: float,
                  hours: float, load: float, n_jobs: int, n_nodes: int, start: int,
-                 max_duration_s: float | None, no_plots: bool) -> None:
+                 max_duration_s: float | None, no_plots: bool, wide: bool) -> None:
     """Run every applicable policy side by side on a scenario and write the report.
 
     SCENARIO: metronome-snapshots (S0-S5 on the paper's testbed), metronome-trace
@@ -507,9 +709,11 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, example: bool,
                                           n_nodes, start, max_duration_s)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    _check_out(out_dir)
-    runs = _run_groups(groups, names, seed)
-    _print_and_write(runs, groups, stem, out_dir, no_plots)
+    console = Console()
+    with _report_dir(out_dir, f"simulate-{stem}") as report:
+        runs = _run_groups(groups, names, seed)
+        _print_and_write(console, runs, groups, stem, report, no_plots, wide)
+    _announce(console, report)
 
 
 def _cluster_scenarios(scenario: str, seed: int, window_s: float, hours: float, load: float,
@@ -538,7 +742,7 @@ def _cluster_scenarios(scenario: str, seed: int, window_s: float, hours: float, 
 
 def _run_groups(groups: dict[str, Any], names: list[str], seed: int
                 ) -> dict[str, dict[str, Any]]:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
     from .sim.cluster import run_cluster
 
@@ -550,7 +754,7 @@ def _run_groups(groups: dict[str, Any], names: list[str], seed: int
             run_cluster(first.sim, warm, name, seed=seed)
     columns = (TextColumn("{task.description}"), BarColumn(),
                TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())
-    with Progress(*columns, transient=True) as bar:
+    with _progress(*columns) as bar:
         task = bar.add_task("simulating", total=len(groups) * len(names))
         for group, scenario in groups.items():
             runs[group] = {}
@@ -567,62 +771,111 @@ def _run_groups(groups: dict[str, Any], names: list[str], seed: int
     return runs
 
 
-def _print_and_write(runs: dict[str, dict[str, Any]], groups: dict[str, Any], stem: str,
-                     out_dir: Path, no_plots: bool) -> None:
+def _print_and_write(console: Console, runs: dict[str, dict[str, Any]],
+                     groups: dict[str, Any], stem: str, report: ReportDir, no_plots: bool,
+                     wide: bool) -> None:
     from .sim.report import job_rows, summary_rows
 
     rows = summary_rows(runs)
-    console = Console()
-    if not console.is_terminal:  # piped or CI: wide enough for the table
-        console = Console(width=max(console.width, 120))
+    jobs = job_rows(runs)
+    _write_rows(report, f"simulate-{stem}", rows)
+    _write_rows(report, f"simulate-{stem}-jobs", jobs)
+    _simulate_table(console, rows, stem, wide)
+    for scenario in groups.values():
+        console.print(f"[dim]{scenario.title}[/dim]")
+    _warn_unfinished(rows, jobs)
+    if not no_plots:
+        _simulate_plots(runs, stem, report)
+
+
+def _warn_unfinished(rows: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> None:
+    """Say which jobs never finished: their JCT is missing from the table's means."""
+    for row in rows:
+        if row["finished"] < row["jobs"]:
+            names = [j["job"] for j in jobs if j["group"] == row["group"]
+                     and j["policy"] == row["policy"] and j["jct_s"] != j["jct_s"]]
+            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5
+                                            else "")
+            log.warning("%s / %s: %d of %d job(s) never finished (%s): the cluster never "
+                        "had room for them, or the run ended first; their JCT is not in "
+                        "the means", row["group"], row["policy"],
+                        row["jobs"] - row["finished"], row["jobs"], shown)
+
+
+def _simulate_table(console: Console, rows: list[dict[str, Any]], stem: str,
+                    wide: bool) -> None:
+    """The comparison table: 80 columns by default, every column with ``wide``.
+
+    JCTs are in hours when the longest is over two hours; every header names its
+    unit; ``±`` columns are the change in % (negative = faster).
+    """
     from rich import box
 
-    table = Table(title=f"simulate {stem}: mean JCT, time per 1,000 iterations of high- and "
-                        "low-priority jobs; change in % vs default / vs ideal "
-                        "(negative = faster)", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("", "policy", "JCT s", "±def", "±ideal", "high s", "±ideal", "low s",
-                "±def", "Γ", "acc", "readj"):
-        table.add_column(col, justify="left" if col in ("", "policy") else "right")
+    if not console.is_terminal:  # piped or CI: a known width
+        console = Console(width=160 if wide else 80, file=console.file)
+    finite = [r["jct_s"] for r in rows if r["jct_s"] == r["jct_s"]]
+    hours = bool(finite) and max(finite) > 7200.0
+    unit, scale = ("h", 1 / 3600.0) if hours else ("s", 1.0)
+    several = len({r["group"] for r in rows}) > 1
+    # (header, value of a row, digits, shown by default)
+    columns: list[tuple[str, Any, int, bool]] = [
+        (f"JCT\n{unit}", lambda r: r["jct_s"] * scale, 2 if hours else 1, True),
+        ("JCT\n±def %", lambda r: r.get("jct_vs_default_pct", math.nan), 1, True),
+        ("JCT\n±ideal %", lambda r: r.get("jct_vs_ideal_pct", math.nan), 1, False),
+        ("high\ns/1k it", lambda r: r["per_1000_high_s"], 1, True),
+        ("high\n±ideal %", lambda r: r.get("high_vs_ideal_pct", math.nan), 1, True),
+        ("low\ns/1k it", lambda r: r["per_1000_low_s"], 1, False),
+        ("low\n±def %", lambda r: r.get("low_vs_default_pct", math.nan), 1, True),
+        ("Γ", lambda r: r["gamma"], 3, True),
+        ("placed on\narrival", lambda r: r["acceptance"], 2, False),
+        ("readj", lambda r: r["readjustments"], 0, False),
+    ]
+    shown = [c for c in columns if wide or c[3]]
+    table = Table(title=f"{stem}: ± = change in % vs default / ideal (negative = faster)",
+                  box=box.SIMPLE_HEAD, pad_edge=False,
+                  show_edge=False, collapse_padding=True)
+    if several:
+        table.add_column("", justify="left")
+    table.add_column("policy", justify="left", no_wrap=True)
+    for header, _, _, _ in shown:
+        table.add_column(header, justify="right")
     last_group = None
     for row in rows:
         if last_group is not None and row["group"] != last_group:
             table.add_section()
         last_group = row["group"]
-        table.add_row(str(row["group"]), str(row["policy"]), _num(row["jct_s"], 1),
-                      _num(row.get("jct_vs_default_pct", math.nan), 1),
-                      _num(row.get("jct_vs_ideal_pct", math.nan), 1),
-                      _num(row["per_1000_high_s"], 1),
-                      _num(row.get("high_vs_ideal_pct", math.nan), 1),
-                      _num(row["per_1000_low_s"], 1),
-                      _num(row.get("low_vs_default_pct", math.nan), 1),
-                      _num(row["gamma"], 3), _num(row["acceptance"], 2),
-                      str(row["readjustments"]))
+        cells = [_num(value(row), digits) if isinstance(value(row), float)
+                 else str(value(row)) for _, value, digits, _ in shown]
+        table.add_row(*([str(row["group"])] if several else []), str(row["policy"]), *cells)
     console.print(table)
-    for scenario in groups.values():
-        console.print(f"[dim]{scenario.title}[/dim]")
-    _report_rows(console, out_dir, f"simulate-{stem}", rows)
-    _report_rows(console, out_dir, f"simulate-{stem}-jobs", job_rows(runs))
-    if no_plots:
-        return
+
+
+def _simulate_plots(runs: dict[str, dict[str, Any]], stem: str, report: ReportDir) -> None:
+    """The figures, with a progress bar on stderr (plotting is the slow part)."""
+
     from .sim import plots
 
-    written: list[Path] = []
-    try:
-        written.append(plots.plot_iteration_boxes(runs, out_dir / f"{stem}-iterations.png"))
-        for group, by_policy in runs.items():
-            tag = f"-{group}" if len(runs) > 1 else ""
-            written.append(plots.plot_link_utilization(
-                by_policy, out_dir / f"{stem}{tag}-links.png", title=f"{stem} {group}"))
-            for name in ("metronome", *by_policy):
-                run = by_policy.get(name)
-                if run is not None and run.link_plans:
-                    path = plots.plot_shared_links(run, out_dir / f"{stem}{tag}-circle.png")
-                    if path is not None:
-                        written.append(path)
-                    break
-    except OSError as exc:
-        raise click.ClickException(f"out: cannot write to {out_dir}: {exc.strerror}") from None
-    console.print("plots: " + ", ".join(str(p) for p in written))
+    jobs: list[tuple[str, Any]] = [
+        (f"{stem}-iterations.png",
+         lambda path: plots.plot_iteration_boxes(runs, path))]
+    for group, by_policy in runs.items():
+        tag = f"-{group}" if len(runs) > 1 else ""
+        title = stem if group == stem else f"{stem} {group}"
+        jobs.append((f"{stem}{tag}-links.png",
+                     lambda path, b=by_policy, t=title: plots.plot_link_utilization(
+                         b, path, title=t)))
+        for name in ("metronome", *by_policy):
+            run = by_policy.get(name)
+            if run is not None and run.link_plans:
+                jobs.append((f"{stem}{tag}-circle.png",
+                             lambda path, r=run: plots.plot_shared_links(r, path)))
+                break
+    with _progress() as bar:
+        task = bar.add_task("plotting", total=len(jobs))
+        for name, draw in jobs:
+            bar.update(task, description=f"plotting {name}")
+            draw(report.path(name))
+            bar.advance(task)
 
 
 def _fmt_psi(value: float | None) -> str:
@@ -711,14 +964,27 @@ def _report(plans: dict[str, LinkPlan], timings: dict[str, float]) -> dict[str, 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: one ``Error: ...`` line for bad input, no traceback."""
+    """Console entry point.
+
+    Exit status: 0 on success (and after ``--help``); 2 for a usage error, 1 for bad
+    input, each with one ``Error: ...`` line on stderr and no traceback; 130 after
+    Ctrl-C (the report being written is removed); 70 for an internal error.  A
+    closed stdout (``| head``) does not stop the command: the rest of the output
+    is discarded and the report is still written.
+    """
+    real_stdout = sys.stdout
+    sys.stdout = _PipeSafeStdout(real_stdout)
     try:
-        cli.main(args=argv, standalone_mode=False)
+        cli.main(args=argv, prog_name="tdmcore", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:  # bare `tdmcore`: the help
+        click.echo(exc.ctx.get_help() if exc.ctx is not None else cli.get_help(
+            click.Context(cli, info_name="tdmcore")))
+        sys.exit(0)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        print("Error: aborted", file=sys.stderr)
-        sys.exit(1)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        print("Error: interrupted", file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
     except click.UsageError as exc:
         hint = f" (see: {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
         print(f"Error: {exc.format_message()}{hint}", file=sys.stderr)
@@ -732,6 +998,10 @@ def main(argv: list[str] | None = None) -> None:
         print(f"tdmcore: internal error: {type(exc).__name__}: {exc} "
               "(set TDMCORE_DEBUG=1 for the traceback)", file=sys.stderr)
         sys.exit(EXIT_INTERNAL)
+    finally:
+        with contextlib.suppress(BrokenPipeError, ValueError):
+            sys.stdout.flush()
+        sys.stdout = real_stdout
 
 
 if __name__ == "__main__":

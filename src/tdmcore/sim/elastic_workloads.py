@@ -18,7 +18,8 @@ from ..admission.base import as_seed
 from ..elastic.job import ElasticJob
 from ..model import Cluster, Node
 
-__all__ = ["DRAGON_TABLE1", "dragon_poisson", "dragon_table1", "gpu_cluster", "kubeflow_deadlock"]
+__all__ = ["DRAGON_TABLE1", "MAX_GAP_S", "dragon_poisson", "dragon_table1", "gpu_cluster",
+           "kubeflow_deadlock"]
 
 _MODELS = {"A": "AlexNet", "I": "InceptionV3", "R": "ResNet50"}
 
@@ -47,12 +48,19 @@ def dragon_table1() -> tuple[Cluster, tuple[ElasticJob, ...]]:
     return cluster, jobs
 
 
+#: The largest mean inter-arrival gap of :func:`dragon_poisson`, s.
+MAX_GAP_S = 1e9
+
+
 def dragon_poisson(n_jobs: int = 100, mean_gap_s: float = 200.0,
                    seed: int = 0) -> tuple[Cluster, tuple[ElasticJob, ...]]:
     """DRAGON §4.1's simulation: Poisson arrivals on 4 nodes x 8 GPUs."""
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1:
         raise ValueError(f"n_jobs: expected an integer >= 1, got {n_jobs!r}")
     mean_gap_s = v.positive_float("mean_gap_s", mean_gap_s)
+    if mean_gap_s > MAX_GAP_S:  # beyond it, arrival + run times overflow the clock
+        raise ValueError(f"mean_gap_s: at most {MAX_GAP_S:g} s (about 32 years), got "
+                         f"{mean_gap_s:g}")
     rng = np.random.default_rng([as_seed("seed", seed), 5])
     cluster = gpu_cluster(4, 8.0, 32.0, 256.0, 10.0)
     arrivals = np.cumsum(rng.exponential(mean_gap_s, size=n_jobs)) - mean_gap_s

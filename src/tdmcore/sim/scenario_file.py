@@ -66,6 +66,7 @@ import difflib
 import json
 import math
 import os
+import re
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -544,9 +545,36 @@ def _job(i: int, raw: Any, max_link: float, workloads: list[Workload],
         _reraise(p, exc)
 
 
+#: A scenario's ``name``: it becomes part of the report's file names.
+_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _check_fits(i: int, job: SimJob, nodes: Sequence[Node]) -> None:
+    """A job whose gang could never be placed, even on the empty cluster, is an input
+    error (it would wait forever and leave its row without a JCT)."""
+    def room(n: Node) -> float:
+        return min(n.gpu / job.gpu if job.gpu > 0 else math.inf,
+                   n.cpu / job.cpu if job.cpu > 0 else math.inf,
+                   n.mem_gib / job.mem_gib if job.mem_gib > 0 else math.inf)
+
+    slots = [math.floor(room(n) + 1e-9) for n in nodes]
+    if max(slots) < 1:
+        _fail(f"jobs[{i}]", f"one worker of {job.name!r} needs {job.gpu:g} GPU, {job.cpu:g} "
+                            f"CPU and {job.mem_gib:g} GiB; no node has that much")
+    fits = sum(min(k, job.workers) for k in slots)
+    if fits < job.workers:
+        _fail(f"jobs[{i}].workers", f"{job.workers} workers of {job.name!r} can never be "
+                                    f"placed: the empty cluster has room for {fits} "
+                                    f"({job.gpu:g} GPU, {job.cpu:g} CPU, {job.mem_gib:g} GiB "
+                                    "each)")
+
+
 def _build(data: dict[str, Any], default_name: str, source: str) -> Scenario:
     d = _fields("", data, _TOP)
     name = _name("name", d["name"]) if "name" in d else default_name
+    if "name" in d and not _FILE_NAME.fullmatch(name):
+        _fail("name", f"expected letters, digits, '.', '_' or '-' (it names the report's "
+                      f"files), got {_show(name)}")
     title = _name("title", d["title"]) if "title" in d else name
     cluster = _fields("cluster", d["cluster"], _CLUSTER)
     nodes, background = _nodes(cluster["nodes"])
@@ -566,6 +594,7 @@ def _build(data: dict[str, Any], default_name: str, source: str) -> Scenario:
             _fail(f"jobs[{i}].name",
                   f"duplicate job name {job.name!r} (also jobs[{seen[job.name]}])")
         seen[job.name] = i
+        _check_fits(i, job, nodes)
         jobs.append(job)
     for i, w in enumerate(workloads):
         for j, job_name in enumerate(w.jobs):

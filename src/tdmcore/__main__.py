@@ -1,0 +1,5 @@
+"""``python -m tdmcore``: the same as the ``tdmcore`` command."""
+
+from tdmcore.cli import main
+
+main()

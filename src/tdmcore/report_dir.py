@@ -1,0 +1,143 @@
+"""A report folder written all or nothing, with a record of the run that made it.
+
+The command line writes its tables and plots through :class:`ReportDir`: files go to
+a hidden staging folder inside the report folder (``.tdmcore-partial-*``) and are
+moved into place together when the command succeeds, beside ``<stem>-run.json``
+(the tdmcore version, the command, its arguments, the seed and the wall time).  An
+error or Ctrl-C removes the staging folder, so a report folder never holds half a
+report; a run killed outright leaves only the staging folder, whose name says what
+it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+__all__ = ["PARTIAL_PREFIX", "ReportDir"]
+
+#: The name prefix of a staging folder: a report that was never finished.
+PARTIAL_PREFIX = ".tdmcore-partial-"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, tuple | list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return value
+
+
+class ReportDir:
+    """Stage a command's report files and move them into ``out_dir`` on success.
+
+    Parameters
+    ----------
+    out_dir : Path
+        The report folder (created if missing; existing files of other reports stay).
+    stem : str
+        The report's name: the run record is ``<stem>-run.json``.
+    command : str
+        The command that writes the report (for the run record).
+    parameters : dict
+        The command's arguments after parsing (for the run record).
+
+    Raises
+    ------
+    OSError
+        From ``__enter__`` when the folder cannot be created or written; nothing is
+        left behind then.
+    """
+
+    def __init__(self, out_dir: Path, stem: str, command: str,
+                 parameters: dict[str, Any]) -> None:
+        self.out_dir = Path(out_dir)
+        self.stem = stem
+        self.command = command
+        self.parameters = dict(parameters)
+        self.files: list[str] = []
+        self._staging: Path | None = None
+        self._created: list[Path] = []
+        self._started = time.time()
+
+    def __enter__(self) -> ReportDir:
+        self._created = [d for d in (self.out_dir, *self.out_dir.parents) if not d.exists()]
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            self._staging = Path(tempfile.mkdtemp(prefix=PARTIAL_PREFIX, dir=self.out_dir))
+        except OSError:
+            self._remove_created()
+            raise
+        return self
+
+    def path(self, name: str) -> Path:
+        """Where to write the report file ``name`` now (inside the staging folder)."""
+        if self._staging is None:
+            raise RuntimeError("ReportDir.path outside its with-block")
+        if name not in self.files:
+            self.files.append(name)
+        return self._staging / name
+
+    def final(self, name: str) -> Path:
+        """Where ``name`` will be once the report is complete."""
+        return self.out_dir / name
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        staging, self._staging = self._staging, None
+        if staging is None:
+            return
+        if exc_type is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+            self._remove_created()
+            return
+        try:
+            written = [n for n in self.files if (staging / n).exists()]
+            record = self.record(written)
+            (staging / f"{self.stem}-run.json").write_text(
+                json.dumps(record, indent=2) + "\n", "utf-8")
+            for name in [*written, f"{self.stem}-run.json"]:
+                os.replace(staging / name, self.out_dir / name)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        self.files = [*written, f"{self.stem}-run.json"]
+
+    def record(self, files: list[str]) -> dict[str, Any]:
+        """The run record: what made this report."""
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            tdmcore_version = version("tdmcore")
+        except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+            tdmcore_version = "unknown"
+        return {
+            "tdmcore_version": tdmcore_version,
+            "command": self.command,
+            "argv": [Path(sys.argv[0]).name, *sys.argv[1:]],
+            "parameters": _jsonable(self.parameters),
+            "seed": self.parameters.get("seed"),
+            "started_utc": datetime.fromtimestamp(self._started, UTC).isoformat(
+                timespec="seconds"),
+            "wall_s": round(time.time() - self._started, 3),
+            "python": sys.version.split()[0],
+            "files": files,
+        }
+
+    def _remove_created(self) -> None:
+        for d in self._created:  # deepest first
+            with contextlib.suppress(OSError):
+                d.rmdir()
