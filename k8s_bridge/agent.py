@@ -15,8 +15,10 @@ a valid answer, the pod gets at once ::
          "target_phase_ms": null, "controller": "unreachable"}
 
 (with an ``X-Tdmcore-Fail-Open: <reason>`` header for debugging). A 4xx from the
-controller (404 unknown pod, 400) is passed through unchanged: the controller is
-alive and has something to say to the pod.
+controller (404 unknown pod, 400) is passed through unchanged, status and JSON body
+(the controller's ``{"Error": ...}``): the controller is alive and has something to say
+to the pod; only a 4xx whose body is not JSON (e.g. a proxy's page) becomes
+``{"error": "controller answered <status>"}``.
 
 **[decision]** Backoff: after ``backoff_after`` (3) consecutive failed forwards
 the agent stops forwarding for ``backoff_base_s * 2**k`` seconds (capped at
@@ -514,13 +516,11 @@ class Agent:
             return Response(body, status=200, mimetype="application/json")
         self._m_forwarded.labels(outcome="client_error").inc()
         try:
-            error = json.loads(body)
-        except (ValueError, RecursionError):
-            error = None
-        message = error.get("error", error.get("Error")) if isinstance(error, dict) else None
-        if isinstance(message, str):  # the controller's own errors say "Error"
-            return _error(status, message)
-        return _error(status, f"controller answered {status}")
+            json.loads(body)
+        except (ValueError, RecursionError):  # not JSON (e.g. a proxy's HTML page)
+            return _error(status, f"controller answered {status}")
+        # the controller's own answer, status and body unchanged ({"Error": ...})
+        return Response(body, status=status, mimetype="application/json")
 
     def _post(self, report: dict[str, Any]) -> tuple[int, bytes]:
         """POST to the controller; returns (200 or 4xx, body) or raises _ForwardFailed."""

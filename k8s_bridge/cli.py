@@ -128,10 +128,12 @@ def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_
 @click.option("--scheduler-name", default="tdmcore-scheduler", show_default=True,
               help="Schedule pods whose spec.schedulerName is this.")
 @click.option("--leader-elect/--no-leader-elect", default=False, show_default=True)
+@click.option("--lease-name", default="tdmcore-standalone-scheduler", show_default=True,
+              help="Not kube-scheduler's Lease (tdmcore-scheduler in extender mode).")
 @click.option("--lease-namespace", default="tdmcore-system", show_default=True)
 def scheduler_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_level: str,
                   policy: str, default_link_gbps: float, port: int, scheduler_name: str,
-                  leader_elect: bool, lease_namespace: str) -> None:
+                  leader_elect: bool, lease_name: str, lease_namespace: str) -> None:
     """Standalone secondary scheduler over the same pipeline (PodGroup gangs)."""
     from .leader import default_identity, start_election
     from .pipeline import Pipeline
@@ -143,8 +145,9 @@ def scheduler_cmd(kubeconfig: str | None, api_server: str | None, host: str, log
     pipeline = Pipeline(model, policy, kube)
     pipeline.warm_up()
     sched = StandaloneScheduler(pipeline, scheduler_name, ready=ready)
-    leading = start_election(kube, scheduler_name, lease_namespace,
-                             default_identity()).leading if leader_elect else None
+    election = start_election(kube, lease_name, lease_namespace,
+                              default_identity()) if leader_elect else None
+    leading = election.leading if election is not None else None
     stop = threading.Event()
 
     def may_run() -> bool:
@@ -152,7 +155,11 @@ def scheduler_cmd(kubeconfig: str | None, api_server: str | None, host: str, log
 
     threading.Thread(target=sched.run, args=(stop, 0.5, may_run), name="scheduling",
                      daemon=True).start()
-    _serve_forever(Server(sched.app, host, port), stop)
+    try:
+        _serve_forever(Server(sched.app, host, port), stop)
+    finally:
+        if election is not None:  # hand the Lease over at once
+            election.stop()
 
 
 @cli.command("controller")
@@ -178,8 +185,9 @@ def controller_cmd(kubeconfig: str | None, api_server: str | None, host: str, lo
     kube = _setup(log_level, kubeconfig, api_server)
     model = ClusterModel(default_link_gbps=default_link_gbps)
     _, ready = start_informers(kube, model)
-    leading = start_election(kube, lease_name, lease_namespace,
-                             default_identity()).leading if leader_elect else None
+    election = start_election(kube, lease_name, lease_namespace,
+                              default_identity()) if leader_elect else None
+    leading = election.leading if election is not None else None
     service = ControllerService(model, kube, policy, leader=leading)
     service.app.ready = ready
     if leader_elect:  # a standby relays reports to the leader, so every replica is Ready
@@ -207,7 +215,11 @@ def controller_cmd(kubeconfig: str | None, api_server: str | None, host: str, lo
                 stop.wait(float(scaler.policy.sync_s))
 
         threading.Thread(target=scale, name="elastic", daemon=True).start()
-    _serve_forever(Server(service.app, host, port), stop)
+    try:
+        _serve_forever(Server(service.app, host, port), stop)
+    finally:
+        if election is not None:  # hand the Lease over at once
+            election.stop()
 
 
 @cli.command("agent")

@@ -14,6 +14,7 @@ Errors follow one map from HTTP status to exception (:func:`error_for`):
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -147,6 +148,13 @@ class Kube:
                 kubernetes.config.load_kube_config(config_file=kubeconfig,
                                                    client_configuration=config)
         return cls(kubernetes.client.ApiClient(config))
+
+    def with_timeout(self, timeout_s: float) -> Kube:
+        """A shallow copy (same connection pool) whose requests time out after
+        ``timeout_s``."""
+        clone = copy.copy(self)
+        clone.timeout_s = timeout_s
+        return clone
 
     # ------------------------------------------------------------------ raw
     def _send(self, method: str, path: str, query: Mapping[str, Any] | None,

@@ -41,7 +41,7 @@ from tdmcore.policies import make_policy
 from . import convert
 from .kube import ApiError, Kube
 from .model import ClusterModel
-from .records import entry_key, merge_entries, pod_entry, write_status
+from .records import entry_key, link_base_period, merge_entries, pod_entry, write_status
 
 __all__ = ["BadRequest", "BindError", "FilterOutcome", "Pipeline", "extender_score"]
 
@@ -388,9 +388,8 @@ class Pipeline:
                 results = []  # the cluster changed since: rotations are re-planned
             recorded = {entry_key(e): e for e in current.get("pods") or []
                         if isinstance(e, dict)}
-            base = current.get("basePeriodMs", 0.0)
             status = node_status(state, node, recorded, results, self._next_order,
-                                 float(base) if isinstance(base, int | float) else 0.0)
+                                 getattr(self.policy, "config", None))
             status["pods"] = merge_entries(status["pods"], current.get("pods") or [],
                                            state.cluster.nodes[node].name,
                                            self.model.objects["Pod"],
@@ -400,10 +399,12 @@ class Pipeline:
 
 def node_status(state: ClusterState, node: int, recorded: Mapping[str, Mapping[str, Any]],
                 results: Sequence[ReserveResult], next_order: Any,
-                base_default: float = 0.0) -> dict[str, Any]:
+                config: Any = None) -> dict[str, Any]:
     """The NodeBandwidth ``status`` of a node's link after Reserve.
 
-    Traffic pods only (LowComm pods have no place on the circle); ``recalculate``
+    Traffic pods only (LowComm pods have no place on the circle); ``basePeriodMs`` is
+    Reserve's, else the link's unified period (:func:`~k8s_bridge.records.link_base_period`,
+    0 with no traffic pod); ``recalculate``
     is what the node's latest Reserve asked for (the controller's ``on_reserve``
     takes the last one too).
     """
@@ -427,8 +428,8 @@ def node_status(state: ClusterState, node: int, recorded: Mapping[str, Mapping[s
             order = next_order()
         pods.append(pod_entry(name, pod, placed.shift_ms, order,
                               rotations.get(pod.job, old.get("rotation", 0) or 0)))
-    if not base:
-        base = base_default
+    if not base:  # Reserve planned nothing (e.g. an uncontended link): the unified period
+        base = link_base_period(state, node, config)
     status: dict[str, Any] = {"pods": pods, "basePeriodMs": base}
     if recalculate is not None:
         status["recalculate"] = recalculate

@@ -45,7 +45,7 @@ from tdmcore.policies.metronome import link_pods
 from . import convert
 from .kube import ApiError, Kube
 from .model import ClusterModel
-from .records import entry_key, merge_entries, pod_entry, write_status
+from .records import entry_key, link_base_period, merge_entries, pod_entry, write_status
 from .web import HttpError, JsonApp, read_json
 
 __all__ = ["ControllerService", "LeaderForwarder", "MAX_REPORT", "parse_report"]
@@ -205,7 +205,8 @@ class ControllerService:
         pods = merge_entries(pods, current.get("pods") or [], state.cluster.nodes[node].name,
                              self.model.objects["Pod"], deleted=self.model.deleted_pods)
         return {"pods": pods,
-                "basePeriodMs": plan.base.period_ms if plan is not None else 0.0,
+                "basePeriodMs": plan.base.period_ms if plan is not None
+                else link_base_period(state, node, getattr(self.policy, "config", None)),
                 "recalculate": self._flags.get(node, bool(current.get("recalculate", False)))}
 
     def _creation_order(self, key: str) -> int:

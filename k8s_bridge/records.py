@@ -23,13 +23,15 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from tdmcore.model import Pod
+from tdmcore.base_period import unify_periods
+from tdmcore.model import ClusterState, Pod
 
 from . import convert
 from .kube import ApiError, Conflict, Kube, NotFound
 from .model import ClusterModel, pod_is_placed
 
-__all__ = ["GRACE_S", "entry_key", "merge_entries", "pod_entry", "write_status"]
+__all__ = ["GRACE_S", "entry_key", "link_base_period", "merge_entries", "pod_entry",
+           "write_status"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,26 @@ def pod_entry(key: str, pod: Pod, shift_ms: float, order: int, rotation: int
             "lowComm": False, "shiftMs": round(shift_ms, 6), "order": order,
             "periodMs": pod.pattern.period_ms, "dutyCycle": pod.pattern.duty_cycle,
             "bandwidthGbps": pod.pattern.bandwidth_gbps, "rotation": int(rotation)}
+
+
+def link_base_period(state: ClusterState, node: int, config: Any = None) -> float:
+    """The base period (ms) of a node's link: its traffic pods' periods unified
+    (``tdmcore.base_period.unify_periods``); 0.0 when no pod on it communicates.
+
+    **[decision]** Reserve's early exit (a perfect, uncontended fit) and the
+    controller (which plans contended links only) leave no base period; the status
+    still reports the link's, as the CRD describes ("0 when no pod communicates"), from
+    the same unification Metronome uses, with the policy's ``gt_ms`` / ``et_frac`` /
+    ``max_multiple`` when ``config`` has them.
+    """
+    pods = [p for p in state.pods_on(node) if p.pattern is not None]
+    if not pods:
+        return 0.0
+    kw = {k: getattr(config, k) for k in ("gt_ms", "et_frac", "max_multiple")
+          if hasattr(config, k)}
+    base = unify_periods([p.pattern.period_ms for p in pods if p.pattern is not None],
+                         [p.priority for p in pods], **kw)
+    return float(base.period_ms)
 
 
 def merge_entries(desired: Sequence[dict[str, Any]], current: Sequence[Any], node: str,

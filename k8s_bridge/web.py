@@ -19,6 +19,9 @@ from typing import Any
 import waitress
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from waitress.channel import HTTPChannel
+from waitress.task import ErrorTask
+from waitress.utilities import RequestEntityTooLarge
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
@@ -149,6 +152,29 @@ def _default(value: Any) -> Any:
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
 
 
+class _JsonErrorTask(ErrorTask):  # type: ignore[misc]
+    """waitress's own error answers, except that a body over its limit is answered like
+    one over the application's: 400 with ``{"Error": ...}`` (not waitress's text 413)."""
+
+    def execute(self) -> None:
+        error = self.request.error
+        if not isinstance(error, RequestEntityTooLarge):
+            super().execute()
+            return
+        limit = self.channel.server.adj.max_request_body_size
+        body = json.dumps({"Error": f"request body exceeds the limit of {limit} bytes"}
+                          ).encode()
+        self.status = "400 Bad Request"
+        self.response_headers.append(("Content-Type", "application/json"))
+        self.set_close_on_finish()
+        self.content_length = len(body)
+        self.write(body)
+
+
+class _Channel(HTTPChannel):  # type: ignore[misc]
+    error_task_class = _JsonErrorTask
+
+
 class Server:
     """A waitress server, served from a background thread (:meth:`start`) or the
     calling one (:meth:`run`); :meth:`stop` is safe from any thread, a signal
@@ -160,6 +186,10 @@ class Server:
         self._server: Any = waitress.create_server(
             app, host=host, port=port, threads=threads, clear_untrusted_proxy_headers=True,
             max_request_body_size=max_request_body_size, ident=ident)
+        # [decision] waitress refuses a body over max_request_body_size from its
+        # Content-Length (or while reading a chunked one) before the application runs;
+        # that refusal, too, is the documented 400 with a JSON message
+        self._server.channel_class = _Channel
         self.port = int(self._server.effective_port)
         self.host = str(self._server.effective_host)
         #: the serving thread of :meth:`start` (None when served by :meth:`run`)

@@ -255,6 +255,13 @@ def test_not_configured_fails_open_without_network(start) -> None:
             b'{"error": "iterations[0].duration_ms: must be > 0"}',
             {"error": "iterations[0].duration_ms: must be > 0"},
         ),
+        # the controller's own errors (JsonApp) say "Error": unchanged, not rewrapped
+        (
+            404,
+            b'{"Error": "pod team-a/resnet-worker-0 is unknown to the controller"}',
+            {"Error": "pod team-a/resnet-worker-0 is unknown to the controller"},
+        ),
+        (422, b'{"Error": "x", "detail": [1, 2]}', {"Error": "x", "detail": [1, 2]}),
         (409, b"<html>conflict</html>", {"error": "controller answered 409"}),
     ],
 )

@@ -4,7 +4,9 @@ NodeBandwidth status, idempotence, restarts, conflicts, reports, leader election
 from __future__ import annotations
 
 import json
+import logging
 import threading
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -13,7 +15,7 @@ import k8s_objects as K
 import pytest
 from k8s_env import cluster, synced_to, wait_for
 
-from k8s_bridge.kube import Kube
+from k8s_bridge.kube import ApiError, Kube
 from k8s_bridge.leader import start_election
 from k8s_bridge.reconciler import ControllerService, parse_report
 from k8s_bridge.web import HttpError, Server
@@ -300,3 +302,72 @@ def test_answers_assign_low_priority_jobs_their_target_phase_only():
         # its comm at +50 (compute = 100 x (1 - 0.5)); b's comm at +100, its start at +50
         assert low["target_phase_ms"] == pytest.approx((1_000_000.0 + 50.0) % 100.0)
         assert low["align"] == "default/a@50.000"
+
+
+class _FlakyKube(Kube):
+    """A client whose every request fails like an unreachable API server while
+    :attr:`outage` is set (shared by its copies)."""
+
+    outage = threading.Event()
+
+    def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        if self.outage.is_set():
+            raise ApiError(0, "ConnectionError", "connection refused")
+        return super().request(method, path, **kw)
+
+
+def test_leader_keeps_the_lease_until_the_renew_deadline_and_logs_quietly(caplog):
+    """An outage shorter than the renew deadline changes nothing; a longer one ends
+    leadership after the renew deadline (not at the first failed call), with one
+    WARNING per outage and no traceback."""
+    caplog.set_level(logging.DEBUG, logger="k8s_bridge.leader")
+    with cluster(objects()) as (fake, kube, model, informers):
+        flaky = _FlakyKube(Kube.connect(host=fake.url).api_client)
+        flaky.outage = threading.Event()
+        election = start_election(flaky, "tdmcore-controller", "tdmcore-system", "r1",
+                                  lease_s=6, renew_deadline_s=4, retry_s=1)
+        try:
+            wait_for(election.leading.is_set, 10, "r1 leads")
+            flaky.outage.set()
+            went_down = time.monotonic()
+            wait_for(lambda: not election.leading.is_set(), 15, "leadership lost")
+            held = time.monotonic() - went_down
+            assert held >= 4 - 1.0, f"gave up after {held:.1f} s, before the renew deadline"
+            flaky.outage.clear()
+            wait_for(election.leading.is_set, 15, "r1 leads again")
+        finally:
+            election.stop()
+    records = [r for r in caplog.records if r.name == "k8s_bridge.leader"]
+    assert not [r for r in records if r.levelno >= logging.ERROR or r.exc_info]
+    warnings = [r.getMessage() for r in records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2, warnings  # the outage began; the lease was lost
+    infos = [r.getMessage() for r in records if r.levelno == logging.INFO]
+    assert len(infos) <= 4, infos  # leads, API back, leads again, released: no chatter
+
+
+def test_takeover_increments_lease_transitions_and_stop_releases():
+    with cluster(objects()) as (fake, kube, model, informers):
+        first = start_election(Kube.connect(host=fake.url), "tdmcore-controller",
+                               "tdmcore-system", "r1", lease_s=4, renew_deadline_s=3,
+                               retry_s=1)
+        second = None
+        try:
+            wait_for(first.leading.is_set, 10, "r1 leads")
+            lease = fake.get("coordination.k8s.io/v1", "Lease", "tdmcore-controller",
+                             "tdmcore-system")
+            assert lease["spec"]["leaseTransitions"] == 0
+            second = start_election(Kube.connect(host=fake.url), "tdmcore-controller",
+                                    "tdmcore-system", "r2", lease_s=4, renew_deadline_s=3,
+                                    retry_s=1)
+            first.stop()  # releases: r2 takes over at its next retry, not after 4 s
+            released = time.monotonic()
+            wait_for(second.leading.is_set, 10, "r2 leads")
+            assert time.monotonic() - released < 3.0
+            lease = fake.get("coordination.k8s.io/v1", "Lease", "tdmcore-controller",
+                             "tdmcore-system")
+            assert lease["spec"]["holderIdentity"] == "r2"
+            assert lease["spec"]["leaseTransitions"] == 1
+        finally:
+            first.stop()
+            if second is not None:
+                second.stop()

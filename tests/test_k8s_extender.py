@@ -15,7 +15,7 @@ from k8s_env import cluster, synced_to, wait_for
 
 from k8s_bridge.extender import Extender
 from k8s_bridge.pipeline import Pipeline, extender_score
-from k8s_bridge.web import Server
+from k8s_bridge.web import JsonApp, Server
 
 NODES = ["n0", "n1", "n2", "n3"]
 
@@ -242,6 +242,41 @@ def test_ten_megabyte_body_is_400(env):
     assert status == 400
     assert "exceeds the limit" in result["Error"]
     assert model.state().same_as(before)
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_body_over_the_servers_limit_is_400_not_413(chunked):
+    """Over waitress's own limit (64 MiB by default, 1 MiB here) the answer is still
+    the documented 400 with a JSON message, announced or chunked."""
+    import http.client
+
+    app = JsonApp("t", max_body=512)
+    app.route("/filter", lambda request: {})
+    server = Server(app, max_request_body_size=1 << 20).start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        conn.putrequest("POST", "/filter")
+        conn.putheader("Content-Type", "application/json")
+        if chunked:
+            conn.putheader("Transfer-Encoding", "chunked")
+            conn.endheaders()
+            chunk = b"x" * (64 << 10)
+            try:
+                for _ in range(40):  # 2.5 MiB; waitress stops reading at 1 MiB
+                    conn.send(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                conn.send(b"0\r\n\r\n")
+            except OSError:
+                pass  # it may close as soon as it has answered
+        else:
+            conn.putheader("Content-Length", str(70 << 20))
+            conn.endheaders()
+        response = conn.getresponse()
+        assert response.status == 400
+        assert response.getheader("Content-Type") == "application/json"
+        assert "exceeds the limit of 1048576 bytes" in json.loads(response.read())["Error"]
+        conn.close()
+    finally:
+        server.stop()
 
 
 def test_go_field_names_are_case_insensitive(env):

@@ -50,6 +50,7 @@ IMAGE = "ghcr.io/tdmcore/tdmcore:0.1.0"
 KUBE_SCHEDULER_IMAGE = "registry.k8s.io/kube-scheduler:v1.32.0"
 NONROOT_UID = 65532
 CONTROLLER_LEASE = "tdmcore-controller"  # the controller's Lease (fixed by the bridge)
+STANDALONE_LEASE = "tdmcore-standalone-scheduler"  # `scheduler --leader-elect`'s default
 
 BUILTIN = {
     ("v1", "Namespace"), ("v1", "ServiceAccount"), ("v1", "ConfigMap"), ("v1", "Service"),
@@ -489,6 +490,7 @@ VALID = {
                                         "matchedPods": 4}},
 }
 INVALID = {
+    "pbw no spec": {k: v for k, v in _pbw().items() if k != "spec"},
     "pbw duty_cycle 1.5": _pbw(duty_cycle=1.5),
     "pbw duty_cycle < 0": _pbw(duty_cycle=-0.1),
     "pbw missing period": _pbw(period=None),
@@ -621,6 +623,19 @@ def test_standalone_scheduler_serves_the_same_name() -> None:
     assert doc.obj["spec"]["replicas"] == 1
     if "--leader-elect" not in flags:  # one instance at a time, also during a rollout
         assert doc.obj["spec"]["strategy"]["type"] == "Recreate"
+
+
+def test_standalone_leader_election_is_allowed_and_its_own() -> None:
+    """`scheduler --leader-elect` campaigns for a Lease of its own (not kube-scheduler's,
+    which two schedulers would otherwise fight over) that its ServiceAccount may renew."""
+    from k8s_bridge.cli import scheduler_cmd
+
+    default = next(p.default for p in scheduler_cmd.params if p.name == "lease_name")
+    assert default == STANDALONE_LEASE != _ksc()["leaderElection"]["resourceName"]
+    perms = _permissions(f"{NAMESPACE}/tdmcore-standalone-scheduler", STANDALONE_SET)
+    for verb in ("get", "update"):
+        assert ("coordination.k8s.io", "leases", verb, default, NAMESPACE) in perms
+    assert ("coordination.k8s.io", "leases", "create", None, NAMESPACE) in perms
 
 
 # -- examples: PodGroup, PyTorchJob --------------------------------------------------------------
@@ -814,7 +829,10 @@ EXPECTED_PERMISSIONS: dict[str, set[Perm]] = {
     "tdmcore-scheduler": _SCHEDULER_RULES
     | _grant({"coordination.k8s.io": ["leases"]}, "create", namespace=NAMESPACE)
     | _grant({"coordination.k8s.io": ["leases"]}, "get update", "tdmcore-scheduler", NAMESPACE),
-    "tdmcore-standalone-scheduler": _SCHEDULER_RULES,
+    # --leader-elect: the Lease tdmcore-standalone-scheduler (not kube-scheduler's)
+    "tdmcore-standalone-scheduler": _SCHEDULER_RULES
+    | _grant({"coordination.k8s.io": ["leases"]}, "create", namespace=NAMESPACE)
+    | _grant({"coordination.k8s.io": ["leases"]}, "get update", STANDALONE_LEASE, NAMESPACE),
     "tdmcore-controller": (
         _grant({"": ["nodes", "pods"], "tdmcore.io": ["nodebandwidths", "podbandwidths"],
                 "networktopology.diktyo.x-k8s.io": ["networktopologies"],

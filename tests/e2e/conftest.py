@@ -1,0 +1,59 @@
+"""Fixtures of the e2e suite: one control plane per session (see ``e2e_env.py``).
+
+Every test module here sets ``pytestmark = pytest.mark.e2e``; without ``KUBEBUILDER_ASSETS`` they
+skip, saying how to get the binaries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from e2e_env import DEPLOY, PODGROUP_CRD, SCHEDULER, Component, Env
+
+from k8s_bridge.envtest import ControlPlane, EnvtestUnavailable, assets_dir
+
+
+@pytest.fixture(scope="session")
+def plane() -> Iterator[ControlPlane]:
+    """etcd + kube-apiserver with the shipped namespace, CRDs and RBAC (once per run)."""
+    try:
+        assets_dir()
+    except EnvtestUnavailable as exc:
+        pytest.skip(f"e2e: {exc}")
+    cp = ControlPlane()
+    try:
+        cp.start()
+        cp.apply_files([DEPLOY / "namespace.yaml", DEPLOY / "crds" / "nodebandwidths.yaml",
+                        DEPLOY / "crds" / "podbandwidths.yaml", DEPLOY / "rbac.yaml",
+                        DEPLOY / "standalone-scheduler.yaml"])
+        cp.apply([PODGROUP_CRD])
+        cp.wait_established([PODGROUP_CRD["metadata"]["name"]])
+        yield cp
+    finally:
+        cp.stop()
+
+
+@pytest.fixture(scope="session")
+def env(plane: ControlPlane) -> Iterator[Env]:
+    # Compile the policy kernels once here (Numba's on-disk cache), so that the
+    # component processes load them instead of compiling them side by side.
+    from k8s_bridge.model import ClusterModel
+    from k8s_bridge.pipeline import Pipeline
+
+    Pipeline(ClusterModel(), "metronome").warm_up()
+    e = Env(plane)
+    try:
+        yield e
+    finally:
+        e.stop()
+
+
+@pytest.fixture(scope="session")
+def extender(env: Env) -> Component:
+    """The extender (ServiceAccount tdmcore-scheduler) and kube-scheduler calling it."""
+    ext = env.component("extender", ["extender", "--scheduler-name", SCHEDULER],
+                        SCHEDULER).start()
+    env.extender = ext
+    env.start_kube_scheduler(ext.url)
+    return ext

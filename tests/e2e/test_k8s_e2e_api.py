@@ -1,0 +1,107 @@
+"""The shipped CRDs and RBAC on a real kube-apiserver: what the API server itself
+accepts and refuses, and what each ServiceAccount may do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from e2e_env import NS, SCHEDULER
+from test_k8s_manifests import INVALID, VALID
+
+from k8s_bridge.envtest import ControlPlane
+from k8s_bridge.kube import ApiError, Kube
+
+pytestmark = pytest.mark.e2e
+
+
+def _dry_run_create(kube: Kube, obj: dict[str, Any]) -> None:
+    kube.request("POST", ControlPlane.path_of(obj), query={"dryRun": "All"}, body=obj)
+
+
+@pytest.mark.parametrize("case", sorted(VALID))
+def test_api_server_accepts(plane: ControlPlane, case: str) -> None:
+    obj = dict(VALID[case])
+    status = obj.pop("status", None)
+    _dry_run_create(plane.kube(), obj)
+    if status is not None:  # status goes through the status subresource: create, patch
+        kube = plane.kube()
+        created = kube.request("POST", ControlPlane.path_of(obj), body=obj)
+        try:
+            kube.request("PATCH", ControlPlane.path_of(obj) + "/" + obj["metadata"]["name"]
+                         + "/status", body={"status": status},
+                         content_type="application/merge-patch+json")
+        finally:
+            kube.request("DELETE", ControlPlane.path_of(obj) + "/"
+                         + created["metadata"]["name"])
+
+
+#: refused by the local (strict) schema check; Kubernetes 1.23 has no strict field
+#: validation: it prunes unknown fields of a structural schema and stores the rest
+PRUNED = {"nbw unknown spec field": "speed", "pbw camelCase typo dutyCycle": "dutyCycle"}
+
+
+@pytest.mark.parametrize("case", sorted(PRUNED))
+def test_api_server_prunes_unknown_fields(plane: ControlPlane, case: str) -> None:
+    obj = dict(INVALID[case])
+    stored = plane.kube().request("POST", ControlPlane.path_of(obj), query={"dryRun": "All"},
+                                  body=obj)
+    assert PRUNED[case] in obj["spec"] and PRUNED[case] not in stored["spec"]
+
+
+@pytest.mark.parametrize("case", sorted(set(INVALID) - set(PRUNED)))
+def test_api_server_rejects(plane: ControlPlane, case: str) -> None:
+    """Every object the local schema check refuses, the API server refuses too (422),
+    through the main resource or, for status, the status subresource."""
+    obj = dict(INVALID[case])
+    status = obj.pop("status", None)
+    kube = plane.kube()
+    if status is None:
+        with pytest.raises(ApiError) as err:
+            _dry_run_create(kube, obj)
+        assert err.value.status == 422, err.value
+        return
+    created = kube.request("POST", ControlPlane.path_of(obj), body=obj)
+    try:
+        with pytest.raises(ApiError) as err:
+            kube.request("PATCH", ControlPlane.path_of(obj) + "/" + obj["metadata"]["name"]
+                         + "/status", body={"status": status},
+                         content_type="application/merge-patch+json")
+        assert err.value.status == 422, err.value
+    finally:
+        kube.request("DELETE", ControlPlane.path_of(obj) + "/" + created["metadata"]["name"])
+
+
+@pytest.mark.parametrize(("account", "verb", "path", "allowed"), [
+    (SCHEDULER, "create", "/api/v1/namespaces/default/pods/x/binding", True),
+    (SCHEDULER, "patch", "/apis/tdmcore.io/v1alpha1/nodebandwidths/x/status", True),
+    (SCHEDULER, "update", "/apis/coordination.k8s.io/v1/namespaces/" + NS
+     + "/leases/tdmcore-scheduler", True),
+    (SCHEDULER, "patch", "/apis/tdmcore.io/v1alpha1/namespaces/default/podbandwidths/x/status",
+     False),
+    ("tdmcore-controller", "update", "/apis/coordination.k8s.io/v1/namespaces/" + NS
+     + "/leases/tdmcore-controller", True),
+    ("tdmcore-controller", "update", "/apis/coordination.k8s.io/v1/namespaces/" + NS
+     + "/leases/tdmcore-scheduler", False),
+    ("tdmcore-controller", "create", "/api/v1/namespaces/default/pods/x/binding", False),
+    ("tdmcore-standalone-scheduler", "create", "/api/v1/namespaces/default/pods/x/binding",
+     True),
+])
+def test_rbac_as_each_service_account(plane: ControlPlane, account: str, verb: str,
+                                      path: str, allowed: bool) -> None:
+    """SelfSubjectAccessReview with each ServiceAccount's own token."""
+    kube = Kube.connect(str(plane.service_account_kubeconfig(NS, account)))
+    parts = path.strip("/").split("/")
+    group = "" if parts[0] == "api" else parts[1]
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    namespace = rest[1] if rest[0] == "namespaces" else ""
+    rest = rest[2:] if rest[0] == "namespaces" else rest
+    attrs = {"verb": verb, "group": group, "resource": rest[0], "namespace": namespace,
+             "name": rest[1] if len(rest) > 1 else ""}
+    if len(rest) > 2:
+        attrs["subresource"] = rest[2]
+    answer = kube.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                          body={"apiVersion": "authorization.k8s.io/v1",
+                                "kind": "SelfSubjectAccessReview",
+                                "spec": {"resourceAttributes": attrs}})
+    assert answer["status"]["allowed"] is allowed, (account, attrs, answer["status"])

@@ -1,0 +1,86 @@
+"""Extender mode on a real control plane: kube-scheduler with the shipped configuration
+calls the extender process, which binds and records NodeBandwidth status."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from e2e_env import Component, Env, wait_known
+
+from k8s_bridge.envtest import wait_until
+
+pytestmark = pytest.mark.e2e
+
+JOB = "training.kubeflow.org/job-name"
+OPEN = "e2e.tdmcore.io/open"
+
+
+@pytest.fixture
+def placed(env: Env, extender: Component) -> Iterator[tuple[str, list[str]]]:
+    ns = env.namespace("e2e-place")
+    nodes = env.nodes("place", 4)
+    wait_known(extender, nodes)
+    try:
+        yield ns, nodes
+    finally:
+        env.clean(ns, nodes)
+
+
+def _label(env: Env, nodes: list[str], value: str | None) -> None:
+    for node in nodes:
+        env.kube.merge_patch("Node", node, {"metadata": {"labels": {OPEN: value}}})
+
+
+def test_placements_are_the_extenders_top_score(env: Env, extender: Component,
+                                                placed: tuple[str, list[str]]) -> None:
+    """Each pod is created unschedulable (a nodeSelector no node matches yet); the
+    extender's own filter and prioritize answers for it are read; then the nodes are
+    opened and the pod must land on a node of the top extender score."""
+    ns, nodes = placed
+    jobs = {"a": (100.0, 0.5), "b": (100.0, 0.4), "c": (200.0, 0.3)}
+    for job, (period, duty) in jobs.items():
+        env.podbandwidth(ns, job, period=period, duty=duty, gbps=20, match={JOB: job})
+    chosen: dict[str, str] = {}
+    for job in jobs:
+        for i in range(2):
+            name = f"{job}-{i}"
+            pod = env.pod(ns, name, gpu=4, labels={JOB: job}, node_selector={OPEN: "yes"})
+            status, scores = extender.post("/prioritize", {"Pod": pod, "NodeNames": nodes})
+            assert status == 200, scores
+            status, filtered = extender.post("/filter", {"Pod": pod, "NodeNames": nodes})
+            assert status == 200 and not filtered["Error"], filtered
+            feasible = set(filtered["NodeNames"])
+            by_node = {s["Host"]: s["Score"] for s in scores if s["Host"] in feasible}
+            assert by_node, (name, chosen, filtered)
+            top = max(by_node.values())
+            _label(env, nodes, "yes")
+            chosen[name] = wait_until(lambda: env.node_of(ns, name), 20,
+                                      f"{name} bound")
+            _label(env, nodes, None)
+            assert by_node[chosen[name]] == top, (name, chosen[name], by_node)
+    # NodeBandwidth status as documented: every traffic pod on its node's link, once
+    by_link: dict[str, set[str]] = {}
+    for name, node in chosen.items():
+        by_link.setdefault(node, set()).add(name)
+
+    def recorded() -> bool:
+        for node, pods in by_link.items():
+            nbw = env.nodebandwidth(node)
+            entries = ((nbw or {}).get("status") or {}).get("pods") or []
+            if {e["name"] for e in entries} != pods:
+                return False
+        return True
+
+    wait_until(recorded, 20, "every pod recorded on its node's NodeBandwidth")
+    for node, pods in by_link.items():
+        status = env.nodebandwidth(node)["status"]  # type: ignore[index]
+        assert status["basePeriodMs"] > 0, status
+        orders = [e["order"] for e in status["pods"]]
+        assert orders == sorted(orders) and len(set(orders)) == len(orders)
+        for entry in status["pods"]:
+            period, duty = jobs[entry["job"].rsplit("/", 1)[-1]]
+            assert entry["namespace"] == ns and entry["name"] in pods
+            assert entry["periodMs"] == period and entry["dutyCycle"] == duty
+            assert entry["bandwidthGbps"] == 20 and entry["lowComm"] is False
+            assert isinstance(entry["shiftMs"], float | int)
