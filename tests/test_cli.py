@@ -293,9 +293,13 @@ def test_compile_status_line_on_a_terminal_only(terminal: bool) -> None:
 
     out = io.StringIO()
     console = Console(file=out, force_terminal=terminal, width=100)
-    with _compiling_kernels(console):
-        import time
+    import time
 
+    with _compiling_kernels(console, delay_s=0.0):
         time.sleep(0.3)  # long enough for the spinner to draw
     shown = "compiling kernels (first run only" in out.getvalue()
     assert shown == terminal
+    quick = io.StringIO()  # a warm cache loads within the delay: no status line at all
+    with _compiling_kernels(Console(file=quick, force_terminal=terminal), delay_s=5.0):
+        time.sleep(0.05)
+    assert "compiling" not in quick.getvalue()

@@ -214,3 +214,27 @@ def test_run_record_names_version_seed_and_arguments(tmp_path: Path) -> None:
     from importlib.metadata import version
 
     assert record["tdmcore_version"] == version("tdmcore") and record["wall_s"] > 0
+
+
+@pytest.mark.parametrize("args, flag", [
+    ([SNAPSHOT, "--hours", "2"], "--hours"),
+    (["metronome-trace", "--window", "30"], "--window"),
+    (["--example", "--jobs", "5"], "--jobs"),
+])
+def test_an_option_for_another_scenario_is_refused(args, flag, tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["simulate", *args, "--out", str(tmp_path / "out")])
+    assert done.value.code == 2
+    _one_error_line(capsys.readouterr().err, f"{flag} applies to")
+    assert not (tmp_path / "out").exists()
+
+
+def test_oasis_table_fits_80_columns(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "tdmcore", "oasis", "--jobs", "20",
+                           "--worker-servers", "4", "--ps-servers", "4", "--slots", "40",
+                           "--l-quantile", "0.9", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    table = done.stdout.split("report:")[0]
+    assert max(len(line) for line in table.splitlines()) <= 80
+    assert "oasis-L0.9" in table  # never cut to "oasis-L…"

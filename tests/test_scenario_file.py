@@ -339,7 +339,7 @@ BAD_DATA: list[tuple[str, Edit, str]] = [
     ("latency-no-default", drop(C, "latency_ms", "default"),
      "cluster.latency_ms.default: required field missing"),
     ("latency-unknown", put(C, "latency_ms", "defualt", 1),
-     "cluster.latency_ms: unknown field(s) ['defualt'] (did you mean 'defualt' -> 'default'?)"),
+     "cluster.latency_ms: unknown field(s) ['defualt'] (did you mean 'default' for 'defualt'?)"),
     ("latency-default-nan", put(C, "latency_ms", "default", float("nan")),
      "cluster.latency_ms.default: expected a finite number >= 0"),
     ("pair-unknown-node", put(C, "latency_ms", "pairs", 0, "b", "b"),
@@ -381,7 +381,7 @@ BAD_DATA: list[tuple[str, Edit, str]] = [
     # jobs
     ("job-not-mapping", put(J, 1, "j2"), "jobs[1]: expected a mapping, got 'j2'"),
     ("job-unknown", put(J, 0, "wrokers", 2),
-     "jobs[0]: unknown field(s) ['wrokers'] (did you mean 'wrokers' -> 'workers'?)"),
+     "jobs[0]: unknown field(s) ['wrokers'] (did you mean 'workers' for 'wrokers'?)"),
     ("job-no-name", drop(J, 2, "name"), "jobs[2].name: required field missing"),
     ("job-no-workers", drop(J, 2, "workers"), "jobs[2].workers: required field missing"),
     ("workers-zero", put(J, 2, "workers", 0), "jobs[2].workers: expected an integer >= 1, got 0"),

@@ -62,20 +62,31 @@ def _example_path() -> Path:
 
 
 @contextlib.contextmanager
-def _compiling_kernels(console: Console) -> Iterator[None]:
-    """A one-line spinner while the kernels load.
+def _compiling_kernels(console: Console, delay_s: float = 1.0) -> Iterator[None]:
+    """A one-line spinner while the kernels load, if that takes longer than ``delay_s``.
 
     Numba compiles the kernels the first time they run after an install (about
     30-60 s on 2 cores) and caches them on disk; later runs load them in well under
-    a second.  On a terminal the status line says so instead of leaving the screen
-    blank; elsewhere (pipes, CI logs) nothing is printed.
+    a second, before the status line would appear.  On a terminal the line says
+    what is happening instead of leaving the screen blank; elsewhere (pipes, CI
+    logs) nothing is printed.
     """
     if not console.is_terminal:
         yield
         return
-    with console.status("compiling kernels (first run only; cached afterwards) ...",
-                        spinner="dots"):
+    import threading
+
+    status = console.status("compiling kernels (first run only; cached afterwards) ...",
+                            spinner="dots")
+    timer = threading.Timer(delay_s, status.start)
+    timer.daemon = True
+    timer.start()
+    try:
         yield
+    finally:
+        timer.cancel()
+        timer.join()
+        status.stop()
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -236,7 +247,8 @@ def link_cmd(scenario: str | None, pod_specs: tuple[str, ...], pod_file: Path | 
 
 
 @contextlib.contextmanager
-def _report_dir(out_dir: Path, stem: str) -> Iterator[ReportDir]:
+def _report_dir(out_dir: Path, stem: str,
+                parameters: dict[str, Any] | None = None) -> Iterator[ReportDir]:
     """The current command's report folder, written all or nothing (:class:`ReportDir`).
 
     A folder that cannot be written is a one-line error before any work; so is a
@@ -244,7 +256,7 @@ def _report_dir(out_dir: Path, stem: str) -> Iterator[ReportDir]:
     """
     ctx = click.get_current_context()
     command = " ".join(["tdmcore", *ctx.command_path.split()[1:]])
-    report = ReportDir(out_dir, stem, command, ctx.params)
+    report = ReportDir(out_dir, stem, command, ctx.params if parameters is None else parameters)
     try:
         report.__enter__()
     except OSError as exc:
@@ -401,11 +413,15 @@ def oasis_cmd(n_jobs: int, worker_servers: int, ps_servers: int, n_slots: int, s
 
 def _oasis_table(console: Console, rows: list[dict[str, Any]], n_jobs: int,
                  worker_servers: int, ps_servers: int, n_slots: int, seed: int) -> None:
+    from rich import box
+
     table = Table(title=f"OASiS setting: {n_jobs} jobs, {worker_servers}+{ps_servers} "
-                        f"servers, {n_slots} slots, seed {seed}")
-    for col in ("policy", "utility", "vs oasis", "accepted", "done", "critical",
-                "late p50", "ms p50"):
-        table.add_column(col, justify="left" if col == "policy" else "right")
+                        f"servers, {n_slots} slots, seed {seed}", box=box.SIMPLE_HEAD,
+                  show_edge=False, collapse_padding=True, pad_edge=False)
+    table.add_column("policy", no_wrap=True)
+    for col in ("total\nutility", "vs\noasis", "share\nadmitted", "jobs\ndone",
+                "critical\nutility", "critical late\np50, slots", "decision\nms p50"):
+        table.add_column(col, justify="right")
     for row in rows:
         table.add_row(str(row["policy"]), _num(row["total_utility"]), _num(row["vs_oasis"], 3),
                       _num(row["accepted"], 2), str(row["finished"]),
@@ -581,6 +597,30 @@ def _elastic_report(report: ReportDir, workload: str, names: list[str], cluster:
                           f"of partial gangs: {', '.join(run.deadlocked)}")
 
 
+#: The options of `tdmcore simulate` that only some scenarios take.
+SCENARIO_OPTIONS: dict[str, tuple[str, ...]] = {
+    "window_s": ("metronome-snapshots",),
+    "hours": ("metronome-trace",),
+    "load": ("metronome-trace",),
+    "n_jobs": ("philly",),
+    "n_nodes": ("philly",),
+    "start": ("philly",),
+    "max_duration_s": ("philly",),
+}
+
+
+def _refuse_options_that_do_not_apply(ctx: click.Context, scenario: str) -> None:
+    """An option given for another scenario is a usage error, not silently ignored."""
+    from click.core import ParameterSource
+
+    for name, takers in SCENARIO_OPTIONS.items():
+        if scenario not in takers and \
+                ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+            flag = next(p.opts[0] for p in ctx.command.params if p.name == name)
+            raise click.UsageError(f"{flag} applies to {' and '.join(takers)} only, not to "
+                                   f"{Path(scenario).name}")
+
+
 #: The scenarios `tdmcore simulate` knows by name, with what each one is.
 CLUSTER_SCENARIO_TITLES = {
     "metronome-snapshots": "S0-S5 on the Metronome paper's 4-node testbed (Table IV)",
@@ -681,6 +721,7 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, example: bool,
         raise click.UsageError("give exactly one of SCENARIO or --example")
     if scenario is None:
         scenario = str(_example_path())
+    _refuse_options_that_do_not_apply(ctx, scenario)
     if scenario == "dragon-testbed":
         for workload in ("table1", "poisson"):
             kwargs: dict[str, Any] = {"workload": workload, "seed": seed, "out_dir": out_dir}
@@ -710,7 +751,9 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, example: bool,
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     console = Console()
-    with _report_dir(out_dir, f"simulate-{stem}") as report:
+    applies = {k: v for k, v in ctx.params.items()
+               if scenario in SCENARIO_OPTIONS.get(k, (scenario,))}
+    with _report_dir(out_dir, f"simulate-{stem}", applies) as report:
         runs = _run_groups(groups, names, seed)
         _print_and_write(console, runs, groups, stem, report, no_plots, wide)
     _announce(console, report)
@@ -782,7 +825,7 @@ def _print_and_write(console: Console, runs: dict[str, dict[str, Any]],
     _write_rows(report, f"simulate-{stem}-jobs", jobs)
     _simulate_table(console, rows, stem, wide)
     for scenario in groups.values():
-        console.print(f"[dim]{scenario.title}[/dim]")
+        console.print(scenario.title, style="dim", highlight=False, markup=False)
     _warn_unfinished(rows, jobs)
     if not no_plots:
         _simulate_plots(runs, stem, report)
@@ -888,7 +931,8 @@ def _print_plans(console: Console, name: str, title: str, plans: dict[str, LinkP
                  timings: dict[str, float]) -> None:
     first, optimal = plans["first"], plans["optimal"]
     base = first.base
-    console.print(f"[bold]{name}[/bold]: {title}")
+    console.print(title if title.lower().startswith(name.lower()) else f"{name}: {title}",
+                  style="bold", highlight=False)
     idle = ", ".join(f"{p.name} +{i:.2f} ms" for p, i in zip(first.pods, base.idle_ms,
                                                               strict=True) if i > 0)
     status = "compatible" if base.compatible else "INCOMPATIBLE"

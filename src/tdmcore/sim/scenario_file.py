@@ -156,8 +156,8 @@ def _fields(path: str, value: Any, spec: tuple[tuple[str, ...], tuple[str, ...]]
         for key in unknown:
             close = difflib.get_close_matches(str(key), allowed, n=1)
             if close:
-                hints.append(f"{key!r} -> {close[0]!r}?")
-        hint = f" (did you mean {', '.join(hints)})" if hints else ""
+                hints.append(f"{close[0]!r} for {key!r}")
+        hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
         _fail(path, f"unknown field(s) {unknown!r}{hint}; allowed: {', '.join(allowed)}")
     for key in required:
         if key not in value:
