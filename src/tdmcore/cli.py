@@ -602,10 +602,11 @@ SCENARIO_OPTIONS: dict[str, tuple[str, ...]] = {
     "window_s": ("metronome-snapshots",),
     "hours": ("metronome-trace",),
     "load": ("metronome-trace",),
-    "n_jobs": ("philly",),
-    "n_nodes": ("philly",),
-    "start": ("philly",),
-    "max_duration_s": ("philly",),
+    "n_jobs": ("philly", "trace"),
+    "n_nodes": ("philly", "trace"),
+    "start": ("philly", "trace"),
+    "max_duration_s": ("philly", "trace"),
+    "columns": ("trace",),
 }
 
 
@@ -626,6 +627,7 @@ CLUSTER_SCENARIO_TITLES = {
     "metronome-snapshots": "S0-S5 on the Metronome paper's 4-node testbed (Table IV)",
     "metronome-trace": "a Gavel-style trace on the testbed (--hours, --load, --seed)",
     "philly": "a slice of the real Philly trace (--jobs, --nodes, --start)",
+    "trace": "your own trace: `simulate trace TRACE.csv` (--column, --jobs, --nodes)",
     "dragon-testbed": "DRAGON's Table 1 and Poisson workloads (elastic policies)",
     "oasis": "the OASiS paper's simulation setting (admission policies)",
 }
@@ -671,6 +673,8 @@ def example_cmd(show_path: bool) -> None:
 
 @cli.command("simulate", cls=_SimulateCommand)
 @click.argument("scenario", metavar="SCENARIO|FILE", required=False)
+@click.argument("trace_file", metavar="[TRACE.csv]", required=False,
+                type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--example", is_flag=True,
               help="Run the example scenario file shipped with tdmcore "
                    "(`tdmcore example` prints it).")
@@ -698,13 +702,18 @@ def example_cmd(show_path: bool) -> None:
               help="philly: truncate jobs to this many seconds.")
 @click.option("--no-plots", "--no-plot", "no_plots", is_flag=True,
               help="Skip the plots (tables only).")
+@click.option("--column", "columns", multiple=True, metavar="FIELD=HEADER",
+              help="trace: the CSV header holding a field (repeat): submit, workers, "
+                   "duration_s, iterations, model, priority.")
 @click.option("--wide", is_flag=True,
               help="Print every column of the table (the default fits 80 columns).")
 @click.pass_context
-def simulate_cmd(ctx: click.Context, scenario: str | None, example: bool,
+def simulate_cmd(ctx: click.Context, scenario: str | None, trace_file: Path | None,
+                 example: bool,
                  policies: str | None, seed: int, out_dir: Path, window_s: float,
                  hours: float, load: float, n_jobs: int, n_nodes: int, start: int,
-                 max_duration_s: float | None, no_plots: bool, wide: bool) -> None:
+                 max_duration_s: float | None, no_plots: bool, columns: tuple[str, ...],
+                 wide: bool) -> None:
     """Run every applicable policy side by side on a scenario and write the report.
 
     SCENARIO: metronome-snapshots (S0-S5 on the paper's testbed), metronome-trace
@@ -745,9 +754,18 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, example: bool,
         if name not in CLUSTER_POLICIES:
             raise click.ClickException(f"policies: unknown policy {name!r} for {scenario}; "
                                        f"choose from {', '.join(CLUSTER_POLICIES)}")
+    from click.core import ParameterSource
+
+    if trace_file is not None and scenario != "trace":
+        raise click.UsageError(f"a second argument ({trace_file}) goes with the trace "
+                               "scenario only: tdmcore simulate trace TRACE.csv")
+    mapping = _column_mapping(columns)
+    # a trace replays all its rows unless --jobs says otherwise
+    all_rows = ctx.get_parameter_source("n_jobs") is not ParameterSource.COMMANDLINE
     try:
         groups, stem = _cluster_scenarios(scenario, seed, window_s, hours, load, n_jobs,
-                                          n_nodes, start, max_duration_s)
+                                          n_nodes, start, max_duration_s, trace_file,
+                                          mapping, all_rows)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     console = Console()
@@ -760,10 +778,23 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, example: bool,
 
 
 def _cluster_scenarios(scenario: str, seed: int, window_s: float, hours: float, load: float,
-                       n_jobs: int, n_nodes: int, start: int, max_duration_s: float | None
+                       n_jobs: int, n_nodes: int, start: int,
+                       max_duration_s: float | None, trace_file: Path | None = None,
+                       columns: dict[str, str] | None = None, all_rows: bool = False
                        ) -> tuple[dict[str, Any], str]:
     from .sim import scenarios as sc
 
+    if scenario == "trace":
+        from .sim.traces import read_trace, trace_scenario
+
+        if trace_file is None:
+            raise ValueError("trace: give the trace file: tdmcore simulate trace TRACE.csv")
+        rows = read_trace(trace_file, columns)
+        loaded = trace_scenario(rows, name=trace_file.stem, n_nodes=n_nodes, start=start,
+                                n_jobs=None if all_rows else n_jobs, seed=seed,
+                                max_duration_s=max_duration_s,
+                                notes={"trace": str(trace_file)})
+        return {loaded.name: loaded}, f"trace-{trace_file.stem}"
     if scenario == "metronome-snapshots":
         return dict(sc.metronome_snapshots(window_s)), scenario
     if scenario == "metronome-trace":
@@ -779,8 +810,20 @@ def _cluster_scenarios(scenario: str, seed: int, window_s: float, hours: float, 
         loaded = load_scenario_file(path)
         return {loaded.name: loaded}, loaded.name
     raise ValueError(f"scenario: unknown scenario {scenario!r}; choose from "
-                     f"{', '.join(CLUSTER_SCENARIOS + OTHER_SCENARIOS)} or give a "
-                     ".yaml/.yml/.json file")
+                     f"{', '.join(CLUSTER_SCENARIOS + OTHER_SCENARIOS)}, trace TRACE.csv, "
+                     "or give a .yaml/.yml/.json file")
+
+
+def _column_mapping(pairs: tuple[str, ...]) -> dict[str, str]:
+    """``--column FIELD=HEADER`` options as a mapping (checked against the file later)."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        field, sep, header = pair.partition("=")
+        if not sep or not field.strip() or not header.strip():
+            raise click.BadParameter(f"expected FIELD=HEADER, got {pair!r}",
+                                     param_hint="'--column'")
+        out[field.strip()] = header.strip()
+    return out
 
 
 def _run_groups(groups: dict[str, Any], names: list[str], seed: int

@@ -154,11 +154,13 @@ def _gavel_gpu_counts() -> tuple[NDArray[np.int64], NDArray[np.float64]]:
 
 
 def trace_job(name: str, model: str, workers: int, link_gbps: float, duration_s: float,
-              arrival_s: float = 0.0, priority: int = 0) -> SimJob:
+              arrival_s: float = 0.0, priority: int = 0,
+              iterations: int | None = None) -> SimJob:
     """A trace's job: ``model`` trained by ``workers`` workers for ``duration_s``.
 
     A job of two or more workers carries :func:`model_pattern`'s traffic pattern
-    and trains ``max(1, round(duration_s / period))`` iterations.  A one-worker job
+    and trains ``max(1, round(duration_s / period))`` iterations (or
+    ``iterations``, when the trace gives them instead).  A one-worker job
     has no gradient to all-reduce, so it is a LowComm job (pattern ``None``, paper
     §III-E: "For LowComm jobs, users do not need to submit the above resources")
     whose iteration is the compute part of that pattern, ``period x (1 - duty)``
@@ -168,11 +170,13 @@ def trace_job(name: str, model: str, workers: int, link_gbps: float, duration_s:
     pattern = model_pattern(model, workers, link_gbps).pattern
     if workers == 1:
         alone = pattern.period_ms * (1.0 - pattern.duty_cycle)
-        return SimJob(name, model, None, 1, max(1, round(duration_s * 1e3 / alone)),
-                      arrival_s=arrival_s, priority=priority, cpu=WORKER_CPU,
-                      mem_gib=WORKER_MEM_GIB, iteration_ms=alone)
-    return SimJob(name, model, pattern, workers,
-                  max(1, round(duration_s * 1e3 / pattern.period_ms)), arrival_s=arrival_s,
+        count = iterations if iterations is not None else max(
+            1, round(duration_s * 1e3 / alone))
+        return SimJob(name, model, None, 1, count, arrival_s=arrival_s, priority=priority,
+                      cpu=WORKER_CPU, mem_gib=WORKER_MEM_GIB, iteration_ms=alone)
+    count = iterations if iterations is not None else max(
+        1, round(duration_s * 1e3 / pattern.period_ms))
+    return SimJob(name, model, pattern, workers, count, arrival_s=arrival_s,
                   priority=priority, cpu=WORKER_CPU, mem_gib=WORKER_MEM_GIB)
 
 
@@ -226,6 +230,11 @@ def metronome_trace(seed: int = 0, hours: float = 4.0, load: float = 0.7,
                      "gpu_counts": "traces/philly_gavel_distribution.csv, capped at 4"})
 
 
+#: The shipped Philly trace and how its columns map to a trace's fields
+#: (:mod:`tdmcore.sim.traces`); it names no model (drawn with the seed).
+PHILLY_TRACE = "traces/philly_pollux.csv"
+PHILLY_COLUMNS = {"submit": "timestamp", "workers": "num_gpus", "duration_s": "duration"}
+
 #: Philly node shape (**[decision]**: Philly's 8-GPU servers; cores and memory
 #: generous enough that GPUs are the binding resource; 25 Gbps as on the testbed).
 PHILLY_NODE = {"cpu": 64.0, "mem_gib": 512.0, "gpu": 8.0, "link_gbps": 25.0}
@@ -269,39 +278,17 @@ def philly(n_jobs: int = 200, n_nodes: int = 16, start: int = 0, seed: int = 0,
     ``seed`` (the trace names none; **[decision]**).  ``max_duration_s`` optionally
     truncates long jobs (for quick runs).  Latencies come from the Lingjun topology.
     """
+    from .traces import read_trace, trace_scenario
+
     for name, value, lo in (("n_jobs", n_jobs, 1), ("n_nodes", n_nodes, 1),
                             ("start", start, 0), ("seed", seed, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < lo:
             raise ValueError(f"{name}: expected an integer >= {lo}, got {value!r}")
-    if max_duration_s is not None and not float(max_duration_s) > 0:
-        raise ValueError(f"max_duration_s: expected a duration > 0, got {max_duration_s!r}")
-    with open_data("traces/philly_pollux.csv") as f:
-        rows = list(csv.DictReader(f))
-    rows.sort(key=lambda r: r["timestamp"])  # ISO timestamps sort as text
-    if start + n_jobs > len(rows):
-        raise ValueError(f"n_jobs: the trace has {len(rows)} jobs; {start} + {n_jobs} "
-                         "is beyond its end")
-    chosen = rows[start:start + n_jobs]
-    from datetime import datetime
-    t0 = datetime.fromisoformat(chosen[0]["timestamp"])
-    nodes = [Node(f"philly-{k:04d}", **PHILLY_NODE) for k in range(n_nodes)]
-    tau = lingjun_latency(n_nodes)
-    sim = SimCluster(Cluster(nodes, latency=tau), np.zeros(n_nodes),
-                     np.where(np.eye(n_nodes, dtype=bool), 0.0, tau * BASE_LATENCY_MS))
-    rng = np.random.default_rng([seed, 11])
-    models = list(MODELS)
-    max_gpus = int(PHILLY_NODE["gpu"]) * n_nodes
-    jobs: list[SimJob] = []
-    for k, row in enumerate(chosen):
-        workers = max(1, min(int(float(row["num_gpus"])), max_gpus))
-        model = models[int(rng.integers(len(models)))]
-        duration = max(1.0, float(row["duration"]))
-        if max_duration_s is not None:
-            duration = min(duration, float(max_duration_s))
-        arrival = (datetime.fromisoformat(row["timestamp"]) - t0).total_seconds()
-        jobs.append(trace_job(f"p{start + k:05d}-{model.lower()}", model, workers,
-                              PHILLY_NODE["link_gbps"], duration, arrival_s=arrival))
-    return Scenario("philly", f"Philly jobs {start}-{start + n_jobs - 1} on {n_nodes} "
-                    f"nodes x 8 GPUs, seed {seed}", sim, tuple(jobs),
-                    {"trace": "traces/philly_pollux.csv",
-                     "topology": "topology/lingjun_topo.csv"})
+    with open_data(PHILLY_TRACE) as f:
+        rows = read_trace(PHILLY_TRACE, PHILLY_COLUMNS, text=f)
+    return trace_scenario(rows, name="philly", title=f"Philly jobs {start}-"
+                          f"{start + n_jobs - 1} on {n_nodes} nodes x 8 GPUs, seed {seed}",
+                          n_nodes=n_nodes, start=start, n_jobs=n_jobs, seed=seed,
+                          max_duration_s=max_duration_s, job_prefix="p",
+                          notes={"trace": PHILLY_TRACE,
+                                 "topology": "topology/lingjun_topo.csv"})

@@ -1,0 +1,310 @@
+"""Job traces from CSV files: your own, or the shipped Philly trace as one preset.
+
+A trace is a CSV file with a header row and one job per row.  Its columns, by the
+name tdmcore gives them (``--column FIELD=HEADER`` maps them to your headers):
+
+========== ======== ==============================================================
+field      required what it holds
+========== ======== ==============================================================
+submit     yes      submit time: seconds (any origin) or an ISO-8601 timestamp
+workers    yes      workers (one per GPU); ``gpus`` is accepted as its name too
+duration_s one of   the job's training time alone, in seconds
+iterations one of   or its number of iterations
+model      no       one of the 13 models (case-insensitive); see below
+priority   no       ``high``, ``low`` or an integer (larger is higher); default low
+========== ======== ==============================================================
+
+Rows are taken in submit order (ties keep the file's order); arrival times are
+relative to the first row taken.  Each row becomes a job through
+:func:`tdmcore.sim.scenarios.trace_job`: a job of two or more workers carries its
+model's traffic pattern, a one-worker job is LowComm.
+
+**[decision]** A model the trace names but tdmcore does not know trains
+:data:`DEFAULT_MODEL`'s pattern, with a warning listing the names; a trace without
+a model column draws each job's model uniformly from the 13 with the seed (as
+Philly, which names none).  A job asking for more GPUs than the cluster has is
+capped at the cluster's GPUs (as Philly's few very large jobs).  The cluster is
+Philly's: ``n_nodes`` nodes of :data:`~tdmcore.sim.scenarios.PHILLY_NODE`, with
+latencies from the Lingjun topology.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, NoReturn
+
+import numpy as np
+
+from ..model import Cluster, Node, priority_value
+from .cluster import SimCluster, SimJob
+from .models import MODELS
+from .scenarios import (
+    BASE_LATENCY_MS,
+    PHILLY_NODE,
+    Scenario,
+    lingjun_latency,
+    trace_job,
+)
+
+__all__ = ["DEFAULT_MODEL", "TRACE_FIELDS", "TraceRow", "read_trace", "trace_scenario"]
+
+log = logging.getLogger(__name__)
+
+#: The fields of a trace row, in the order the docs list them.
+TRACE_FIELDS = ("submit", "workers", "duration_s", "iterations", "model", "priority")
+#: Other names a field's header may have without a ``--column`` mapping.
+_ALIASES = {"workers": ("gpus",)}
+#: **[decision]** The pattern of a model the trace names but tdmcore does not know:
+#: ResNet50, a mid-sized measured model (Pollux's imagenet profile).
+DEFAULT_MODEL = "ResNet50"
+
+
+@dataclass(frozen=True)
+class TraceRow:
+    """One job of a trace, checked.  ``submit`` is seconds or a datetime."""
+
+    line: int
+    submit: float | datetime
+    workers: int
+    duration_s: float | None
+    iterations: int | None
+    model: str | None
+    priority: int
+
+
+def _fail(where: str, message: str) -> NoReturn:
+    raise ValueError(f"{where}: {message}")
+
+
+def _headers(source: str, header: list[str], columns: Mapping[str, str]) -> dict[str, str]:
+    """Field -> the header that holds it, checking the mapping against the file."""
+    unknown = sorted(set(columns) - set(TRACE_FIELDS))
+    if unknown:
+        _fail("columns", f"unknown field(s) {unknown}; the fields are "
+                         f"{', '.join(TRACE_FIELDS)}")
+    found: dict[str, str] = {}
+    for field in TRACE_FIELDS:
+        if field in columns:
+            if columns[field] not in header:
+                _fail(source, f"no column {columns[field]!r} (mapped to {field}); the "
+                              f"header has {', '.join(repr(h) for h in header)}")
+            found[field] = columns[field]
+            continue
+        for name in (field, *_ALIASES.get(field, ())):
+            if name in header:
+                found[field] = name
+                break
+    for field in ("submit", "workers"):
+        if field not in found:
+            _fail(source, f"no {field} column: the header has "
+                          f"{', '.join(repr(h) for h in header)}; map one with "
+                          f"--column {field}=HEADER")
+    if ("duration_s" in found) == ("iterations" in found):
+        which = "both" if "duration_s" in found else "neither"
+        _fail(source, f"give exactly one of a duration_s or an iterations column, got "
+                      f"{which} (map one with --column duration_s=HEADER)")
+    return found
+
+
+def _number(where: str, text: str, *, integer: bool = False, low: float = 0.0) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        _fail(where, f"expected a number, got {text!r}")
+    if not math.isfinite(value) or value < low or (integer and value != int(value)):
+        kind = "an integer" if integer else "a number"
+        _fail(where, f"expected {kind} >= {low:g}, got {text!r}")
+    return value
+
+
+def _submit(where: str, text: str) -> float | datetime:
+    try:
+        value = float(text)
+    except ValueError:
+        try:
+            return datetime.fromisoformat(text.strip())
+        except ValueError:
+            _fail(where, f"expected seconds or an ISO-8601 timestamp, got {text!r}")
+    if not math.isfinite(value):
+        _fail(where, f"expected seconds or an ISO-8601 timestamp, got {text!r}")
+    return value
+
+
+def read_trace(path: str | Path, columns: Mapping[str, str] | None = None,
+               *, text: Iterable[str] | None = None) -> list[TraceRow]:
+    """Read and check every row of a trace CSV file.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file (named in errors; read unless ``text`` is given).
+    columns : mapping, optional
+        Field -> header, for headers that differ from the field names
+        (``{"submit": "timestamp", "workers": "num_gpus"}``).
+    text : iterable of str, optional
+        The file's lines, already open (for compressed or shipped files).
+
+    Returns
+    -------
+    list of TraceRow
+        In file order.
+
+    Raises
+    ------
+    ValueError
+        Naming the file, the row's line and the column:
+        ``trace.csv: line 13, column 'num_gpus': expected an integer >= 1, got 'x'``.
+    """
+    source = str(path)
+    mapping = dict(columns or {})
+    if text is None:
+        try:
+            with Path(path).open(newline="", encoding="utf-8") as fh:
+                return _rows(source, fh, mapping)
+        except OSError as exc:
+            raise ValueError(f"file: cannot read {source}: {exc.strerror}") from exc
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"file: {source} is not UTF-8 text") from exc
+    return _rows(source, text, mapping)
+
+
+def _rows(source: str, lines: Iterable[str], columns: Mapping[str, str]) -> list[TraceRow]:
+    reader = csv.reader(lines)
+    header = next(reader, None)
+    if not header:
+        _fail(source, "empty file: expected a header row and one job per row")
+    header = [h.strip() for h in header]
+    found = _headers(source, header, columns)
+    index = {field: header.index(name) for field, name in found.items()}
+    rows: list[TraceRow] = []
+    for cells in reader:
+        line = reader.line_num
+        if not any(c.strip() for c in cells):
+            continue
+        if len(cells) != len(header):
+            _fail(f"{source}: line {line}", f"{len(cells)} cells, the header has "
+                                            f"{len(header)}")
+
+        def cell(field: str, line: int = line, cells: list[str] = cells) -> tuple[str, str]:
+            """(where, text) of ``field`` in this row: errors name line and column."""
+            return f"{source}: line {line}, column {found[field]!r}", cells[index[field]]
+
+        submit = _submit(*cell("submit"))
+        workers = int(_number(*cell("workers"), integer=True, low=1))
+        duration = iterations = None
+        if "duration_s" in found:
+            where, raw = cell("duration_s")
+            duration = _number(where, raw)
+        else:
+            iterations = int(_number(*cell("iterations"), integer=True, low=1))
+        model = None
+        if "model" in found:
+            model = cell("model")[1].strip() or None
+        priority = 0
+        if "priority" in found:
+            where, raw = cell("priority")
+            if raw.strip():
+                try:
+                    priority = priority_value(int(raw) if raw.strip().lstrip("-").isdigit()
+                                              else raw.strip().lower(), name="priority")
+                except ValueError:
+                    _fail(where, f"expected high, low or an integer, got {raw!r}")
+        rows.append(TraceRow(line, submit, workers, duration, iterations, model, priority))
+    if not rows:
+        _fail(source, "no jobs: expected one job per row after the header")
+    kinds = {isinstance(r.submit, datetime) for r in rows}
+    if len(kinds) > 1:
+        _fail(f"{source}: column {found['submit']!r}", "mixes seconds and timestamps")
+    return rows
+
+
+def _model_names() -> dict[str, str]:
+    return {m.lower(): m for m in MODELS}
+
+
+def trace_scenario(rows: list[TraceRow], *, name: str = "trace", title: str | None = None,
+                   n_nodes: int = 16, start: int = 0, n_jobs: int | None = None,
+                   seed: int = 0, max_duration_s: float | None = None,
+                   notes: dict[str, str] | None = None, job_prefix: str = "t") -> Scenario:
+    """A cluster scenario from trace rows (see the module's docstring for the rules).
+
+    Parameters
+    ----------
+    rows : list of TraceRow
+        From :func:`read_trace`.
+    n_nodes : int
+        Nodes of :data:`~tdmcore.sim.scenarios.PHILLY_NODE` (8 GPUs, 25 Gbps).
+    start, n_jobs : int
+        The slice of the rows, in submit order, to replay (``n_jobs=None``: all
+        from ``start``).
+    seed : int
+        Draws the models of a trace without a model column.
+    max_duration_s : float, optional
+        Truncates longer jobs (for quick runs).
+
+    Returns
+    -------
+    Scenario
+    """
+    for arg, value, lo in (("n_nodes", n_nodes, 1), ("start", start, 0), ("seed", seed, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+            raise ValueError(f"{arg}: expected an integer >= {lo}, got {value!r}")
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int)
+                               or n_jobs < 1):
+        raise ValueError(f"n_jobs: expected an integer >= 1, got {n_jobs!r}")
+    if max_duration_s is not None and not float(max_duration_s) > 0:
+        raise ValueError(f"max_duration_s: expected a duration > 0, got {max_duration_s!r}")
+    ordered = sorted(rows, key=lambda r: r.submit)
+    count = len(ordered) - start if n_jobs is None else n_jobs
+    if count < 1 or start + count > len(ordered):
+        raise ValueError(f"n_jobs: the trace has {len(ordered)} jobs; {start} + "
+                         f"{count} is beyond its end")
+    chosen = ordered[start:start + count]
+    nodes = [Node(f"philly-{k:04d}", **PHILLY_NODE) for k in range(n_nodes)]
+    tau = lingjun_latency(n_nodes)
+    sim = SimCluster(Cluster(nodes, latency=tau), np.zeros(n_nodes),
+                     np.where(np.eye(n_nodes, dtype=bool), 0.0, tau * BASE_LATENCY_MS))
+    rng = np.random.default_rng([seed, 11])
+    models, known = list(MODELS), _model_names()
+    max_gpus = int(PHILLY_NODE["gpu"]) * n_nodes
+    t0 = chosen[0].submit
+    unknown: list[str] = []
+    jobs: list[SimJob] = []
+    for k, row in enumerate(chosen):
+        workers = max(1, min(row.workers, max_gpus))
+        if row.model is None:
+            model = models[int(rng.integers(len(models)))]
+        elif row.model.lower() in known:
+            model = known[row.model.lower()]
+        else:
+            model = DEFAULT_MODEL
+            if row.model not in unknown:
+                unknown.append(row.model)
+        arrival: Any = row.submit - t0  # type: ignore[operator]
+        arrival_s = arrival.total_seconds() if isinstance(row.submit, datetime) \
+            else float(arrival)
+        job_name = f"{job_prefix}{start + k:05d}-{model.lower()}"
+        if row.duration_s is not None:
+            duration = max(1.0, row.duration_s)
+            if max_duration_s is not None:
+                duration = min(duration, float(max_duration_s))
+            jobs.append(trace_job(job_name, model, workers, PHILLY_NODE["link_gbps"],
+                                  duration, arrival_s=arrival_s, priority=row.priority))
+        else:
+            jobs.append(trace_job(job_name, model, workers, PHILLY_NODE["link_gbps"],
+                                  0.0, arrival_s=arrival_s, priority=row.priority,
+                                  iterations=row.iterations))
+    if unknown:
+        shown = ", ".join(repr(m) for m in unknown[:8]) + (
+            f" and {len(unknown) - 8} more" if len(unknown) > 8 else "")
+        log.warning("%s: %d model name(s) tdmcore does not know (%s): those jobs train "
+                    "%s's traffic pattern", name, len(unknown), shown, DEFAULT_MODEL)
+    return Scenario(name, title or f"{name}: jobs {start}-{start + count - 1} on "
+                    f"{n_nodes} nodes x 8 GPUs, seed {seed}", sim, tuple(jobs),
+                    dict(notes or {}))

@@ -1,0 +1,142 @@
+"""Traces from CSV files (tdmcore.sim.traces): the schema, its errors, and Philly as a
+preset of the same reader."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tdmcore.cli import cli, main
+from tdmcore.data import open_data
+from tdmcore.sim.scenarios import philly
+from tdmcore.sim.traces import DEFAULT_MODEL, read_trace, trace_scenario
+
+TRACE = """job,submitted,gpus,seconds,net,prio
+a,2024-01-01T00:00:00,4,3600,resnet50,high
+b,2024-01-01T00:05:00,2,1800,MyModel,low
+c,2024-01-01T00:02:00,1,600,VGG19,
+"""
+MAPPING = {"submit": "submitted", "duration_s": "seconds", "model": "net",
+           "priority": "prio"}
+
+
+def _write(tmp_path: Path, text: str, name: str = "t.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_rows_are_replayed_in_submit_order_with_relative_arrivals(tmp_path: Path) -> None:
+    rows = read_trace(_write(tmp_path, TRACE), MAPPING)
+    assert [r.line for r in rows] == [2, 3, 4] and rows[0].workers == 4  # 'gpus' alias
+    records = _Records()
+    logger = logging.getLogger("tdmcore.sim.traces")
+    logger.addHandler(records)
+    try:
+        sc = trace_scenario(rows, name="t", n_nodes=2)
+    finally:
+        logger.removeHandler(records)
+    # a (0 s), c (120 s), b (300 s): submit order, not file order
+    assert [(j.name, j.arrival_s) for j in sc.jobs] == [
+        ("t00000-resnet50", 0.0), ("t00001-vgg19", 120.0),
+        (f"t00002-{DEFAULT_MODEL.lower()}", 300.0)]
+    assert [j.priority for j in sc.jobs] == [1, 0, 0]
+    assert sc.jobs[1].pattern is None  # one worker: LowComm
+    assert records.messages == [f"t: 1 model name(s) tdmcore does not know ('MyModel'): "
+                                f"those jobs train {DEFAULT_MODEL}'s traffic pattern"]
+
+
+def test_iterations_instead_of_durations_and_seconds_as_submit(tmp_path: Path) -> None:
+    path = _write(tmp_path, "submit,workers,iterations,model\n10,2,300,VGG19\n0,4,50,BERT\n")
+    sc = trace_scenario(read_trace(path), n_nodes=1, start=0, n_jobs=2)
+    assert [(j.model, j.iterations, j.arrival_s) for j in sc.jobs] == [
+        ("BERT", 50, 0.0), ("VGG19", 300, 10.0)]
+
+
+@pytest.mark.parametrize("text, columns, message", [
+    ("", {}, "t.csv: empty file"),
+    ("a,b\n1,2\n", {}, "t.csv: no submit column: the header has 'a', 'b'"),
+    ("submit,workers\n0,1\n", {}, "give exactly one of a duration_s or an iterations"),
+    ("submit,workers,duration_s,iterations\n0,1,5,5\n", {}, "got both"),
+    ("submit,workers,duration_s\n0,x,5\n", {},
+     "t.csv: line 2, column 'workers': expected a number, got 'x'"),
+    ("submit,workers,duration_s\n0,1,5\n1,1.5,5\n", {},
+     "t.csv: line 3, column 'workers': expected an integer >= 1, got '1.5'"),
+    ("submit,workers,duration_s\nyesterday,1,5\n", {},
+     "line 2, column 'submit': expected seconds or an ISO-8601 timestamp"),
+    ("submit,workers,duration_s\n0,1,5\n2024-01-01,1,5\n", {}, "mixes seconds and"),
+    ("submit,workers,duration_s,priority\n0,1,5,urgent\n", {},
+     "line 2, column 'priority': expected high, low or an integer"),
+    ("submit,workers,duration_s\n0,1\n", {}, "t.csv: line 2: 2 cells, the header has 3"),
+    ("submit,workers,duration_s\n", {}, "t.csv: no jobs"),
+    ("s,workers,duration_s\n0,1,5\n", {"submit": "when"}, "no column 'when' (mapped to"),
+    ("s,workers,duration_s\n0,1,5\n", {"arrival": "s"}, "columns: unknown field(s)"),
+])
+def test_bad_traces_name_the_line_and_column(text, columns, message, tmp_path) -> None:
+    with pytest.raises(ValueError, match=None) as err:
+        read_trace(_write(tmp_path, text), columns)
+    assert message in str(err.value)
+
+
+def test_a_missing_file_is_a_value_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"^file: cannot read .*nope.csv"):
+        read_trace(tmp_path / "nope.csv")
+
+
+def test_philly_is_the_reader_with_a_preset() -> None:
+    # re-derived from the raw file, independently of the reader
+    with open_data("traces/philly_pollux.csv") as fh:
+        raw = sorted(csv.DictReader(fh), key=lambda r: r["timestamp"])[40:60]
+    sc = philly(20, 4, 40, 5)
+    t0 = datetime.fromisoformat(raw[0]["timestamp"])
+    assert [j.arrival_s for j in sc.jobs] == [
+        (datetime.fromisoformat(r["timestamp"]) - t0).total_seconds() for r in raw]
+    assert [j.workers for j in sc.jobs] == [min(int(float(r["num_gpus"])), 32) for r in raw]
+    assert all(j.name.startswith(f"p{40 + k:05d}-") for k, j in enumerate(sc.jobs))
+
+
+def test_cli_replays_a_trace(tmp_path: Path) -> None:
+    path = _write(tmp_path, TRACE)
+    args = ["simulate", "trace", str(path), "--nodes", "2", "--policies",
+            "default,metronome", "--no-plots", "--out", str(tmp_path / "r")]
+    for field, header in MAPPING.items():
+        args += ["--column", f"{field}={header}"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    rows = json.loads((tmp_path / "r" / "simulate-trace-t.json").read_text())
+    assert {r["policy"] for r in rows} == {"default", "metronome"}
+    assert all(r["jobs"] == 3 for r in rows)  # every row by default
+
+
+@pytest.mark.parametrize("args, status, message", [
+    (["simulate", "trace"], 1, "give the trace file"),
+    (["simulate", "philly", "x.csv"], 2, "goes with the trace scenario only"),
+    (["simulate", "trace", "t.csv", "--column", "submit"], 2, "expected FIELD=HEADER"),
+    (["simulate", "philly", "--column", "submit=x"], 2, "--column applies to trace"),
+    (["simulate", "trace", "t.csv"], 1, "t.csv: no submit column"),
+])
+def test_cli_trace_errors_are_one_line(args, status, message, tmp_path, capsys,
+                                       monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, TRACE)
+    with pytest.raises(SystemExit) as done:
+        main([*args, "--out", str(tmp_path / "out")])
+    assert done.value.code == status
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("Error: ") and message in err[0], err
+    assert not (tmp_path / "out").exists()
