@@ -238,3 +238,14 @@ def test_oasis_table_fits_80_columns(tmp_path: Path) -> None:
     table = done.stdout.split("report:")[0]
     assert max(len(line) for line in table.splitlines()) <= 80
     assert "oasis-L0.9" in table  # never cut to "oasis-L…"
+
+
+def test_plots_as_svg_and_a_jct_figure_in_every_run(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["simulate", "--example", "--policies",
+                                      "default,metronome", "--plot-format", "svg",
+                                      "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    figures = sorted(p.name for p in tmp_path.glob("*.svg"))
+    assert "example-jct.svg" in figures and "example-iterations.svg" in figures
+    assert not list(tmp_path.glob("*.png"))
+    assert (tmp_path / "example-jct.svg").read_text().lstrip().startswith("<?xml")

@@ -705,6 +705,8 @@ def example_cmd(show_path: bool) -> None:
 @click.option("--column", "columns", multiple=True, metavar="FIELD=HEADER",
               help="trace: the CSV header holding a field (repeat): submit, workers, "
                    "duration_s, iterations, model, priority.")
+@click.option("--plot-format", type=click.Choice(["png", "svg", "pdf"]), default="png",
+              show_default=True, help="File format of the plots.")
 @click.option("--wide", is_flag=True,
               help="Print every column of the table (the default fits 80 columns).")
 @click.pass_context
@@ -713,7 +715,7 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, trace_file: Path | No
                  policies: str | None, seed: int, out_dir: Path, window_s: float,
                  hours: float, load: float, n_jobs: int, n_nodes: int, start: int,
                  max_duration_s: float | None, no_plots: bool, columns: tuple[str, ...],
-                 wide: bool) -> None:
+                 plot_format: str, wide: bool) -> None:
     """Run every applicable policy side by side on a scenario and write the report.
 
     SCENARIO: metronome-snapshots (S0-S5 on the paper's testbed), metronome-trace
@@ -773,7 +775,7 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, trace_file: Path | No
                if scenario in SCENARIO_OPTIONS.get(k, (scenario,))}
     with _report_dir(out_dir, f"simulate-{stem}", applies) as report:
         runs = _run_groups(groups, names, seed)
-        _print_and_write(console, runs, groups, stem, report, no_plots, wide)
+        _print_and_write(console, runs, groups, stem, report, no_plots, wide, plot_format)
     _announce(console, report)
 
 
@@ -859,7 +861,7 @@ def _run_groups(groups: dict[str, Any], names: list[str], seed: int
 
 def _print_and_write(console: Console, runs: dict[str, dict[str, Any]],
                      groups: dict[str, Any], stem: str, report: ReportDir, no_plots: bool,
-                     wide: bool) -> None:
+                     wide: bool, plot_format: str) -> None:
     from .sim.report import job_rows, summary_rows
 
     rows = summary_rows(runs)
@@ -871,7 +873,7 @@ def _print_and_write(console: Console, runs: dict[str, dict[str, Any]],
         console.print(scenario.title, style="dim", highlight=False, markup=False)
     _warn_unfinished(rows, jobs)
     if not no_plots:
-        _simulate_plots(runs, stem, report)
+        _simulate_plots(runs, stem, report, plot_format)
 
 
 def _warn_unfinished(rows: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> None:
@@ -936,32 +938,73 @@ def _simulate_table(console: Console, rows: list[dict[str, Any]], stem: str,
     console.print(table)
 
 
-def _simulate_plots(runs: dict[str, dict[str, Any]], stem: str, report: ReportDir) -> None:
+def _simulate_plots(runs: dict[str, dict[str, Any]], stem: str, report: ReportDir,
+                    fmt: str) -> None:
     """The figures, with a progress bar on stderr (plotting is the slow part)."""
-
     from .sim import plots
 
     jobs: list[tuple[str, Any]] = [
-        (f"{stem}-iterations.png",
-         lambda path: plots.plot_iteration_boxes(runs, path))]
+        (f"{stem}-jct.{fmt}", lambda path: plots.plot_jct(runs, path)),
+        (f"{stem}-iterations.{fmt}", lambda path: plots.plot_iteration_boxes(runs, path))]
     for group, by_policy in runs.items():
         tag = f"-{group}" if len(runs) > 1 else ""
-        title = stem if group == stem else f"{stem} {group}"
-        jobs.append((f"{stem}{tag}-links.png",
+        title = stem if group == stem or len(runs) == 1 else f"{stem} {group}"
+        jobs.append((f"{stem}{tag}-links.{fmt}",
                      lambda path, b=by_policy, t=title: plots.plot_link_utilization(
                          b, path, title=t)))
         for name in ("metronome", *by_policy):
             run = by_policy.get(name)
             if run is not None and run.link_plans:
-                jobs.append((f"{stem}{tag}-circle.png",
-                             lambda path, r=run: plots.plot_shared_links(r, path)))
+                jobs.append((f"{stem}{tag}-circle.{fmt}",
+                             lambda path, r=run, t=title: plots.plot_shared_links(
+                                 r, path, title=t)))
                 break
-    with _progress() as bar:
-        task = bar.add_task("plotting", total=len(jobs))
-        for name, draw in jobs:
-            bar.update(task, description=f"plotting {name}")
-            draw(report.path(name))
-            bar.advance(task)
+    paths = [report.path(name) for name, _ in jobs]
+    _draw_all([draw for _, draw in jobs], paths)
+
+
+#: The figures being drawn by :func:`_draw_all`, read by forked workers.
+_FIGURES: list[tuple[Any, Path]] = []
+
+
+def _draw_one(index: int) -> None:
+    draw, path = _FIGURES[index]
+    draw(path)
+
+
+def _draw_all(draws: list[Any], paths: list[Path]) -> None:
+    """Draw the figures, on every core where the platform can fork (matplotlib is
+    single-threaded; the figures are independent), with a progress bar on stderr.
+
+    The workers are forked before the progress bar's thread starts and inherit the
+    runs, so nothing is pickled but an index.  Without fork, or on one core, the
+    figures are drawn here one after the other.
+    """
+    import multiprocessing
+
+    _FIGURES[:] = list(zip(draws, paths, strict=True))
+    workers = min(len(draws), os.cpu_count() or 1)
+    try:
+        if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(
+                    "fork")) as pool:
+                futures = {pool.submit(_draw_one, i): i for i in range(len(draws))}
+                with _progress() as bar:
+                    task = bar.add_task("plotting", total=len(draws))
+                    for future in as_completed(futures):
+                        future.result()  # a worker's error is raised here
+                        bar.advance(task)
+        else:
+            with _progress() as bar:
+                task = bar.add_task("plotting", total=len(draws))
+                for i, path in enumerate(paths):
+                    bar.update(task, description=f"plotting {path.name}")
+                    _draw_one(i)
+                    bar.advance(task)
+    finally:
+        _FIGURES.clear()
 
 
 def _fmt_psi(value: float | None) -> str:

@@ -18,8 +18,9 @@ def draw_traffic_circle(ax: Any, plan: LinkPlan, rotations: np.ndarray, title: s
 
     One ring per job (its comm arcs, shaded by the share of ``B`` they use) and an
     outer red ring where the summed demand exceeds the capacity.  The legend
-    entries (one per job, with its rotation, and "over capacity") are added as
-    labelled proxies; the caller places the legend.
+    entries (one per job, with its rotation, and "over capacity" when some bin is)
+    are added as labelled proxies; the caller places the legend.  Only bins that
+    carry traffic are drawn (a few patches per arc, not one per bin).
     """
     n = plan.bins
     width = 2 * np.pi / n
@@ -27,18 +28,20 @@ def draw_traffic_circle(ax: Any, plan: LinkPlan, rotations: np.ndarray, title: s
     colors = [f"C{i % 10}" for i in range(len(plan.jobs))]
     for row, (job, rot) in enumerate(zip(plan.jobs, rotations, strict=True)):
         share = np.roll(plan.demand[row], int(rot)) / plan.capacity_gbps
+        busy = share > 0
         inner = 1.0 + row * 0.35
-        rgba = np.tile(to_rgba(colors[row]), (n, 1))
-        rgba[:, 3] = 0.25 + 0.75 * np.clip(share, 0, 1)  # shade by the share of B used
-        ax.bar(theta, np.where(share > 0, 0.3, 0.0), width=width, bottom=inner, align="edge",
-               color=rgba, linewidth=0)
+        rgba = np.tile(to_rgba(colors[row]), (int(busy.sum()), 1))
+        rgba[:, 3] = 0.25 + 0.75 * np.clip(share[busy], 0, 1)  # shade by the share of B
+        ax.bar(theta[busy], 0.3, width=width, bottom=inner, align="edge", color=rgba,
+               linewidth=0)
         ax.plot([], [], color=colors[row], linewidth=6, label=f"{job} (rotation {int(rot)})")
     total = sum(np.roll(plan.demand[r], int(s)) for r, s in enumerate(rotations))
-    over = np.clip(total - plan.capacity_gbps, 0, None)
+    over = np.clip(total - plan.capacity_gbps, 0, None) > 1e-9 * plan.capacity_gbps
     outer = 1.0 + len(plan.jobs) * 0.35 + 0.1
-    ax.bar(theta, np.where(over > 1e-9 * plan.capacity_gbps, 0.25, 0.0), width=width,
-           bottom=outer, align="edge", color="red", linewidth=0)
-    ax.plot([], [], color="red", linewidth=6, label="over capacity")
+    if over.any():
+        ax.bar(theta[over], 0.25, width=width, bottom=outer, align="edge", color="red",
+               linewidth=0)
+        ax.plot([], [], color="red", linewidth=6, label="over capacity")
     ax.set_theta_zero_location("N")
     ax.set_theta_direction(-1)
     ax.set_yticks([])
