@@ -640,3 +640,28 @@ def test_gamma_over_time_hand_arithmetic() -> None:
     with pytest.raises(ValueError, match="^t_ms"):
         gamma_over_time(t[::-1], rates, cap)
 
+
+@pytest.mark.parametrize("queue", ["backoff", "fifo"])
+def test_a_gang_that_cannot_be_placed_blocks_only_under_strict_fifo(queue: str) -> None:
+    # Two 2-GPU nodes.  a (2 workers, 5 x 100 ms) runs from 0 to 500 ms; big (4
+    # workers) arrives at 100 ms and needs the whole cluster; c (2 workers) arrives at
+    # 200 ms and fits the 2 free GPUs.  Back-off (kube-scheduler with coscheduling):
+    # c starts at 200 ms, big when a and c have both left.  Strict FIFO: c waits
+    # behind big, which starts when a ends (500 ms); c follows it (1,000 ms).
+    jobs = [sim_job("a"), sim_job("big", workers=4, arrival_s=0.1),
+            sim_job("c", arrival_s=0.2)]
+    res = run(sim_of([2, 2]), jobs, "default", queue=queue)
+    a, big, c = res.jobs["a"], res.jobs["big"], res.jobs["c"]
+    assert a.start_ms == 0.0
+    if queue == "backoff":
+        assert c.start_ms == 200.0 and c.accepted_on_arrival
+        assert big.start_ms == pytest.approx(max(a.end_ms, c.end_ms))
+        assert c.end_ms > a.end_ms
+    else:
+        assert big.start_ms == pytest.approx(500.0)
+        assert c.start_ms == pytest.approx(1000.0) and not c.accepted_on_arrival
+
+
+def test_queue_must_be_known() -> None:
+    with pytest.raises(ValueError, match="^queue"):
+        run(sim_of([2, 2]), [sim_job()], "default", queue="lifo")

@@ -1,8 +1,8 @@
 """The cluster simulator: a placement policy and its controller over the flow model.
 
 spec/simulator.md.  Jobs arrive; the policy places each job's pods all or nothing
-through :class:`tdmcore.framework.Scheduler` (a job that does not fit waits in
-arrival order and is retried whenever a job leaves); the flow-level kernel
+through :class:`tdmcore.framework.Scheduler` (a job that does not fit waits and is
+retried whenever a job leaves); the flow-level kernel
 (:mod:`tdmcore._kernels._flow`) runs their iterations on the nodes' host
 links; for the Metronome policies the stop-and-wait :class:`tdmcore.controller.
 Controller` receives every iteration report the moment the iteration ends, and
@@ -10,6 +10,9 @@ its shifts, pauses, idle injections and pattern updates act on the running model
 (the engine takes the quiet reports and the pauses itself, with the controller's
 rules, and hands every other report to the controller).  The same objects run
 behind the Kubernetes bridge: domain objects -> snapshot -> kernels -> decision.
+
+Queue: waiting gangs are retried kube-scheduler style (back-off, default) or in
+strict head-of-line order (``queue="fifo"``), see :func:`run_cluster`.
 
 Policies: the placement policies of :data:`tdmcore.policies.POLICIES` and
 ``ideal``.  **[decision]** ``ideal`` places like ``metronome`` and then gives every
@@ -66,6 +69,8 @@ CLUSTER_POLICIES: tuple[str, ...] = (*POLICIES, "ideal")
 #: ``step = ceil(iterations / KEEP_DURATIONS)``); its mean and end are exact.
 #: (Philly jobs run up to 10^8 iterations.)
 KEEP_DURATIONS = 10_000
+#: Scheduling queue disciplines of :func:`run_cluster` (``queue``).
+QUEUES: tuple[str, ...] = ("backoff", "fifo")
 #: Sampled iteration times buffered per job in the engine between two hand-overs.
 SAMPLE_BUFFER = 1024
 
@@ -294,7 +299,7 @@ class _Solo:
 def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str, *, seed: int = 0,
                 noise_sigma: float = 0.01, sample_ms: float | None = None,
                 progress: Callable[[float], None] | None = None,
-                skip_ahead: bool = True) -> RunResult:
+                skip_ahead: bool = True, queue: str = "backoff") -> RunResult:
     """Simulate ``jobs`` on ``sim`` under ``policy`` until every job has finished.
 
     Parameters
@@ -315,6 +320,20 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str, *, seed: i
         iteration through the engine).  Link utilisation samples of such a stretch
         are spread evenly over it; totals are exact.
 
+    queue : how waiting gangs are retried (spec/simulator.md "Queue", revised
+        2026-11-23).  ``"backoff"`` (default), kube-scheduler with the
+        coscheduling plugin: gangs are tried in arrival order; one that cannot be
+        placed waits and is retried whenever the cluster changes (a job leaves),
+        while the jobs behind it — and new arrivals — are tried meanwhile, so one
+        unschedulable gang never blocks the cluster.  ``"fifo"``: strict
+        head-of-line order, nothing passes a waiting gang.
+        **[decision]** kube-scheduler also retries a gang when its back-off
+        (1 s doubling to 10 s) expires and moves it to the back-off queue on a
+        cluster event until then; the simulator retries at the cluster event
+        itself.  A retry without a change to the cluster is deterministic and
+        fails again, so only the up-to-10 s delay of the back-off is not
+        modelled (against jobs of minutes to hours).
+
     A job that cannot be placed on the empty cluster under ``policy`` (it needs
     more than the cluster has) is never started: its ``end_ms`` stays None.
     """
@@ -334,8 +353,10 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str, *, seed: i
     sigma = v.real_number("noise_sigma", noise_sigma)
     if sigma < 0:
         raise ValueError(f"noise_sigma: must be >= 0, got {sigma}")
+    if queue not in QUEUES:
+        raise ValueError(f"queue: expected one of {', '.join(QUEUES)}, got {queue!r}")
     return _Run(sim, jobs, policy, seed, sigma, sample_ms, progress,
-                bool(skip_ahead)).execute()
+                bool(skip_ahead), queue).execute()
 
 
 def gamma_over_time(t_ms: NDArray[np.float64], rates_gbps: NDArray[np.float64],
@@ -396,7 +417,8 @@ def gamma_over_time(t_ms: NDArray[np.float64], rates_gbps: NDArray[np.float64],
 class _Run:
     def __init__(self, sim: SimCluster, jobs: tuple[SimJob, ...], policy: str, seed: int,
                  sigma: float, sample_ms: float | None,
-                 progress: Callable[[float], None] | None, skip_ahead: bool = True) -> None:
+                 progress: Callable[[float], None] | None, skip_ahead: bool = True,
+                 queue: str = "backoff") -> None:
         self.sim, self.jobs, self.policy_name = sim, jobs, policy
         self.seed, self.sigma, self.progress = seed, sigma, progress
         self.cluster = sim.cluster
@@ -439,6 +461,7 @@ class _Run:
         self.networked: set[str] = set()
         self.local_ends: list[tuple[float, int, str]] = []  # heap: (end, version, job)
         self.skip_ahead = skip_ahead
+        self.strict_fifo = queue == "fifo"
         self.solo: dict[str, _Solo] = {}
         self.link_jobs: dict[int, set[str]] = {}
         self.params: dict[str, tuple[float, float, float, float, list[int]]] = {}
@@ -952,18 +975,25 @@ class _Run:
         return bool(holes.sum() >= job.workers)
 
     def _retry(self, queue: list[SimJob], t: float) -> list[SimJob]:
-        """Retry the waiting jobs in arrival order (the head blocks the rest).
+        """Retry the waiting jobs in arrival order after the cluster changed.
 
-        A head without room for its gang is not even tried (the decision could only
-        fail): exact, and it keeps long queues cheap.
+        Strict FIFO: the head blocks the rest.  Back-off (default): every waiting
+        gang is tried, in arrival order, each against the cluster as the ones
+        before it left it.  A gang without room for its pods is not even tried
+        (the decision could only fail): exact, and it keeps long queues cheap.
         """
-        if not queue or not self._room_for(queue[0]):
+        if not queue:
             return queue
-        still: list[SimJob] = []
-        for job in queue:
-            if still or not self._try_place(job, t):
-                still.append(job)
-        return still
+        if self.strict_fifo:
+            if not self._room_for(queue[0]):
+                return queue
+            still: list[SimJob] = []
+            for job in queue:
+                if still or not self._try_place(job, t):
+                    still.append(job)
+            return still
+        return [job for job in queue
+                if not (self._room_for(job) and self._try_place(job, t))]
 
     # ------------------------------------------------------------------ main loop
     def execute(self) -> RunResult:
@@ -983,7 +1013,8 @@ class _Run:
                 a += 1
                 if not self._fits_empty(job):
                     continue  # can never run here
-                if not queue and self._try_place(job, t):
+                if (not queue or (not self.strict_fifo and self._room_for(job))) \
+                        and self._try_place(job, t):
                     self.results[job.name].accepted_on_arrival = True
                 else:
                     queue.append(job)
