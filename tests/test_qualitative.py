@@ -76,7 +76,7 @@ def test_oasis_with_a_quantile_lower_bound_beats_fifo_and_drf() -> None:
 def test_metronome_total_completion_time_no_longer_than_default_on_the_trace(
         seed: int) -> None:
     # Paper Fig. 10: Metronome completes the trace before the default scheduler.
-    # TCT (h), seed 0-3: 5.237 / 5.474, 5.196 / 5.916, 5.028 / 5.028, 4.721 / 6.249.
+    # TCT (h), seed 0-3: 5.237 / 5.474, 5.196 / 5.916, 5.028 / 5.028, 4.712 / 6.203.
     from tdmcore.sim.scenarios import metronome_trace
 
     sc = metronome_trace(seed)

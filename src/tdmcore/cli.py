@@ -462,11 +462,15 @@ OTHER_SCENARIOS = ("dragon-testbed", "oasis")
               help="philly: truncate jobs to this many seconds.")
 @click.option("--no-plots", "--no-plot", "no_plots", is_flag=True,
               help="Skip the plots (tables only).")
+@click.option("--queue", type=click.Choice(["backoff", "fifo"]), default="backoff",
+              show_default=True,
+              help="Waiting gangs: kube-scheduler back-off (the others are tried "
+                   "meanwhile) or strict head-of-line FIFO.")
 @click.pass_context
 def simulate_cmd(ctx: click.Context, scenario: str, policies: str | None, seed: int,
                  out_dir: Path, window_s: float, hours: float, load: float, n_jobs: int,
                  n_nodes: int, start: int, max_duration_s: float | None,
-                 no_plots: bool) -> None:
+                 no_plots: bool, queue: str) -> None:
     """Run every applicable policy side by side on a scenario and write the report.
 
     SCENARIO: metronome-snapshots (S0-S5 on the paper's testbed), metronome-trace
@@ -507,7 +511,7 @@ def simulate_cmd(ctx: click.Context, scenario: str, policies: str | None, seed: 
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     _check_out(out_dir)
-    runs = _run_groups(groups, names, seed)
+    runs = _run_groups(groups, names, seed, queue)
     _print_and_write(runs, groups, stem, out_dir, no_plots)
 
 
@@ -535,8 +539,8 @@ def _cluster_scenarios(scenario: str, seed: int, window_s: float, hours: float, 
                      ".yaml/.yml/.json file")
 
 
-def _run_groups(groups: dict[str, Any], names: list[str], seed: int
-                ) -> dict[str, dict[str, Any]]:
+def _run_groups(groups: dict[str, Any], names: list[str], seed: int,
+                queue: str = "backoff") -> dict[str, dict[str, Any]]:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .sim.cluster import run_cluster
@@ -560,6 +564,7 @@ def _run_groups(groups: dict[str, Any], names: list[str], seed: int
                     bar.update(task, description=f"{label}: {t_ms / 3.6e6:.2f} h simulated")
 
                 runs[group][name] = run_cluster(scenario.sim, scenario.jobs, name, seed=seed,
+                                                queue=queue,
                                                 progress=tick)
                 bar.advance(task)
     return runs
