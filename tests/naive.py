@@ -175,20 +175,32 @@ def unify_periods(periods, priorities, gt_ms=5.0, et_frac=0.10, max_multiple=8):
             products = [m * periods[i] for m, i in zip(combo, high, strict=True)]
             base = sum(products) / len(products)
             if all(abs(x - base) <= gt_ms + eps for x in products):
-                bases.add(base)
-        for base in sorted(bases):
+                bases.add((base, combo))
+        # smallest T_high first (ties: the first multiple vector generated)
+        for base, combo in sorted(bases, key=lambda bc: bc[0]):
             idle = [0.0] * k
+            stretched = {i: m * periods[i] for m, i in zip(combo, high, strict=True)}
             ok = True
             for i in low:
                 t = periods[i]
-                if any(abs(m * t - base) <= gt_ms + eps for m in range(1, max_multiple + 1)):
+                within = [m for m in range(1, max_multiple + 1)
+                          if abs(m * t - base) <= gt_ms + eps]
+                if within:
+                    m = min(within, key=lambda m: abs(m * t - base))
+                    stretched[i] = m * t
                     continue
-                options = [base / m - t for m in range(1, max_multiple + 1)
-                           if 0 < base / m - t <= et_frac * t + eps]
-                if not options:
+                # revised 2026-11-23: the low pod is the shorter one, its gap to T_high
+                # lies in (G_T, E_T], E_T = 10 % of its own period; idle closes the gap
+                # to G_T, (gap - G_T) / m per iteration
+                gaps = [(base - m * t, m) for m in range(1, max_multiple + 1)
+                        if gt_ms < base - m * t <= et_frac * t + eps]
+                if not gaps:
                     ok = False
                     break
-                idle[i] = min(options)
+                gap, m = min(gaps)
+                idle[i] = (gap - gt_ms) / m
+                stretched[i] = m * (t + idle[i])
             if ok:
-                return base, True, idle
+                # then average as in step 1
+                return sum(stretched.values()) / k, True, idle
     return max(periods), False, [0.0] * k

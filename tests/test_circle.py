@@ -126,13 +126,14 @@ def test_shifts_and_average_utilization() -> None:
         ([60.0, 121.0], [1, 1], 120.5, [2, 1], [0, 0], True),
         # G_T bounds the distance to the mean: 100 vs 92 -> T = 96, both within 4 ms
         ([100.0, 92.0], [1, 1], 96.0, [1, 1], [0, 0], True),
-        # step 2: 200 vs 185 -> mean 192.5 is 7.5 ms away (> G_T) and no multiples
-        # <= 8 come closer; stretch the low pod by 15 <= 18.5 (10 % of 185) -> T = 200
-        ([200.0, 185.0], ["high", "low"], 200.0, [1, 1], [0, 15.0], True),
-        # step 2 never stretches the high pod: with 185 high, the smallest high multiple
-        # the low pod reaches within E_T is 7 x 185 = 1295 = 6 x (200 + 15.83)
-        # (6 x 185 = 1110 = 5 x 222 would need 22 ms > 20 ms of idle)
-        ([185.0, 200.0], ["high", "low"], 1295.0, [7, 6], [0, 1295 / 6 - 200], True),
+        # step 2 (revised 2026-11-23): 200 vs 185 -> mean 192.5 is 7.5 ms away (> G_T)
+        # and no multiples <= 8 come closer; the low pod is 15 ms shorter, within
+        # E_T = 18.5 (10 % of 185): idle 15 - G_T = 10 ms -> 195, T = (200 + 195) / 2
+        ([200.0, 185.0], ["high", "low"], 197.5, [1, 1], [0, 10.0], True),
+        # step 2 never stretches the high pod, and a low pod longer than every high
+        # multiple it could match is never shrunk: 185 high, 200 low -> 185 a - 200 b
+        # is 170, 155, ..., 80 for a <= 8: never within (G_T, E_T] -> step 3
+        ([185.0, 200.0], ["high", "low"], 200.0, [1, 1], [0, 0], False),
         # step 3: equal priorities -> no idle allowed -> incompatible, T = longest
         ([200.0, 185.0], [1, 1], 200.0, [1, 1], [0, 0], False),
         # a single pod is its own base period
@@ -156,17 +157,18 @@ def test_idle_is_bounded_by_et() -> None:
     # 200 high, 178 low: idle 22 > 17.8 = 10 % of 178, and no multiple fits -> step 3
     base = tdmcore.unify_periods([200.0, 178.0], ["high", "low"], max_multiple=4)
     assert not base.compatible and base.idle_ms.tolist() == [0.0, 0.0]
-    # a larger E_T admits it
+    # a larger E_T admits it: gap 22 <= 26.7, idle 22 - G_T = 17 ms, T = (200 + 195) / 2
     base = tdmcore.unify_periods([200.0, 178.0], ["high", "low"], et_frac=0.15, max_multiple=4)
-    assert base.compatible and base.idle_ms.tolist() == [0.0, 22.0]
+    assert base.compatible and base.idle_ms.tolist() == [0.0, 17.0]
+    assert base.period_ms == 197.5
 
 
 def test_discretize_unified_idle_and_truncation() -> None:
-    # idle 15 ms on a 185 ms pod with d = 0.2: comm 37 ms on a 200 ms circle -> 0.185
+    # idle 10 ms on a 185 ms pod with d = 0.2: comm 37 ms of a 195 ms iteration
     base = tdmcore.unify_periods([200.0, 185.0], ["high", "low"])
     rows = tdmcore.discretize_unified(base, [200.0, 185.0], [0.25, 0.2], [10.0, 10.0])
-    np.testing.assert_allclose(rows.circle_duty, [0.25, 0.185])
-    assert math.isclose(rows.demand[1].sum(), 10 * 0.185 * 72)
+    np.testing.assert_allclose(rows.circle_duty, [0.25, 37 / 195])
+    assert math.isclose(rows.demand[1].sum(), 10 * 37 / 195 * 72)
     # incompatible: each pattern one unit on T = 200: 185 ms x 0.5 = 92.5 ms -> 0.4625
     base = tdmcore.unify_periods([200.0, 185.0], [1, 1])
     rows = tdmcore.discretize_unified(base, [200.0, 185.0], [0.5, 0.5], [10.0, 10.0])

@@ -220,6 +220,28 @@ def test_simulate_snapshots_writes_table_jobs_and_plots(tmp_path: Path) -> None:
     assert not list(tmp_path.glob(".tdmcore-partial-*"))  # the staging folder is gone
 
 
+def test_simulate_passes_the_queue_discipline(tmp_path: Path, monkeypatch) -> None:
+    import tdmcore.sim.cluster as sim_cluster
+
+    seen: list[str] = []
+    real = sim_cluster.run_cluster
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("queue", "backoff"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sim_cluster, "run_cluster", spy)
+    for queue in ("fifo", None):
+        args = ["simulate", "metronome-trace", "--hours", "0.5", "--policies", "default",
+                "--no-plots", "--out", str(tmp_path / str(queue))]
+        if queue is not None:
+            args += ["--queue", queue]
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0, result.output
+    # warm-up runs use the default; the simulated runs get what was asked
+    assert seen[-1] == "backoff" and "fifo" in seen
+
+
 @pytest.mark.parametrize("how", ["file", "--example"])
 def test_simulate_a_scenario_file(how: str, tmp_path: Path) -> None:
     # the example ships inside the package: `tdmcore example --path` finds it
@@ -263,6 +285,7 @@ def test_simulate_needs_exactly_one_scenario(args, tmp_path, capsys) -> None:
     (["simulate", "metronome-snapshots", "--policies", ","], "policies: name at least one"),
     (["simulate", "metronome-trace", "--hours", "0"], "Invalid value for '--hours'"),
     (["simulate", "philly", "--jobs", "999999"], "n_jobs: the trace has"),
+    (["simulate", "metronome-trace", "--queue", "lifo"], "Invalid value for '--queue'"),
 ])
 def test_simulate_bad_input_is_one_line_error(args, message, tmp_path, capsys) -> None:
     out = tmp_path / "out"

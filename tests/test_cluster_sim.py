@@ -115,19 +115,22 @@ def test_latency_tail(policy, tail) -> None:
 
 
 def test_latency_tail_counts_workers_not_nodes() -> None:
-    # 4 workers on two 2-GPU nodes: tail 2 x (4 - 1) x 1.0 = 6 ms.  Two pods share
-    # each 25 Gbps link: 12.5 Gbps each -> 0.5 Gbit in 40 ms.  80 + 40 + 6 = 126 ms.
+    # 4 workers on two 2-GPU nodes: tail 2 x (4 - 1) x 1.0 = 6 ms.  Each node sends
+    # one ring segment (spec/simulator.md, revised 2026-11-23: a job's pods on a node
+    # are one transfer, not one each): 0.5 Gbit at 25 Gbps in 20 ms.
+    # 80 + 20 + 6 = 106 ms.
     res = run(sim_of([2, 2], latency_ms=[[0, 1.0], [1.0, 0]]),
               [sim_job(workers=4, iterations=3)], "default")
     job = res.jobs["a"]
     assert sorted(job.nodes) == ["n0", "n0", "n1", "n1"]
-    assert_ms(job.durations_ms, [126.0] * 3)
-    np.testing.assert_allclose(res.link_sent_gbit, [3.0, 3.0], rtol=1e-12)  # 2 x 3 x 0.5
+    assert_ms(job.durations_ms, [106.0] * 3)
+    np.testing.assert_allclose(res.link_sent_gbit, [1.5, 1.5], rtol=1e-12)  # 3 x 0.5
 
 
 def contention_jobs(second_arrival_s: float = 0.0) -> list[SimJob]:
-    return [sim_job("a", duty=0.5, iterations=6),
-            sim_job("b", duty=0.5, iterations=6, arrival_s=second_arrival_s)]
+    # one worker per node (spread): the jobs cross host links under every policy
+    return [sim_job("a", duty=0.5, iterations=6, spread=True),
+            sim_job("b", duty=0.5, iterations=6, arrival_s=second_arrival_s, spread=True)]
 
 
 def test_contention_in_phase_under_default() -> None:
@@ -207,10 +210,10 @@ def test_exclusive_second_job_waits_for_the_first() -> None:
 
 
 def test_job_that_never_fits_is_skipped_but_counts_for_tct() -> None:
-    # exclusive: 4 pods of 25 Gbps cannot share two 25 Gbps links, so "big" (arriving
-    # first, at 0) never starts; "a" arrives at 100 ms and runs 5 x 100 ms alone.
+    # exclusive: a 30 Gbps job never fits a 25 Gbps link, so "big" (arriving first,
+    # at 0) never starts; "a" arrives at 100 ms and runs 5 x 100 ms alone.
     # TCT runs from the first arrival (0) to the last end (600 ms).
-    jobs = [sim_job("big", workers=4), sim_job("a", arrival_s=0.1)]
+    jobs = [sim_job("big", rate=30.0, spread=True), sim_job("a", arrival_s=0.1)]
     res = run(sim_of([2, 2]), jobs, "exclusive")
     big, a = res.jobs["big"], res.jobs["a"]
     assert big.start_ms is None and big.end_ms is None and big.jct_ms is None
@@ -280,19 +283,31 @@ def test_conservation_and_run_metrics(kind, key, policy, seed) -> None:
         # iterations follow one another without overlapping
         assert out.end_ms - out.start_ms >= out.busy_ms - 1e-6
         assert len(out.nodes) == job.workers
-        if len(set(out.nodes)) > 1:  # networked: every pod sends r t d per iteration
-            p = job.pattern
-            per_pod = job.iterations * p.bandwidth_gbps * p.period_ms * p.duty_cycle * 1e-3
-            for node in out.nodes:
-                expected[node_index[node]] += per_pod
+        if len(set(out.nodes)) > 1:  # networked: every node of it sends r t d per
+            p = job.pattern  # iteration (one ring segment however many pods it holds)
+            per_node = job.iterations * p.bandwidth_gbps * p.period_ms * p.duty_cycle * 1e-3
+            for node in set(out.nodes):
+                expected[node_index[node]] += per_node
     assert finished > 0
     np.testing.assert_allclose(res.link_sent_gbit.sum(), expected.sum(), rtol=1e-9)
     np.testing.assert_allclose(res.link_sent_gbit, expected, rtol=1e-9, atol=1e-9)
     ends = [j.end_ms for j in res.jobs.values() if j.end_ms is not None]
     first = min(j.arrival_s for j in sc.jobs) * 1e3
     assert res.tct_ms == pytest.approx(max(ends) - first, rel=1e-12)
-    gamma = np.mean(res.link_sent_gbit / (res.tct_ms * 1e-3)) / sc.sim.cluster.link_gbps.max()
-    assert res.gamma == pytest.approx(gamma, rel=1e-12)
+    # Gamma (Eqs. 5-6) over time, literally: per sample interval, the mean over the
+    # links carrying traffic of min(S_l, B_l) / B_max; intervals weighted by length
+    cap = sc.sim.cluster.link_gbps
+    bounds = np.concatenate(([0.0], res.util_t_ms))
+    num = den = 0.0
+    for k, rates in enumerate(res.util_gbps):
+        used = [min(r, c) / cap.max() for r, c in zip(rates, cap, strict=True) if r > 1e-12]
+        if used and bounds[k + 1] > bounds[k]:
+            num += sum(used) / len(used) * (bounds[k + 1] - bounds[k])
+            den += bounds[k + 1] - bounds[k]
+    assert res.gamma == pytest.approx(num / den if den else 0.0, rel=1e-9)
+    # the samples account for every bit sent
+    np.testing.assert_allclose((res.util_gbps * np.diff(bounds)[:, None] * 1e-3).sum(axis=0),
+                               res.link_sent_gbit, rtol=1e-9, atol=1e-9)
     assert 0.0 <= res.gamma <= 1.0
 
 
@@ -376,24 +391,26 @@ def test_noise_is_drawn_per_job_from_seed_and_index() -> None:
 
 
 def test_idle_injection_stretches_the_low_priority_job() -> None:
-    # h: 100 ms, duty 0.04 (high); l: 112 ms, duty 0.04 (low), sharing n0's link.
-    # Base-period unification: 6 x 100 = 600 = 5 x 120, so l gets 8 ms of idle per
-    # iteration: 112 x 0.96 = 107.52 compute + 8 idle + 4.48 comm = 120 ms.  The
-    # rotations then keep their bursts apart: h stays at 100 ms.
+    # h: 200 ms, duty 0.04 (high); l: 187 ms, duty 0.04 (low), sharing n0's link.
+    # Step 1 fails (mean 193.5 is 6.5 ms from each > G_T = 5; no other multiples
+    # within G_T up to 8).  Step 2 (revised 2026-11-23): T_high = 200, l is shorter
+    # by 13 ms, within E_T = 18.7 ms: idle (13 - 5) / 1 = 8 ms per iteration, l runs
+    # 195 ms, and T = (200 + 195) / 2 = 197.5 ms.  The remaining 5 ms of drift per
+    # iteration makes their bursts meet now and then (a few iterations of each).
     sim = sim_of([2, 1, 1])
-    jobs = [sim_job("h", duty=0.04, iterations=120, priority=1),
-            sim_job("l", period=112.0, duty=0.04, iterations=100)]
+    jobs = [sim_job("h", period=200.0, duty=0.04, iterations=120, priority=1, spread=True),
+            sim_job("l", period=187.0, duty=0.04, iterations=100, spread=True)]
     res = run(sim, jobs, "metronome")
     plan = res.link_plans["n0"]
-    assert plan.base.period_ms == pytest.approx(600.0)
+    assert plan.base.period_ms == pytest.approx(197.5)
     np.testing.assert_allclose(plan.base.idle_ms, [0.0, 8.0])
-    assert_ms(res.jobs["h"].durations_ms, [100.0] * 120)
-    assert_ms(res.jobs["l"].durations_ms, [120.0] * 100)
-    # without a controller nothing is injected: l iterates in its own 112 ms
+    h, low = res.jobs["h"].durations_ms, res.jobs["l"].durations_ms
+    assert np.median(h) == pytest.approx(200.0) and h.min() == pytest.approx(200.0)
+    assert np.median(low) == pytest.approx(195.0) and low.min() == pytest.approx(195.0)
+    assert (h > 200.0 + 1e-9).sum() <= 10 and (low > 195.0 + 1e-9).sum() <= 10
+    # without a controller nothing is injected: l iterates in its own 187 ms
     alone = run(sim, jobs, "ideal")
-    assert_ms(alone.jobs["l"].durations_ms, [112.0] * 100)
-
-
+    assert_ms(alone.jobs["l"].durations_ms, [187.0] * 100)
 
 
 def test_s1_metronome_keeps_the_high_priority_job_at_ideal_speed() -> None:
@@ -405,13 +422,14 @@ def test_s1_metronome_keeps_the_high_priority_job_at_ideal_speed() -> None:
     high = next(j.name for j in sc.jobs if j.priority == 1)
     met = run_cluster(sc.sim, sc.jobs, "metronome", noise_sigma=0.0)
     ideal = run_cluster(sc.sim, sc.jobs, "ideal", noise_sigma=0.0)
-    # the controller planned the shared link: a30-1 carries the high-priority job and
-    # a low-priority one, at different rotations
-    plan = met.link_plans["a30-1"]
-    assert high in plan.jobs and len(plan.jobs) >= 2
-    rotations = [plan.job_rotations[j] for j in plan.jobs]
-    assert len(set(rotations)) == len(rotations)
-    assert met.recalculations >= 1
+    # one worker per node: h0 takes a30-1 and a30-2, l1 shares a30-1 with it (a30-3
+    # for its second worker).  l2 would close a loop through any two A30 links (the
+    # three jobs would form a triangle of contended links) and the T4's 10 Gbps
+    # fails Eq. 14, so l2 waits until h0 has finished.
+    nodes = {name: set(job.nodes) for name, job in met.jobs.items()}
+    low1, low2 = sorted(n for n in nodes if n != high)
+    assert nodes[high] & nodes[low1] == {"a30-1"}
+    assert met.jobs[low2].start_ms >= met.jobs[high].end_ms
     mean_met = met.jobs[high].durations_ms.mean()
     mean_ideal = ideal.jobs[high].durations_ms.mean()
     assert mean_met <= 1.02 * mean_ideal
@@ -432,8 +450,10 @@ def test_no_monitor_never_readjusts(sid) -> None:
 def beating_jobs() -> list[SimJob]:
     # Same link (n0), periods 100 and 91 ms at duty 0.4: the low-priority job's bursts
     # slide through the high-priority job's every ~11 iterations.
-    return [sim_job("h", period=100.0, duty=0.4, iterations=300, priority=1),
-            sim_job("l", period=91.0, duty=0.4, iterations=300, arrival_s=0.01)]
+    # One worker per node (spread): packed onto n0's two GPUs a job would be local.
+    return [sim_job("h", period=100.0, duty=0.4, iterations=300, priority=1, spread=True),
+            sim_job("l", period=91.0, duty=0.4, iterations=300, arrival_s=0.01,
+                    spread=True)]
 
 
 def test_monitor_pauses_the_low_priority_job_when_it_keeps_colliding() -> None:
@@ -600,3 +620,48 @@ def test_lowcomm_iteration_time_is_checked() -> None:
 def test_scenario_generators_name_the_bad_argument(fn, kwargs, name) -> None:
     with pytest.raises(ValueError, match=f"^{name}:"):
         fn(**kwargs)
+
+
+def test_gamma_over_time_hand_arithmetic() -> None:
+    from tdmcore.sim.cluster import gamma_over_time
+
+    cap = np.array([25.0, 10.0, 25.0])
+    t = np.array([0.0, 1000.0, 3000.0, 4000.0])
+    rates = np.array([[0.0, 0.0, 0.0],      # nothing in use: not counted
+                      [25.0, 5.0, 0.0],     # (25 + 5) / 25 / 2 links = 0.6, for 2 s
+                      [12.5, 0.0, 12.5]])   # (12.5 + 12.5) / 25 / 2 = 0.5, for 1 s
+    # time-weighted: (0.6 x 2 + 0.5 x 1) / 3 = 0.5667
+    assert gamma_over_time(t, rates, cap) == pytest.approx(1.7 / 3, rel=1e-12)
+    assert gamma_over_time(t, np.zeros((3, 3)), cap) == 0.0
+    with pytest.raises(ValueError, match="^rates_gbps"):
+        gamma_over_time(t, np.zeros((3, 2)), cap)
+    with pytest.raises(ValueError, match="^t_ms"):
+        gamma_over_time(t[:3], rates, cap)
+    with pytest.raises(ValueError, match="^t_ms"):
+        gamma_over_time(t[::-1], rates, cap)
+
+
+@pytest.mark.parametrize("queue", ["backoff", "fifo"])
+def test_a_gang_that_cannot_be_placed_blocks_only_under_strict_fifo(queue: str) -> None:
+    # Two 2-GPU nodes.  a (2 workers, 5 x 100 ms) runs from 0 to 500 ms; big (4
+    # workers) arrives at 100 ms and needs the whole cluster; c (2 workers) arrives at
+    # 200 ms and fits the 2 free GPUs.  Back-off (kube-scheduler with coscheduling):
+    # c starts at 200 ms, big when a and c have both left.  Strict FIFO: c waits
+    # behind big, which starts when a ends (500 ms); c follows it (1,000 ms).
+    jobs = [sim_job("a"), sim_job("big", workers=4, arrival_s=0.1),
+            sim_job("c", arrival_s=0.2)]
+    res = run(sim_of([2, 2]), jobs, "default", queue=queue)
+    a, big, c = res.jobs["a"], res.jobs["big"], res.jobs["c"]
+    assert a.start_ms == 0.0
+    if queue == "backoff":
+        assert c.start_ms == 200.0 and c.accepted_on_arrival
+        assert big.start_ms == pytest.approx(max(a.end_ms, c.end_ms))
+        assert c.end_ms > a.end_ms
+    else:
+        assert big.start_ms == pytest.approx(500.0)
+        assert c.start_ms == pytest.approx(1000.0) and not c.accepted_on_arrival
+
+
+def test_queue_must_be_known() -> None:
+    with pytest.raises(ValueError, match="^queue"):
+        run(sim_of([2, 2]), [sim_job()], "default", queue="lifo")

@@ -36,13 +36,15 @@ def test_phase_three_runs_the_optimal_search() -> None:
     assert state.placed["b-0"].shift_ms == pytest.approx(140.7533, abs=1e-3)
 
 
-def test_without_phase_three_the_scheduler_rotations_stay() -> None:
-    # 'first' search: b at the middle of 15..57 for two rows was 36, but with c the
-    # first perfect prefix is b = 15 (just clear of a's arc), c in 30..57 -> middle 43:
-    # shifts 15/72 x 422.26 = 87.97 and 43/72 x 422.26 = 252.18 ms.
+def test_without_phase_three_the_rotations_are_compact() -> None:
+    # The paper's ablation (§IV-C): each low-priority comm phase starts where the
+    # previous one ends.  Three 14.4-bin arcs: b at ceil(14.4) = 15, c at
+    # ceil(15 + 14.4) = 30 -> shifts 15/72 x 422.26 = 87.97 and 30/72 x 422.26 =
+    # 175.94 ms (the 'first' search alone gave c the middle of 30..57, 43: 252.18 ms,
+    # which left cushions).
     _, ctl, shifts = s1_on_one_link(phase_three=False)
     assert ctl.recalculations == 0
-    assert shifts == pytest.approx({"a-0": 0.0, "b-0": 87.9708, "c-0": 252.1831}, abs=1e-3)
+    assert shifts == pytest.approx({"a-0": 0.0, "b-0": 87.9708, "c-0": 175.9417}, abs=1e-3)
 
 
 def test_global_offsets_follow_the_affinity_graph() -> None:
@@ -161,18 +163,19 @@ def test_contention_is_no_drift() -> None:
 
 
 def test_injected_idle_is_part_of_the_baseline() -> None:
-    # h: 100 ms (high), l: 112 ms (low) on one link: l gets 8 ms of idle (6 x 100 =
-    # 5 x 120).  l iterating in 120 ms is on its baseline: never slow, no drift.
+    # h: 200 ms (high), l: 187 ms (low) on one link: l is 13 ms shorter, within
+    # E_T = 18.7 ms, so it gets (13 - G_T) = 8 ms of idle (spec §4 step 2, revised).
+    # l iterating in 195 ms is on its baseline: never slow, no drift.
     state = ClusterState(Cluster([Node("n0", 64, 64, 8, 25.0)]))
     sched = Scheduler(MetronomePolicy())
     ctl = Controller(state)
-    for job, period, prio in (("h", 100.0, 1), ("l", 112.0, 0)):
+    for job, period, prio in (("h", 200.0, 1), ("l", 187.0, 0)):
         pod = Pod(f"{job}-0", job, pattern=TrafficPattern(period, 0.04, 25.0), priority=prio)
         ctl.on_reserve(sched.schedule(state, pod).reserve)
     assert ctl.idle_ms("l") == pytest.approx(8.0)
     limits = ctl.thresholds("l")
-    assert limits is not None and limits.slow == pytest.approx(1.1 * 120.0)
-    assert all(ctl.report_iteration("l-0", 120.0 * i, 120.0 * 1.08, comm_ms=4.48) == []
+    assert limits is not None and limits.slow == pytest.approx(1.1 * 195.0)
+    assert all(ctl.report_iteration("l-0", 195.0 * i, 195.0 * 1.08, comm_ms=7.48) == []
                for i in range(40))
 
 
@@ -323,10 +326,12 @@ def test_a_gang_reserved_at_once_ends_as_pod_by_pod(seed: int) -> None:
 
 
 def test_the_gang_comparison_plans_links() -> None:
-    # the comparison above is meaningful: most sequences share and plan links
+    # the comparison above is meaningful: many sequences share and plan links (18
+    # of 40 since a job's pods on one node make one row and gangs pack onto one
+    # node: fewer links are shared than when every pod was a row, 20+ of 40)
     planned = sum(any(s is not None and s[2] for s in _gang_worlds(seed)[0])  # type: ignore[index]
                   for seed in range(40))
-    assert planned >= 20
+    assert planned >= 15
 
 
 def test_on_reserve_gang_rejects_what_is_not_a_reserve() -> None:

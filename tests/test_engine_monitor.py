@@ -36,12 +36,13 @@ def setting(rng: np.random.Generator) -> tuple[Controller, dict[str, int], FlowE
     state = ClusterState(Cluster([Node("n0", 64, 64, 8, 25.0)]))
     sched = Scheduler(MetronomePolicy(MetronomeConfig()))
     ctrl = Controller(state, cfg)
-    # b at 112 or 183 ms beside a's 100 gets idle injected (8 or 17 ms per iteration);
-    # equal priorities rank by deploy order
+    # b at 188 or 183 ms beside a's 100 (T_high = 200) gets idle injected when low:
+    # 12 or 17 ms shorter, within E_T, so 7 or 12 ms per iteration (spec §4 step 2,
+    # revised); equal priorities rank by deploy order
     b_prio = int(rng.integers(0, 2))
     for job, prio, period in (("a", 1, 100.0),
-                              ("b", b_prio, float(rng.choice([100.0, 112.0, 183.0, 200.0])))):
-        duty = float(rng.uniform(.02, .08)) if period in (112.0, 183.0) \
+                              ("b", b_prio, float(rng.choice([100.0, 188.0, 183.0, 200.0])))):
+        duty = float(rng.uniform(.02, .08)) if period in (188.0, 183.0) \
             else float(rng.uniform(.1, .4))
         pod = Pod(f"{job}-0", job, pattern=TrafficPattern(period, duty, 25.0), priority=prio)
         ctrl.on_reserve(sched.schedule(state, pod).reserve)

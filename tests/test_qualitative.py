@@ -23,43 +23,43 @@ def run(snapshot: str, policy: str) -> RunResult:
     return run_cluster(sc.sim, sc.jobs, policy, seed=0)
 
 
-def high_per_1000(r: RunResult) -> float:
-    (job,) = [j for j in r.jobs.values() if j.priority > 0]
-    return job.per_1000_s
+def per_1000(r: RunResult, high: bool) -> float:
+    """Mean time per 1,000 iterations of the high- (or low-) priority jobs (s)."""
+    values = [j.per_1000_s for j in r.jobs.values() if (j.priority > 0) == high]
+    return sum(values) / len(values)
 
 
-@pytest.mark.parametrize("snapshot", ["S0", "S1", "S4"])
-def test_metronome_high_priority_job_within_a_few_percent_of_ideal(snapshot: str) -> None:
-    # S0 +1.5 %, S1 +1.4 %, S4 +2.1 % (the paper: within 2 %).  Not in S2, S3, S5,
-    # where the derived patterns cannot share a link without contention.
-    ratio = high_per_1000(run(snapshot, "metronome")) / high_per_1000(run(snapshot, "ideal"))
-    assert 1.0 <= ratio < 1.04
+@pytest.mark.parametrize("snapshot", ["S1", "S2", "S3", "S4", "S5"])
+def test_metronome_high_priority_job_no_slower_than_default_or_diktyo(snapshot: str) -> None:
+    # Paper Fig. 8: Metronome's high-priority job is the fastest of the three
+    # schedulers in every snapshot.  Seed 0, 600 s (docs/fidelity.md): S1 424.3 vs
+    # 479.0 / 479.0 s, S4 544.1 vs 617.6 / 584.3, S5 515.4 vs 780.1 / 580.8; S2 and S3
+    # tie (their Table VI periods do not unify, so Metronome places as the others).
+    ours = per_1000(run(snapshot, "metronome"), high=True)
+    assert ours <= per_1000(run(snapshot, "default"), high=True)
+    assert ours <= per_1000(run(snapshot, "diktyo"), high=True)
 
 
-@pytest.mark.parametrize("snapshot", ["S1", "S4", "S5"])
-def test_metronome_shortens_the_mean_jct_against_default(snapshot: str) -> None:
-    # Mean JCT: S1 628 vs 671 s, S4 651 vs 669 s, S5 819 vs 1,143 s.
-    assert run(snapshot, "metronome").mean_jct_s() < run(snapshot, "default").mean_jct_s()
+def test_metronome_high_priority_job_within_2_percent_of_ideal_on_s1() -> None:
+    # S1 +0.5 %.  S2 +4.3 %, S3 +10.3 %, S4 +2.1 %, S5 +19.9 % are not within the
+    # paper's 2 % (docs/fidelity.md, "Limits").
+    ratio = per_1000(run("S1", "metronome"), True) / per_1000(run("S1", "ideal"), True)
+    assert 1.0 <= ratio <= 1.02
 
 
-def test_metronome_is_never_much_behind_default() -> None:
-    # S0, S2, S3: within 0.3 % (ties: the same placements, nothing to interleave).
-    for snapshot in SNAPSHOTS:
-        ours = run(snapshot, "metronome").mean_jct_s()
-        assert ours <= 1.01 * run(snapshot, "default").mean_jct_s(), snapshot
-
-
-def test_metronome_ahead_of_diktyo_on_s1() -> None:
-    # S1 (no congested node: Diktyo places like default): 628 vs 671 s.  On S4 and S5
-    # Diktyo is ahead: the loop filter sends Metronome's second job to the congested
-    # node (README).
-    assert run("S1", "metronome").mean_jct_s() < run("S1", "diktyo").mean_jct_s()
-
-
-def test_metronome_raises_link_utilisation_against_default_on_s5() -> None:
-    # Gamma 0.280 vs 0.215.  On S1 it is lower (0.181 vs 0.267): Metronome puts one
-    # HPO job on a single node, whose traffic then never reaches a host link.
-    assert run("S5", "metronome").gamma > run("S5", "default").gamma
+def test_ablations_cost_time_where_the_paper_says() -> None:
+    # Table VII / Fig. 13 (S1): compact rotations (no 3rd stage) readjust far more
+    # often and both priorities slow down; without monitoring nothing is readjusted
+    # and both slow down more.  S1: readjustments 11 vs 1; high 429.0 / 438.7 vs
+    # 424.3 s.
+    full = run("S1", "metronome")
+    compact = run("S1", "metronome-no-phase3")
+    blind = run("S1", "metronome-no-monitor")
+    assert compact.readjustments > 3 * full.readjustments
+    assert blind.readjustments == 0
+    for high in (True, False):
+        assert per_1000(compact, high) > per_1000(full, high)
+        assert per_1000(blind, high) > per_1000(full, high)
 
 
 def test_oasis_with_a_quantile_lower_bound_beats_fifo_and_drf() -> None:
@@ -70,3 +70,15 @@ def test_oasis_with_a_quantile_lower_bound_beats_fifo_and_drf() -> None:
                                        "fifo", "drf"])
     utility = {name: r.total_utility for name, r in runs.items()}
     assert utility["oasis-q"] >= max(utility["fifo"], utility["drf"])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_metronome_total_completion_time_no_longer_than_default_on_the_trace(
+        seed: int) -> None:
+    # Paper Fig. 10: Metronome completes the trace before the default scheduler.
+    # TCT (h), seed 0-3: 5.237 / 5.474, 5.196 / 5.916, 5.028 / 5.028, 4.712 / 6.203.
+    from tdmcore.sim.scenarios import metronome_trace
+
+    sc = metronome_trace(seed)
+    ours = run_cluster(sc.sim, sc.jobs, "metronome", seed=seed).tct_ms
+    assert ours <= run_cluster(sc.sim, sc.jobs, "default", seed=seed).tct_ms

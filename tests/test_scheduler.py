@@ -18,7 +18,7 @@ from tdmcore.framework import CycleState, Scheduler, Status
 from tdmcore.link import LinkPod, plan_link
 from tdmcore.model import Cluster, ClusterState, Node, Pod, TrafficPattern, Workload
 from tdmcore.policies import POLICIES, MetronomeConfig, MetronomePolicy, make_policy
-from tdmcore.policies.metronome import latency_scores, normalized_latency
+from tdmcore.policies.metronome import latency_scores, link_pods, normalized_latency
 from tdmcore.snapshot import Snapshot
 
 VGG19 = TrafficPattern(422.26, 0.2, 25.0)
@@ -321,12 +321,14 @@ SNAPSHOTS = {
 }
 
 
-def _place_snapshot(name: str) -> tuple[ClusterState, dict[str, object]]:
+def _place_snapshot(name: str, gang_size: int | None = None
+                    ) -> tuple[ClusterState, dict[str, object]]:
     state = ClusterState(paper_testbed())
     sched = Scheduler(make_policy("metronome"))
     decisions = {}
     for job, pattern, prio in SNAPSHOTS[name]:
-        gang = [pod(f"{job}-{i}", job, pattern=pattern, prio=prio) for i in range(2)]
+        gang = [Pod(f"{job}-{i}", job, cpu=5, mem_gib=5, gpu=1, pattern=pattern,
+                    priority=prio, gang_size=gang_size) for i in range(2)]
         result = sched.schedule_gang(state, gang)
         assert result.status is Status.SUCCESS, result.message
         decisions.update({d.pod: d for d in result.decisions})
@@ -334,28 +336,40 @@ def _place_snapshot(name: str) -> tuple[ClusterState, dict[str, object]]:
     return state, decisions
 
 
-def test_snapshot_s1_three_vgg19_interleave_on_one_link() -> None:
+def test_snapshot_s1_gangs_are_placed_compactly() -> None:
+    # Gang size unknown: each job keeps one row (one pod's demand) on every link it
+    # crosses.  a-0 -> a30-0 (empty, node order); a-1: a30-0 already carries a's row,
+    # so a-1 adds nothing there -> EarlyReturn 100; every empty node scores 100 too,
+    # and the latency tie-break (tau = 1 to a-0's node) keeps a-1 beside a-0.
+    # b-0 joins a30-0 (two 20 % arcs interleave: 100), b-1 follows it (adds no row).
+    # c-0: a30-0 is full (4 GPUs) -> a30-1; c-1 beside it.
     state, decisions = _place_snapshot("S1")
-    # a -> a30-0, a30-1 (empty nodes, node order); b-0 joins a on a30-0 (two 20 % arcs
-    # interleave: score 100), b-1 -> a30-2 (empty); c-0 joins a and b on a30-0
-    # (three 20 % arcs: perfect).  c-1: a30-1 would link a and c twice (a loop through
-    # a30-0), a30-2 likewise with b, the T4's 10 Gbps fails Eq. 14 -> only a30-0 is left.
     where = {p: state.cluster.nodes[state.node_of(p)].name for p in decisions}
-    assert where == {"vgg19-a-0": "a30-0", "vgg19-a-1": "a30-1", "vgg19-b-0": "a30-0",
-                     "vgg19-b-1": "a30-2", "vgg19-c-0": "a30-0", "vgg19-c-1": "a30-0"}
-    assert decisions["vgg19-c-0"].raw_scores[0] == 100.0
-    assert decisions["vgg19-c-0"].reserve.skip_phase_three is False
-    assert decisions["vgg19-c-1"].raw_scores[0] < 100.0  # c's two pods: 50 Gbps row
+    assert where == {"vgg19-a-0": "a30-0", "vgg19-a-1": "a30-0", "vgg19-b-0": "a30-0",
+                     "vgg19-b-1": "a30-0", "vgg19-c-0": "a30-1", "vgg19-c-1": "a30-1"}
+    assert decisions["vgg19-a-1"].raw_scores[0] == 100.0
+    assert decisions["vgg19-a-1"].reserve.skip_phase_three  # EarlyReturn: no rotation
+    # the link of a30-0 carries one row per job: 2 x 25 Gbps, not 4 x 25
+    assert state.link_rows[0] == ["vgg19-a-0", "vgg19-b-0"]
+    assert Snapshot.of(state).sum_bw[0] == 50.0
+
+
+def test_snapshot_s1_complete_gangs_on_one_node_use_no_link() -> None:
+    # Gang size known (as the simulator gives it): a job whose two pods both sit on
+    # one node is LowComm there (spec §2, revised): no row on any link.
+    state, decisions = _place_snapshot("S1", gang_size=2)
+    nodes = {job: {state.node_of(f"{job}-{i}") for i in range(2)}
+             for job in ("vgg19-a", "vgg19-b", "vgg19-c")}
+    assert all(len(n) == 1 for n in nodes.values())  # every job on one node
+    assert all(rows == [] for rows in state.link_rows)
+    assert not Snapshot.of(state).sum_bw.any()
 
 
 def test_snapshot_s4_two_bert_share_perfectly() -> None:
     state, decisions = _place_snapshot("S4")
-    shared = [n for n in range(4) if len({p.job for p in state.pods_on(n)}) > 1]
-    assert shared  # they do share a link ...
-    for n in shared:
-        pods = [LinkPod(p.name, p.pattern.period_ms, p.pattern.duty_cycle,
-                        p.pattern.bandwidth_gbps, p.priority, p.job) for p in state.pods_on(n)]
-        assert plan_link(pods, 25.0).result.perfect  # ... without contention
+    shared = [n for n in range(4) if len(state.link_rows[n]) > 1]
+    for n in shared:  # wherever they share a link, they do so without contention
+        assert plan_link(link_pods(state, n), 25.0).result.perfect
 
 
 def test_snapshot_s0_incompatible_jobs_kept_apart() -> None:
@@ -372,8 +386,11 @@ def test_snapshot_s2_incompatible_pair_apart_while_possible() -> None:
     state, decisions = _place_snapshot("S2")
     # 87.92 vs 98.68 ms do not unify (mean 93.3 is 5.4 ms away; idle of 10.8 ms
     # exceeds 10 % of 98.68... for the high-priority 87.92 the idle would be needed on
-    # the low one with the longer period) -> vgg19-0 takes the empty a30-2.
-    assert state.cluster.nodes[state.node_of("vgg19-0")].name == "a30-2"
+    # the low one with the longer period) -> vgg19 avoids vgg16's node (a30-0, where
+    # both vgg16 pods went) and takes the first empty one.
+    assert {state.node_of(f"vgg16-{i}") for i in range(2)} == {0}
+    assert {state.node_of(f"vgg19-{i}") for i in range(2)} == {1}
+    assert decisions["vgg19-0"].raw_scores[0] < 100.0
 
 
 def test_default_scheduler_ignores_the_network() -> None:
@@ -406,6 +423,24 @@ def test_diktyo_packs_dependent_pods_close() -> None:
     state.place(pod("a-0", "a", gpu=2), 2)
     decision = Scheduler(make_policy("diktyo")).schedule(state, pod("a-1", "a"))
     assert decision.node_name == "n3"  # same rack as a-0 (node 2 is full)
+
+
+def test_diktyo_first_pod_has_no_network_preference() -> None:
+    # NetworkOverhead: a pod with no scheduled dependency has no network cost, so
+    # the resource scores alone decide -> the same node as the default scheduler,
+    # even when that node has the worst latency to everyone (the paper's snapshot 4:
+    # Diktyo "fails to detect the dependencies of the job's first pod").
+    tau = np.array([[1, 9, 9], [9, 1, 2], [9, 2, 1]], float)
+    cluster = Cluster([Node(f"n{i}", 8, 64, 2, 25) for i in range(3)], tau)
+    state = ClusterState(cluster)
+    first = pod("a-0", "a")
+    diktyo = Scheduler(make_policy("diktyo")).decide(state, first)[0]
+    default = Scheduler(make_policy("default")).decide(state, first)[0]
+    assert diktyo.node == default.node == 0  # all equal: first node in order
+    assert np.ptp(diktyo.scores) == 0.0
+    # Metronome's PreFilter falls back to the mean latency instead (spec §6) and
+    # keeps off node 0 (mean tau 19/3 against 4 and 4)
+    assert Scheduler(make_policy("metronome")).decide(state, first)[0].node == 1
 
 
 def test_every_pair_of_policies_shares_the_framework() -> None:

@@ -15,6 +15,27 @@ from tdmcore.link import LinkPod, plan_link
 from tdmcore.model import ClusterState, Pod
 
 
+def _link_rows(state: ClusterState, n: int, extra: tuple[Pod, int] | None) -> list[Pod]:
+    """The rows of node n's link, straight from spec/metronome.md §2 (revised
+    2026-11-23): one pod per job with traffic crossing the link (its first pod
+    there), none for a job whose ``gang_size`` pods are all placed on one node;
+    ``extra`` is a pod assumed placed on ``extra[1]`` after every placed pod."""
+    placed = sorted(state.placed.values(), key=lambda e: e.order)
+    where = [(e.pod, e.node) for e in placed]
+    if extra is not None:
+        where.append(extra)
+    rows: list[Pod] = []
+    for pod, node in where:
+        if node != n or pod.pattern is None or any(r.job == pod.job for r in rows):
+            continue
+        mates = [m for q, m in where if q.job == pod.job]
+        local = pod.gang_size is not None and len(mates) == pod.gang_size \
+            and set(mates) == {n}
+        if not local:
+            rows.append(pod)
+    return rows
+
+
 def _has_cycle(state: ClusterState, extra: tuple[Pod, int] | None) -> bool:
     parent: dict = {}
 
@@ -24,9 +45,7 @@ def _has_cycle(state: ClusterState, extra: tuple[Pod, int] | None) -> bool:
         return x
 
     for n in range(len(state.cluster)):
-        pods = [p for p in state.pods_on(n) if p.pattern is not None]
-        if extra is not None and extra[1] == n:
-            pods.append(extra[0])
+        pods = _link_rows(state, n, extra)
         if sum(p.bandwidth_gbps for p in pods) <= state.cluster.link_gbps[n]:
             continue
         for job in sorted({p.job for p in pods}):
@@ -64,13 +83,18 @@ def decide(state: ClusterState, pod: Pod) -> int | None:
     # Score
     scores = {}
     for n in feasible:
-        pods = [p for p in state.pods_on(n) if p.pattern is not None]
-        total = sum(p.bandwidth_gbps for p in pods) + pod.bandwidth_gbps
-        if pod.low_comm or not state.pods_on(n) or total <= cluster.link_gbps[n]:
+        before = _link_rows(state, n, None)
+        after = _link_rows(state, n, (pod, n))
+        total = sum(p.bandwidth_gbps for p in after)
+        # the pod adds no row (its job is on the link already, or it completes its
+        # job on n): the link is as it was -> EarlyReturn
+        adds = any(p.name == pod.name for p in after)
+        if pod.low_comm or not state.pods_on(n) or not adds \
+                or total <= cluster.link_gbps[n]:
             scores[n] = 100.0
             continue
         link = [LinkPod(p.name, p.pattern.period_ms, p.pattern.duty_cycle,
-                        p.pattern.bandwidth_gbps, p.priority, p.job) for p in pods]
+                        p.pattern.bandwidth_gbps, p.priority, p.job) for p in before]
         w = pod.pattern
         link.append(LinkPod(pod.name, w.period_ms, w.duty_cycle, w.bandwidth_gbps,
                             pod.priority, pod.job))

@@ -20,8 +20,9 @@ __all__ = ["AffinityGraph", "loop_free_nodes"]
 class AffinityGraph:
     """Bipartite graph: job ids ``0..J-1`` and links (= nodes) ``0..N-1``.
 
-    ``edges`` lists ``(job_id, node)`` for every job with a traffic pod on a
-    contended link (summed bandwidth above capacity).
+    ``edges`` lists ``(job_id, node)`` for every job with a row on a contended
+    link (the rows' summed bandwidth above capacity; a job's row is one pod's
+    demand and a job wholly on one node has none, spec/metronome.md §2).
     """
 
     n_jobs: int
@@ -90,10 +91,21 @@ class AffinityGraph:
 
 
 def loop_free_nodes(snap: Snapshot, graph: AffinityGraph, candidates: NDArray[np.int64],
-                    job_id: int, bandwidth_gbps: float) -> NDArray[np.bool_]:
-    """Mask of nodes where placing a pod of ``job_id`` closes no cycle."""
-    ok = np.ones(snap.capacity.shape[0], dtype=np.bool_)
+                    job_id: int, bandwidth_gbps: float,
+                    adds: NDArray[np.bool_] | None = None) -> NDArray[np.bool_]:
+    """Mask of nodes where placing a pod of ``job_id`` closes no cycle.
+
+    ``adds[n]``: whether the pod would add a row to n's link
+    (:meth:`~tdmcore.model.ClusterState.waiting_link_gbps` > 0); where it adds
+    none, the graph gains no edge.  None: it adds one everywhere.
+    """
+    n_links = snap.capacity.shape[0]
+    ok = np.ones(n_links, dtype=np.bool_)
+    if adds is None:
+        adds = np.ones(n_links, dtype=np.bool_)
+    elif adds.shape != (n_links,):
+        raise ValueError(f"adds: expected {n_links} flags (one per node), got {adds.shape}")
     loop_filter_kernel(candidates, snap.node_ptr, snap.job, snap.sum_bw, snap.capacity,
                        graph.contended, graph.comp_job, graph.comp_link, job_id,
-                       float(bandwidth_gbps), ok)
+                       float(bandwidth_gbps), np.ascontiguousarray(adds, dtype=np.bool_), ok)
     return ok

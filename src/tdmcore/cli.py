@@ -363,6 +363,49 @@ def _num(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
+@cli.command("fidelity")
+@click.option("--window", "window_s", type=click.FloatRange(min=1.0), default=600.0,
+              show_default=True, help="Seconds each snapshot job trains at its ideal speed.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Compute noise and the trace.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("report"), show_default=True)
+def fidelity_cmd(window_s: float, seed: int, out_dir: Path) -> None:
+    """The Metronome paper's evaluation figures beside the simulator's.
+
+    Runs the snapshots S1-S5 under default, diktyo, metronome, its ablations and
+    ideal, and the 4-hour trace; prints every compared figure with the paper's
+    value, ours and the difference, and writes fidelity.csv, fidelity.json and
+    fidelity.md (a Markdown table) to --out.
+    """
+    from .sim.fidelity import fidelity_rows
+
+    console = Console()
+    with _report_dir(out_dir, "fidelity") as report:
+        rows = fidelity_rows(window_s, seed)
+        table = Table(title=f"Metronome paper vs tdmcore (seed {seed}, {window_s:g} s "
+                            "windows; sources in fidelity.md)")
+        for column in ("section", "figure", "paper", "ours", "ours - paper", "unit"):
+            table.add_column(column, justify="right" if column in (
+                "paper", "ours", "ours - paper") else "left")
+        records = []
+        lines = ["| section | figure | paper | ours | ours - paper | unit | source |",
+                 "|---|---|---:|---:|---:|---|---|"]
+        for row in rows:
+            cells = (row.section, row.metric, _num(row.paper, 2), _num(row.ours, 2),
+                     _num(row.difference, 2), row.unit, row.source)
+            table.add_row(*cells[:-1])
+            lines.append("| " + " | ".join(cells) + " |")
+            records.append({"section": row.section, "figure": row.metric,
+                            "paper": None if math.isnan(row.paper) else row.paper,
+                            "ours": None if math.isnan(row.ours) else row.ours,
+                            "unit": row.unit, "source": row.source, "note": row.note})
+        _write_rows(report, "fidelity", records)
+        report.path("fidelity.md").write_text("\n".join(lines) + "\n", "utf-8")
+        console.print(table)
+    _announce(console, report)
+
+
 @cli.command("oasis")
 @click.option("--jobs", "n_jobs", type=click.IntRange(min=1), default=250, show_default=True)
 @click.option("--worker-servers", type=click.IntRange(min=1), default=20, show_default=True)
@@ -707,6 +750,10 @@ def example_cmd(show_path: bool) -> None:
                    "duration_s, iterations, model, priority.")
 @click.option("--plot-format", type=click.Choice(["png", "svg", "pdf"]), default="png",
               show_default=True, help="File format of the plots.")
+@click.option("--queue", type=click.Choice(["backoff", "fifo"]), default="backoff",
+              show_default=True,
+              help="Waiting gangs: kube-scheduler back-off (the others are tried "
+                   "meanwhile) or strict head-of-line FIFO.")
 @click.option("--wide", is_flag=True,
               help="Print every column of the table (the default fits 80 columns).")
 @click.pass_context
@@ -715,7 +762,7 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, trace_file: Path | No
                  policies: str | None, seed: int, out_dir: Path, window_s: float,
                  hours: float, load: float, n_jobs: int, n_nodes: int, start: int,
                  max_duration_s: float | None, no_plots: bool, columns: tuple[str, ...],
-                 plot_format: str, wide: bool) -> None:
+                 plot_format: str, queue: str, wide: bool) -> None:
     """Run every applicable policy side by side on a scenario and write the report.
 
     SCENARIO: metronome-snapshots (S0-S5 on the paper's testbed), metronome-trace
@@ -774,7 +821,7 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, trace_file: Path | No
     applies = {k: v for k, v in ctx.params.items()
                if scenario in SCENARIO_OPTIONS.get(k, (scenario,))}
     with _report_dir(out_dir, f"simulate-{stem}", applies) as report:
-        runs = _run_groups(groups, names, seed)
+        runs = _run_groups(groups, names, seed, queue)
         _print_and_write(console, runs, groups, stem, report, no_plots, wide, plot_format)
     _announce(console, report)
 
@@ -828,8 +875,8 @@ def _column_mapping(pairs: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def _run_groups(groups: dict[str, Any], names: list[str], seed: int
-                ) -> dict[str, dict[str, Any]]:
+def _run_groups(groups: dict[str, Any], names: list[str], seed: int,
+                queue: str = "backoff") -> dict[str, dict[str, Any]]:
     from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
     from .sim.cluster import run_cluster
@@ -854,6 +901,7 @@ def _run_groups(groups: dict[str, Any], names: list[str], seed: int
                     bar.update(task, description=f"{label}: {t_ms / 3.6e6:.2f} h simulated")
 
                 runs[group][name] = run_cluster(scenario.sim, scenario.jobs, name, seed=seed,
+                                                queue=queue,
                                                 progress=tick)
                 bar.advance(task)
     return runs

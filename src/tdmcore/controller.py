@@ -81,8 +81,9 @@ class ControllerConfig:
     readjust_limit, readjust_horizon : this many readjustments within that many
         iterations make the controller re-measure the pattern (3 in 50; the paper:
         "frequent").
-    phase_three, monitor : the ablations ``metronome-no-phase3`` (never run the
-        offline recalculation) and ``metronome-no-monitor`` (never regulate).
+    phase_three, monitor : the ablations ``metronome-no-phase3`` (compact
+        rotations instead of the offline recalculation, :meth:`Controller.
+        _recalc_mode`) and ``metronome-no-monitor`` (never regulate).
     """
 
     window: int = 10
@@ -218,10 +219,20 @@ class Controller:
         self._take_reserve(result)
         return self.update_offsets()
 
+    def _recalc_mode(self, optimal: bool) -> str:
+        """The plan mode of a link: the offline recalculation (``optimal``) when
+        asked for and the 3rd stage is enabled, else the scheduler's ``first``;
+        without the 3rd stage (``metronome-no-phase3``) always ``compact``, the
+        paper's ablation (§IV-C: each low-priority comm phase starts where the
+        previous one ends, no cushion slots; spec/metronome.md §7, revised
+        2026-11-23)."""
+        if not self.config.phase_three:
+            return "compact"
+        return "optimal" if optimal else "first"
+
     def _take_reserve(self, result: ReserveResult) -> None:
         if result.shifts_ms:
-            mode = "optimal" if (not result.skip_phase_three and self.config.phase_three) \
-                else "first"
+            mode = self._recalc_mode(not result.skip_phase_three)
             self.links[result.node] = self._plan(result.node, mode)
         # Without shifts (EarlyReturn, LowComm) the link's rotations stand as they are.
 
@@ -259,8 +270,7 @@ class Controller:
         """
         if not 0 <= node < len(self.state.cluster):
             raise ValueError(f"node: expected a node index in [0, {len(self.state.cluster)})")
-        mode = "optimal" if optimal and self.config.phase_three else "first"
-        self.links[node] = self._plan(node, mode)
+        self.links[node] = self._plan(node, self._recalc_mode(optimal))
 
     def _plan(self, node: int, mode: str) -> LinkPlan:
         if mode == "optimal":
@@ -289,14 +299,13 @@ class Controller:
         names = {i: j for j, i in snap.job_ids.items()}
         contended = set(graph.edges[:, 1].tolist())
         for node in list(self.links):
-            current = tuple(p.name for p in state.pods_on(node) if p.pattern is not None)
+            current = tuple(state.link_rows[node])
             stale = tuple(p.name for p in self.links[node].pods) != current
             if node not in contended or stale:
                 del self.links[node]
         for node in contended:
             if node not in self.links:
-                mode = "optimal" if self.config.phase_three else "first"
-                self.links[node] = self._plan(node, mode)
+                self.links[node] = self._plan(node, self._recalc_mode(True))
         rel: dict[tuple[int, str], float] = {}
         for node, plan in self.links.items():
             for job, rot in plan.job_rotations.items():

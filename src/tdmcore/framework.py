@@ -51,6 +51,7 @@ class CycleState:
     reasons: dict[str, int] = field(default_factory=dict)  # nodes dropped, by reason
     raw_scores: NDArray[np.float64] | None = None  # Score
     early: NDArray[np.bool_] | None = None  # EarlyReturn per node (Metronome)
+    adds: NDArray[np.bool_] | None = None  # the pod adds a row to the node's link
     scores: NDArray[np.float64] | None = None  # NormalizeScore
     finalists: NDArray[np.bool_] | None = None  # nodes NormalizeScore lets win (None: all)
     max_score: float = 0.0

@@ -18,18 +18,22 @@ from . import _validation as v
 from ._kernels.node_score import INCOMPATIBLE_MAX_SCORE
 from .base_period import BasePeriod, unify_periods
 from .rotation import RotationResult, search_rotations
-from .scoring import link_utilization, score
+from .scoring import PERFECT_RTOL, excess, link_utilization, score, score_from_excess
 from .traffic import discretize_unified, rotations_to_shifts
 
-__all__ = ["LinkPlan", "LinkPod", "plan_link"]
+__all__ = ["LinkPlan", "LinkPod", "compact_rotations", "plan_link"]
 
 
 @dataclass(frozen=True)
 class LinkPod:
     """A pod's periodic traffic on one link (spec/metronome.md §1).
 
-    ``job`` groups pods that synchronise and so share a rotation (Eq. 17); it
-    defaults to the pod's own name.  ``priority``: larger is higher.
+    ``job`` names the pod's job; it defaults to the pod's own name.  A link has
+    at most one :class:`LinkPod` per job: **[decision, spec/metronome.md §2,
+    revised 2026-11-23]** a job's row on a link is one pod's demand (one ring
+    segment per node, however many of its pods the node holds), which
+    :meth:`tdmcore.model.ClusterState.job_links` picks.  ``priority``: larger is
+    higher.
     """
 
     name: str
@@ -57,7 +61,7 @@ class LinkPlan:
         earliest deployed), then the others by priority, then deploy order.
     base : BasePeriod
     demand : ndarray (jobs, bins)
-        Each job's demand at rotation 0 (its pods summed, Eq. 17).
+        Each job's demand at rotation 0 (one row per job and pod).
     result : RotationResult
     shifts_ms : dict
         Pod name -> time shift in ms (its job's rotation / N x T).
@@ -86,27 +90,62 @@ class LinkPlan:
         return {job: int(r) for job, r in zip(self.jobs, self.result.rotations, strict=True)}
 
 
+def compact_rotations(arcs_bins: NDArray[np.float64], bins: int) -> NDArray[np.int64]:
+    """Compact rotations: each row's comm starts where the previous row's ends.
+
+    The paper's ablation "without third-stage optimisation" (§IV-C, Table VII):
+    "we adjust the start point of the low priority pods' communication phase to
+    align with the end point of the previous pods' communication phase" — no
+    cushion slots.  Row 0 (the reference) stays at 0 (Eq. 16); row i starts at
+    the first whole bin at or after the end of row i-1's first comm unit
+    (``arcs_bins``: each row's comm arc per unit, in bins), modulo ``bins``.
+    **[decision]** Whole bins, rounded up, so that no two arcs overlap on the
+    circle; a row with several units is packed by its first unit.
+    """
+    rot = np.zeros(arcs_bins.shape[0], dtype=np.int64)
+    end = float(arcs_bins[0]) if arcs_bins.shape[0] else 0.0
+    for i in range(1, arcs_bins.shape[0]):
+        start = int(np.ceil(end - 1e-9))
+        rot[i] = start % bins
+        end = start + float(arcs_bins[i])
+    return rot
+
+
 def plan_link(
     pods: Sequence[LinkPod],
     capacity_gbps: float,
     *,
     bins: int = 72,
-    mode: Literal["first", "optimal"] = "first",
+    mode: Literal["first", "optimal", "compact"] = "first",
     gt_ms: float = 5.0,
     et_frac: float = 0.10,
     max_multiple: int = 8,
 ) -> LinkPlan:
     """Interleave the comm phases of ``pods`` sharing a link of ``capacity_gbps``.
 
-    Unifies the periods (spec §4), draws every pod on the circle, sums the pods
-    of each job into one row (Eq. 17), puts the reference job in row 0 (Eq. 16),
-    searches the rotations (spec §5) and converts them into shifts in ms.
+    Unifies the periods (spec §4), draws every pod on the circle as its job's
+    row, puts the reference job in row 0 (Eq. 16), searches the rotations
+    (spec §5; ``mode="compact"``: :func:`compact_rotations`, the paper's
+    ablation without the third stage) and converts them into shifts in ms.
+
+    Raises
+    ------
+    ValueError
+        ``pods``: empty, names not unique, two pods of one job (a job's row on a
+        link is one pod's demand: pass one pod per job), or a pod faster than
+        the link (Eq. 14).
     """
     if not pods:
         raise ValueError("pods: at least one pod is required")
     names = [p.name for p in pods]
     if len(set(names)) != len(names):
         raise ValueError("pods: pod names must be unique")
+    jobs_seen: set[str] = set()
+    for p in pods:
+        if p.job_name in jobs_seen:
+            raise ValueError(f"pods: job {p.job_name!r} has two pods on the link; its row is "
+                             "one pod's demand (spec §2), so give one pod per job")
+        jobs_seen.add(p.job_name)
     cap = v.positive_float("capacity_gbps", capacity_gbps)
     n_bins = v.bins_count(bins)
     for p in pods:
@@ -121,19 +160,22 @@ def plan_link(
     rows = discretize_unified(base, periods, [p.duty_cycle for p in pods],
                               [p.bandwidth_gbps for p in pods], n_bins)
 
-    # Jobs in row order: highest priority first, ties by first deployed pod.
-    first_index: dict[str, int] = {}
-    job_priority: dict[str, int] = {}
-    for i, p in enumerate(pods):
-        first_index.setdefault(p.job_name, i)
-        job_priority[p.job_name] = max(job_priority.get(p.job_name, p.priority), p.priority)
-    jobs = sorted(first_index, key=lambda j: (-job_priority[j], first_index[j]))
-    members = {j: [i for i, p in enumerate(pods) if p.job_name == j] for j in jobs}
-    demand = np.stack([rows.demand[members[j]].sum(axis=0) for j in jobs])
-    mids = tuple(np.concatenate([rows.midpoints[i] for i in members[j]]) for j in jobs)
-    limits = np.array([int(min(rows.limits[i] for i in members[j])) for j in jobs])
+    # Rows (one per job) in order: highest priority first, ties by deploy order.
+    order = sorted(range(len(pods)), key=lambda i: (-pods[i].priority, i))
+    jobs = [pods[i].job_name for i in order]
+    demand = rows.demand[order]
+    mids = tuple(rows.midpoints[i] for i in order)
+    limits = rows.limits[order]
 
-    result = search_rotations(demand, cap, limits, mode=mode, mids=mids)
+    if mode == "compact":
+        multiples = base.multiples if base.compatible else np.ones(len(pods), dtype=np.int64)
+        arcs = rows.circle_duty[order] * n_bins / multiples[order]
+        rot = compact_rotations(arcs, n_bins)
+        exc = float(excess(demand, rot, cap))
+        result = RotationResult(rot, score_from_excess(exc, cap, n_bins),
+                                exc <= PERFECT_RTOL * cap, None, 1)
+    else:
+        result = search_rotations(demand, cap, limits, mode=mode, mids=mids)
     if not base.compatible:
         # spec §4 step 3: incompatible periods get no perfect score; the circle of
         # truncated patterns only ranks such links (ceiling just below 100).

@@ -103,7 +103,13 @@ class Pod:
     """A task of a job (spec §1).  ``pattern=None`` makes it a LowComm pod.
 
     ``priority``: larger is higher (``"high"``/``"low"`` accepted).  A job's pods
-    must share its priority and workload.
+    must share its priority, workload and ``gang_size``.  ``gang_size`` is the
+    number of pods of the job (the PodGroup's ``minMember``), or None when unknown;
+    only a job of known size can be recognised as lying wholly on one node
+    (:meth:`ClusterState.job_links`).  ``spread``: at most one pod of the job per
+    node (Kubernetes' required pod anti-affinity on the job label, a common way
+    to run data-parallel workers on distinct hosts); every policy's Filter
+    honours it.
     """
 
     name: str
@@ -114,6 +120,8 @@ class Pod:
     pattern: TrafficPattern | None = None
     priority: int = 0
     workload: str | None = None
+    gang_size: int | None = None
+    spread: bool = False
 
     def __post_init__(self) -> None:
         _name("name", self.name)
@@ -125,6 +133,13 @@ class Pod:
         object.__setattr__(self, "priority", priority_value(self.priority))
         if self.workload is not None:
             _name("workload", self.workload)
+        if not isinstance(self.spread, bool):
+            raise ValueError(f"spread: expected a bool, got {self.spread!r}")
+        if self.gang_size is not None and (
+                isinstance(self.gang_size, bool) or not isinstance(self.gang_size, int)
+                or self.gang_size < 1):
+            raise ValueError(f"gang_size: expected an integer >= 1 or None, "
+                             f"got {self.gang_size!r}")
 
     @property
     def low_comm(self) -> bool:
@@ -244,6 +259,11 @@ class ClusterState:
 
     Pods of a node are kept in deploy order.  :meth:`copy` is cheap enough for
     tentative gang placement: a rejected gang is simply a discarded copy.
+
+    ``link_rows[n]`` lists, in deploy order, one pod per job whose traffic crosses
+    node n's host link (:meth:`job_links` decides which, and this class alone keeps
+    the list, so every consumer — the snapshot the kernels read, the link plans of
+    the scheduler and the controller — sees the same rows).
     """
 
     cluster: Cluster
@@ -256,9 +276,14 @@ class ClusterState:
     next_order: int = 0
     version: int = 0
     node_versions: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, np.int64))
+    link_rows: list[list[str]] = field(default_factory=list)
+    #: jobs of known gang size that have had all their pods placed
+    complete_jobs: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         k = len(self.cluster)
+        if not self.link_rows:
+            self.link_rows = [[] for _ in range(k)]
         if not self.node_pods:
             self.node_pods = [[] for _ in range(k)]
             self.used_cpu = np.zeros(k)
@@ -290,6 +315,69 @@ class ClusterState:
         """The placed pods of ``job``, in deploy order."""
         return [self.placed[name] for name in self.job_members.get(job, ())]
 
+    def job_links(self, job: str) -> dict[int, str]:
+        """Where ``job``'s traffic crosses host links: node -> the pod that stands
+        for the job on that node's link (its first deployed pod there).
+
+        **[decision, spec/metronome.md §2, revised 2026-11-23]** A job's pods on
+        one node exchange data over NVLink/PCIe; with the ring all-reduce of data
+        parallel training one ring segment enters and one leaves a node however
+        many of the job's pods it holds, so a job's row on a link is *one pod's*
+        demand ``r_p`` (its pods on a node share a pattern), never the sum over
+        them.  A job whose pods all sit on one node sends nothing over host links
+        (it is LowComm there) — recognised only once all ``gang_size`` pods have
+        been placed (before that, or with ``gang_size`` unknown, the job may still
+        spread, so it keeps its rows: the link stays reserved for it).  Jobs
+        without a traffic pattern have no rows.
+        """
+        members = self.job_members.get(job, ())
+        rows: dict[int, str] = {}
+        for name in members:
+            entry = self.placed[name]
+            if entry.pod.pattern is not None:
+                rows.setdefault(entry.node, name)
+        if len(rows) == 1 and job in self.complete_jobs \
+                and len({self.placed[m].node for m in members}) == 1:
+            return {}
+        return rows
+
+    def waiting_link_gbps(self, pod: Pod) -> NDArray[np.float64]:
+        """Per node n, the bandwidth ``pod`` would add to n's link if placed on n.
+
+        ``r_p`` where the pod would give its job a new row on the link, 0 where its
+        job already has a row on that link (one pod's demand per job, see
+        :meth:`job_links`), where the pod would complete its job wholly on that
+        node (the job becomes LowComm), and everywhere for a LowComm pod.
+        """
+        k = len(self.cluster)
+        if pod.pattern is None:
+            return np.zeros(k)
+        out = np.full(k, pod.pattern.bandwidth_gbps)
+        for node in self.job_links(pod.job):
+            out[node] = 0.0
+        if pod.gang_size is not None:
+            members = self.job_members.get(pod.job, ())
+            if len(members) + 1 == pod.gang_size:
+                nodes = {self.placed[m].node for m in members}
+                if not nodes:  # a one-pod job: local wherever it goes
+                    out[:] = 0.0
+                elif len(nodes) == 1:
+                    out[nodes.pop()] = 0.0
+        return out
+
+    def _relink(self, job: str, before: dict[int, str]) -> None:
+        """Bring :attr:`link_rows` in line with :meth:`job_links` after ``job``
+        changed (``before``: its links before the change)."""
+        after = self.job_links(job)
+        for node, name in before.items():
+            if after.get(node) != name:
+                self.link_rows[node].remove(name)
+        for node, name in after.items():
+            if before.get(node) != name:
+                rows = self.link_rows[node]
+                rows.append(name)
+                rows.sort(key=lambda x: self.placed[x].order)
+
     def copy(self) -> ClusterState:
         return ClusterState(
             cluster=self.cluster,
@@ -303,6 +391,8 @@ class ClusterState:
             next_order=self.next_order,
             version=self.version,
             node_versions=self.node_versions.copy(),
+            link_rows=[list(x) for x in self.link_rows],
+            complete_jobs=set(self.complete_jobs),
         )
 
     # ---------------------------------------------------------------- mutations
@@ -321,6 +411,15 @@ class ClusterState:
             if other.workload != pod.workload:
                 raise ValueError(f"workload: pod {pod.name!r} is in {pod.workload!r}, its "
                                  f"job {pod.job!r} in {other.workload!r}")
+            if other.spread != pod.spread:
+                raise ValueError(f"spread: pod {pod.name!r} has {pod.spread}, its job "
+                                 f"{pod.job!r} has {other.spread}")
+            if other.gang_size != pod.gang_size:
+                raise ValueError(f"gang_size: pod {pod.name!r} has {pod.gang_size}, its "
+                                 f"job {pod.job!r} has {other.gang_size}")
+            if pod.gang_size is not None and len(members) >= pod.gang_size:
+                raise ValueError(f"gang_size: job {pod.job!r} already has its "
+                                 f"{pod.gang_size} pods")
 
     def check_fits(self, pod: Pod, node: int) -> None:
         """Raise ValueError unless ``pod`` can be placed on ``node`` (Eq. 13).
@@ -343,9 +442,14 @@ class ClusterState:
     def place(self, pod: Pod, node: int, shift_ms: float = 0.0) -> None:
         """Record ``pod`` on ``node``; all checks happen before anything changes."""
         self.check_fits(pod, node)
+        before = self.job_links(pod.job)
         self.placed[pod.name] = PlacedPod(pod, node, self.next_order, shift_ms)
         self.node_pods[node].append(pod.name)
-        self.job_members.setdefault(pod.job, []).append(pod.name)
+        members = self.job_members.setdefault(pod.job, [])
+        members.append(pod.name)
+        if pod.gang_size is not None and len(members) == pod.gang_size:
+            self.complete_jobs.add(pod.job)
+        self._relink(pod.job, before)
         self.used_cpu[node] += pod.cpu
         self.used_mem[node] += pod.mem_gib
         self.used_gpu[node] += pod.gpu
@@ -358,12 +462,19 @@ class ClusterState:
         entry = self.placed.get(pod_name)
         if entry is None:
             raise ValueError(f"pod_name: {pod_name!r} is not placed")
+        job = entry.pod.job
+        before = self.job_links(job)
         del self.placed[pod_name]
         self.node_pods[entry.node].remove(pod_name)
-        members = self.job_members[entry.pod.job]
+        members = self.job_members[job]
         members.remove(pod_name)
         if not members:
-            del self.job_members[entry.pod.job]
+            del self.job_members[job]
+            self.complete_jobs.discard(job)
+        # the removed pod may have stood for its job on its link: re-derive the rows
+        self.link_rows[entry.node] = [x for x in self.link_rows[entry.node] if x != pod_name]
+        before = {n: x for n, x in before.items() if x != pod_name}
+        self._relink(job, before)
         self.used_cpu[entry.node] -= entry.pod.cpu
         self.used_mem[entry.node] -= entry.pod.mem_gib
         self.used_gpu[entry.node] -= entry.pod.gpu

@@ -23,10 +23,12 @@ __all__ = ["Snapshot"]
 class Snapshot:
     """Plain arrays of one :class:`~tdmcore.model.ClusterState` version.
 
-    Node arrays have one entry per node (cluster order).  The pods *with* a
-    traffic pattern form a CSR table by node: rows ``node_ptr[n]:node_ptr[n+1]``
-    in deploy order.  LowComm pods only count in ``n_pods`` (they carry no
-    guaranteed traffic, so ``r_p = 0`` in ``sum_bw``).
+    Node arrays have one entry per node (cluster order).  The link rows form a
+    CSR table by node: rows ``node_ptr[n]:node_ptr[n+1]``, one per job whose
+    traffic crosses n's link (its pattern, one pod's demand), in deploy order, as
+    :attr:`ClusterState.link_rows <tdmcore.model.ClusterState>` keeps them.
+    LowComm pods and the pods of jobs wholly on one node only count in
+    ``n_pods``; ``sum_bw[n]`` sums the rows' ``r_p``.
     """
 
     version: int
@@ -49,7 +51,7 @@ class Snapshot:
     @classmethod
     def of(cls, state: ClusterState) -> Snapshot:
         n_nodes = len(state.cluster)
-        total = len(state.placed)
+        total = sum(len(rows) for rows in state.link_rows)
         node_ptr = np.zeros(n_nodes + 1, dtype=np.int64)
         period = np.empty(total)
         duty = np.empty(total)
@@ -60,8 +62,9 @@ class Snapshot:
         n_pods = np.empty(n_nodes, dtype=np.int64)
         sum_bw = np.empty(n_nodes)
         job_ids: dict[str, int] = {}
-        rows = fill_pod_table(state.node_pods, state.placed, job_ids, node_ptr, period, duty,
-                              bandwidth, priority, job, order, n_pods, sum_bw)
+        rows = fill_pod_table(state.node_pods, state.link_rows, state.placed, job_ids,
+                              node_ptr, period, duty, bandwidth, priority, job, order,
+                              n_pods, sum_bw)
         return cls(
             version=state.version,
             state_id=id(state),

@@ -18,13 +18,15 @@ from .._config import jit
 def loop_filter_kernel(
     candidates: np.ndarray, node_ptr: np.ndarray, job: np.ndarray, sum_bw: np.ndarray,
     capacity: np.ndarray, contended: np.ndarray, comp_job: np.ndarray, comp_link: np.ndarray,
-    w_job: int, w_bw: float, out_ok: np.ndarray,
+    w_job: int, w_bw: float, w_adds: np.ndarray, out_ok: np.ndarray,
 ) -> None:
     """``out_ok[n] = False`` where placing the waiting pod on node n closes a cycle.
 
     ``comp_job`` / ``comp_link`` are connected-component labels of the current
     graph (-1: a vertex without edges, a component of its own); ``w_job`` may be
-    past the end of ``comp_job`` (a job with nothing placed yet).
+    past the end of ``comp_job`` (a job with nothing placed yet).  ``w_adds[n]``:
+    whether the waiting pod adds a row to n's link (its job is not there yet and
+    does not become local there).
     """
     w_comp = comp_job[w_job] if w_job < comp_job.shape[0] else -1
     for c in range(candidates.shape[0]):
@@ -32,8 +34,8 @@ def loop_filter_kernel(
         out_ok[n] = True
         lo = node_ptr[n]
         hi = node_ptr[n + 1]
-        if sum_bw[n] + w_bw <= capacity[n] or hi == lo:
-            continue  # no contention after placement (or only this job): no new edge
+        if not w_adds[n] or sum_bw[n] + w_bw <= capacity[n] or hi == lo:
+            continue  # no new row, or no contention after placement: no new edge
         on_node = False
         for i in range(lo, hi):
             if job[i] == w_job:

@@ -99,6 +99,15 @@ def unify_kernel(
 
     ``step`` is 1 (common multiple within G_T), 2 (idle injected into low-priority
     pods) or 3 (incompatible: ``T`` = longest period, multiples 1).
+
+    Step 2 (**revised 2026-11-23**, the paper's rule, §III-B and §IV-D): over the
+    high-priority pods' common multiples ``T_high`` (smallest first), each
+    low-priority pod either has a multiple within ``G_T`` of ``T_high`` (no idle),
+    or is the shorter one with a gap ``G_T < T_high - m t <= E_T`` (``E_T =
+    et_frac x t``, 10 % of its own period): idle ``(gap - G_T) / m`` per iteration
+    brings the gap to ``G_T`` (the smallest such gap is taken).  Then ``T`` is the
+    mean of every pod's ``m_p (t_p + idle_p)``, as in step 1.  High-priority pods
+    are never stretched.
     """
     k = periods.shape[0]
     bases = np.empty(16 * max_multiple)
@@ -164,21 +173,26 @@ def unify_kernel(
                     multiples[i] = best_m
                     idle[i] = 0.0
                     continue
-                best_extra = np.inf
+                # the pod is the shorter one: its gap G_T < T - m t <= E_T closes
+                # to G_T with idle (T - m t - G_T) / m per iteration; least gap wins
+                best_gap = np.inf
                 for m in range(1, max_multiple + 1):
-                    extra = base / m - t
-                    if extra > 0.0 and extra <= et_frac * t + EPS_MS and extra < best_extra:
-                        best_extra = extra
+                    gap = base - m * t
+                    if gap > gt_ms and gap <= et_frac * t + EPS_MS and gap < best_gap:
+                        best_gap = gap
                         best_m = m
                 if best_m == 0:
                     ok = False
                     break
                 multiples[i] = best_m
-                idle[i] = best_extra
+                idle[i] = (best_gap - gt_ms) / best_m
             if ok:
+                total = 0.0
                 for j in range(n_high):
                     multiples[high[j]] = mults[c, j]
-                return base, STEP_IDLE
+                for i in range(k):
+                    total += multiples[i] * (periods[i] + idle[i])
+                return total / k, STEP_IDLE
 
     # Step 3: incompatible on this link.
     for i in range(k):

@@ -1,11 +1,18 @@
 """Metronome's Score phase for every candidate node in one compiled call.
 
 Algorithm 1, lines 14-16, per node n (spec/metronome.md §6): EarlyReturn when the
-node is empty or the summed bandwidth fits; otherwise unify the base period of
-the node's pods and the waiting pod (§4), draw them on the circle, sum each
-job's pods into one row (Eq. 17), put the reference job first (Eq. 16) and run the
-``first`` rotation search (§5).  The same kernels as the single-link API, so a
-node's score here equals :func:`tdmcore.link.plan_link` on that node.
+node is empty, when the waiting pod adds no row to n's link, or when the summed
+bandwidth fits; otherwise unify the base period of the link's job rows and the
+waiting pod (§4), draw them on the circle, put the reference job first (Eq. 16)
+and run the ``first`` rotation search (§5).  The same kernels as the single-link
+API, so a node's score here equals :func:`tdmcore.link.plan_link` on that node.
+
+The rows come from the snapshot, one per job crossing the link (the cluster
+state's :meth:`~tdmcore.model.ClusterState.job_links` owns that rule: one pod's
+demand per job, nothing for a job wholly on one node), and ``w_adds[n]`` says
+whether the waiting pod would add a row to n's link
+(:meth:`~tdmcore.model.ClusterState.waiting_link_gbps`); this kernel merges
+nothing itself.
 
 The decision stays exact while most nodes are never searched: among nodes
 scoring 100, NormalizeScore picks the best normalized latency (then node order),
@@ -33,8 +40,8 @@ INCOMPATIBLE_MAX_SCORE = 100.0 - 1e-6
 @jit
 def _node_rows(
     lo: int, hi: int, period: np.ndarray, duty: np.ndarray, bandwidth: np.ndarray,
-    priority: np.ndarray, job: np.ndarray, order: np.ndarray,
-    w_period: float, w_duty: float, w_bw: float, w_prio: int, w_job: int, w_order: int,
+    priority: np.ndarray, order: np.ndarray,
+    w_period: float, w_duty: float, w_bw: float, w_prio: int, w_order: int,
     bins: int, gt_ms: float, et_frac: float, max_multiple: int,
 ) -> tuple[np.ndarray, np.ndarray, bool]:
     """Job rows (reference first), their rotation limits, and whether the periods unify."""
@@ -43,20 +50,17 @@ def _node_rows(
     p_duty = np.empty(k)
     p_bw = np.empty(k)
     p_prio = np.empty(k, dtype=np.int64)
-    p_job = np.empty(k, dtype=np.int64)
     p_order = np.empty(k, dtype=np.int64)
     for i in range(k - 1):
         p_period[i] = period[lo + i]
         p_duty[i] = duty[lo + i]
         p_bw[i] = bandwidth[lo + i]
         p_prio[i] = priority[lo + i]
-        p_job[i] = job[lo + i]
         p_order[i] = order[lo + i]
     p_period[k - 1] = w_period
     p_duty[k - 1] = w_duty
     p_bw[k - 1] = w_bw
     p_prio[k - 1] = w_prio
-    p_job[k - 1] = w_job
     p_order[k - 1] = w_order
 
     multiples = np.empty(k, dtype=np.int64)
@@ -76,51 +80,24 @@ def _node_rows(
     mids = np.empty(mid_off[k])
     discretize_rows(multiples, circle_duty, p_bw, pod_rows, mids, mid_off)
 
-    # Distinct jobs, ordered by (-priority, first deploy order): reference first.
-    n_jobs = 0
-    job_of = np.empty(k, dtype=np.int64)
-    uniq = np.empty(k, dtype=np.int64)
-    for i in range(k):
-        found = -1
-        for j in range(n_jobs):
-            if uniq[j] == p_job[i]:
-                found = j
-                break
-        if found < 0:
-            uniq[n_jobs] = p_job[i]
-            found = n_jobs
-            n_jobs += 1
-        job_of[i] = found
-    key_prio = np.full(n_jobs, np.iinfo(np.int64).min)
-    key_order = np.full(n_jobs, np.iinfo(np.int64).max)
-    for i in range(k):
-        j = job_of[i]
-        if p_prio[i] > key_prio[j]:
-            key_prio[j] = p_prio[i]
-        if p_order[i] < key_order[j]:
-            key_order[j] = p_order[i]
-    rank = np.arange(n_jobs)
-    for a in range(1, n_jobs):  # insertion sort, n_jobs <= k
+    # One row per job (the snapshot's rows and the waiting pod's own job, which
+    # has no row here): reference first, by (-priority, deploy order).
+    rank = np.arange(k)
+    for a in range(1, k):  # insertion sort, k rows
         r = rank[a]
         c = a - 1
-        while c >= 0 and (key_prio[rank[c]] < key_prio[r]
-                          or (key_prio[rank[c]] == key_prio[r]
-                              and key_order[rank[c]] > key_order[r])):
+        while c >= 0 and (p_prio[rank[c]] < p_prio[r]
+                          or (p_prio[rank[c]] == p_prio[r] and p_order[rank[c]] > p_order[r])):
             rank[c + 1] = rank[c]
             c -= 1
         rank[c + 1] = r
-    row_of_job = np.empty(n_jobs, dtype=np.int64)
-    for pos in range(n_jobs):
-        row_of_job[rank[pos]] = pos
-    rows = np.zeros((n_jobs, bins))
-    limits = np.full(n_jobs, bins, dtype=np.int64)
-    for i in range(k):
-        r = row_of_job[job_of[i]]
+    rows = np.empty((k, bins))
+    limits = np.empty(k, dtype=np.int64)
+    for pos in range(k):
+        i = rank[pos]
         for b in range(bins):
-            rows[r, b] += pod_rows[i, b]
-        lim = (bins + multiples[i] - 1) // multiples[i]
-        if lim < limits[r]:
-            limits[r] = lim
+            rows[pos, b] = pod_rows[i, b]
+        limits[pos] = (bins + multiples[i] - 1) // multiples[i]
     limits[0] = 1
     return rows, limits, step != STEP_INCOMPATIBLE
 
@@ -128,15 +105,15 @@ def _node_rows(
 @jit
 def _score_node(
     n: int, node_ptr: np.ndarray, period: np.ndarray, duty: np.ndarray,
-    bandwidth: np.ndarray, priority: np.ndarray, job: np.ndarray, order: np.ndarray,
+    bandwidth: np.ndarray, priority: np.ndarray, order: np.ndarray,
     capacity: np.ndarray, w_period: float, w_duty: float, w_bw: float, w_prio: int,
-    w_job: int, w_order: int, bins: int, gt_ms: float, et_frac: float, max_multiple: int,
+    w_order: int, bins: int, gt_ms: float, et_frac: float, max_multiple: int,
     perfect_rtol: float, exact: bool,
 ) -> tuple[bool, float]:
     """``(perfect, score)`` of one node; phase A only unless ``exact``."""
     rows, limits, compatible = _node_rows(node_ptr[n], node_ptr[n + 1], period, duty,
-                                          bandwidth, priority, job, order, w_period, w_duty,
-                                          w_bw, w_prio, w_job, w_order, bins, gt_ms, et_frac,
+                                          bandwidth, priority, order, w_period, w_duty,
+                                          w_bw, w_prio, w_order, bins, gt_ms, et_frac,
                                           max_multiple)
     if not compatible and not exact:
         return False, SCORE_UNKNOWN  # never perfect (spec §4 step 3)
@@ -169,9 +146,9 @@ def _score_node(
 @jit
 def score_nodes_kernel(
     candidates: np.ndarray, node_ptr: np.ndarray, period: np.ndarray, duty: np.ndarray,
-    bandwidth: np.ndarray, priority: np.ndarray, job: np.ndarray, order: np.ndarray,
-    n_pods: np.ndarray, sum_bw: np.ndarray, capacity: np.ndarray,
-    w_period: float, w_duty: float, w_bw: float, w_prio: int, w_job: int, w_order: int,
+    bandwidth: np.ndarray, priority: np.ndarray, order: np.ndarray,
+    n_pods: np.ndarray, sum_bw: np.ndarray, capacity: np.ndarray, w_adds: np.ndarray,
+    w_period: float, w_duty: float, w_bw: float, w_prio: int, w_order: int,
     bins: int, gt_ms: float, et_frac: float, max_multiple: int, perfect_rtol: float,
     exact: bool, out_score: np.ndarray, out_perfect: np.ndarray, out_early: np.ndarray,
 ) -> None:
@@ -194,15 +171,15 @@ def score_nodes_kernel(
     n_pending = 0
     for c in range(n_cand):
         n = candidates[c]
-        if n_pods[n] == 0 or sum_bw[n] + w_bw <= capacity[n]:
-            out_early[n] = True  # EarlyReturn: no contention possible
+        if n_pods[n] == 0 or not w_adds[n] or sum_bw[n] + w_bw <= capacity[n]:
+            out_early[n] = True  # EarlyReturn: the placement adds no contention to n
             out_perfect[n] = True
             out_score[n] = 100.0
             if not exact:
                 return
             continue
-        perfect, score = _score_node(n, node_ptr, period, duty, bandwidth, priority, job,
-                                     order, capacity, w_period, w_duty, w_bw, w_prio, w_job,
+        perfect, score = _score_node(n, node_ptr, period, duty, bandwidth, priority,
+                                     order, capacity, w_period, w_duty, w_bw, w_prio,
                                      w_order, bins, gt_ms, et_frac, max_multiple,
                                      perfect_rtol, exact)
         out_perfect[n] = perfect
@@ -217,8 +194,8 @@ def score_nodes_kernel(
     # Pass 2: no node scores 100, so the maximum needs every node's best score.
     for c in range(n_pending):
         n = pending[c]
-        perfect, score = _score_node(n, node_ptr, period, duty, bandwidth, priority, job,
-                                     order, capacity, w_period, w_duty, w_bw, w_prio, w_job,
+        perfect, score = _score_node(n, node_ptr, period, duty, bandwidth, priority,
+                                     order, capacity, w_period, w_duty, w_bw, w_prio,
                                      w_order, bins, gt_ms, et_frac, max_multiple,
                                      perfect_rtol, True)
         out_perfect[n] = perfect

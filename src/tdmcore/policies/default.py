@@ -20,13 +20,22 @@ _EPS = 1e-9
 
 
 def resource_fit(state: ClusterState, cycle: CycleState) -> NDArray[np.bool_]:
-    """Nodes with enough free CPU, memory and GPU for the pod (Eq. 13)."""
+    """Nodes with enough free CPU, memory and GPU for the pod (Eq. 13), and, for a
+    pod with ``spread`` (required pod anti-affinity on its job), without a pod of
+    its job (InterPodAffinity's Filter)."""
     pod, snap = cycle.pod, cycle.snapshot
     fits = ((snap.free_cpu + _EPS >= pod.cpu) & (snap.free_mem + _EPS >= pod.mem_gib)
             & (snap.free_gpu + _EPS >= pod.gpu))
     dropped = int((~fits).sum())
     if dropped:
         cycle.reasons["Insufficient resources"] = dropped
+    if pod.spread:
+        taken = np.zeros(fits.shape[0], dtype=np.bool_)
+        taken[[p.node for p in state.job_pods(pod.job)]] = True
+        dropped = int((fits & taken).sum())
+        if dropped:
+            cycle.reasons["A pod of the job is on the node (anti-affinity)"] = dropped
+        fits &= ~taken
     return fits
 
 

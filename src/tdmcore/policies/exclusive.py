@@ -1,7 +1,9 @@
 """``exclusive``: bandwidth as an exclusive resource (paper §IV-A, refs [12], [13]).
 
-A pod fits a node only if the bandwidth of the pods already there plus its own
-stays within the host link: no sharing, so no contention, but pods that would
+A pod fits a node only if the bandwidth of the jobs already crossing its link
+plus what the pod adds (:meth:`~tdmcore.model.ClusterState.waiting_link_gbps`:
+one pod's demand per job, nothing for a job wholly on one node) stays within the
+host link: no sharing, so no contention, but pods that would
 share a link wait (the paper's exclusive schedulers run one job per snapshot).
 Scoring as :mod:`default`.
 """
@@ -24,7 +26,7 @@ class ExclusivePolicy(DefaultPolicy):
     def filter(self, state: ClusterState, cycle: CycleState) -> NDArray[np.bool_]:
         fits = resource_fit(state, cycle)
         snap = cycle.snapshot
-        free_bw = snap.sum_bw + cycle.pod.bandwidth_gbps <= snap.capacity + 1e-9
+        free_bw = snap.sum_bw + state.waiting_link_gbps(cycle.pod) <= snap.capacity + 1e-9
         dropped = int((fits & ~free_bw).sum())
         if dropped:
             cycle.reasons["Insufficient bandwidth"] = dropped

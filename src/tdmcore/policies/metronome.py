@@ -8,6 +8,7 @@ all nodes; the Score phase runs one compiled call for all candidate nodes
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -55,6 +56,15 @@ class MetronomeConfig:
             raise ValueError("max_multiple: expected an integer >= 1")
 
 
+def dependency_nodes(state: ClusterState, pod: Pod) -> list[int]:
+    """Nodes of the deployed pods that ``pod`` depends on, one entry per pod: every
+    pod of its job, then the pods of jobs declared dependent in its workload."""
+    nodes = [p.node for p in state.job_pods(pod.job)]
+    for other in sorted(state.cluster.dependent_jobs(pod.workload, pod.job)):
+        nodes.extend(p.node for p in state.job_pods(other))
+    return nodes
+
+
 def latency_scores(state: ClusterState, pod: Pod) -> NDArray[np.float64]:
     """PreFilter's ``Delta_n`` for every node n (CalculateLatencyScore).
 
@@ -66,9 +76,7 @@ def latency_scores(state: ClusterState, pod: Pod) -> NDArray[np.float64]:
     cluster = state.cluster
     if pod.low_comm:
         return cluster.mean_latency.copy()
-    nodes = [p.node for p in state.job_pods(pod.job)]
-    for other in sorted(cluster.dependent_jobs(pod.workload, pod.job)):
-        nodes.extend(p.node for p in state.job_pods(other))
+    nodes = dependency_nodes(state, pod)
     if not nodes:
         return cluster.mean_latency.copy()
     # only the nodes that hold dependents contribute: O(nodes x k), not O(nodes^2)
@@ -115,15 +123,34 @@ class MetronomePolicy:
             graph = AffinityGraph.of(snap)
             candidates = np.flatnonzero(feasible).astype(np.int64)
             no_loop = loop_free_nodes(snap, graph, candidates, snap.job_id(pod.job),
-                                      pod.bandwidth_gbps)
+                                      pod.bandwidth_gbps, self._adds(state, cycle))
             dropped = int((feasible & ~no_loop).sum())
             if dropped:
                 cycle.reasons["Dependency loop in the affinity graph"] = dropped
             feasible &= no_loop
         return np.asarray(feasible)
 
+    @staticmethod
+    def _adds(state: ClusterState, cycle: CycleState) -> NDArray[np.bool_]:
+        """Per node: would the waiting pod add a row to that node's link?
+
+        :meth:`ClusterState.waiting_link_gbps` decides (one pod's demand per job
+        and link; a job completed wholly on one node is LowComm), once per cycle.
+        """
+        if cycle.adds is None:
+            cycle.adds = np.asarray(state.waiting_link_gbps(cycle.pod) > 0.0)
+        return cycle.adds
+
     # Score (lines 14-16) --------------------------------------------------------
     def score(self, state: ClusterState, cycle: CycleState) -> NDArray[np.float64]:
+        """Eq. (18) per feasible node, EarlyReturn where no contention can arise.
+
+        **[decision, spec/metronome.md §2 and §6, revised 2026-11-23]** A node
+        where the waiting pod adds no row to the link — its job already crosses
+        that link (a job's row is one pod's demand), or the pod completes its job
+        wholly on that node (the job is LowComm there) — leaves the link's load as
+        it is, so it scores as EarlyReturn: 100, no rotation.
+        """
         pod, snap = cycle.pod, cycle.snapshot
         assert cycle.feasible is not None
         n_nodes = snap.capacity.shape[0]
@@ -147,9 +174,9 @@ class MetronomePolicy:
             candidates = candidates[np.argsort(-preference, kind="stable")]
         score_nodes_kernel(
             candidates, snap.node_ptr, snap.period,
-            snap.duty, snap.bandwidth, snap.priority, snap.job, snap.order, snap.n_pods,
-            snap.sum_bw, snap.capacity, pattern.period_ms, pattern.duty_cycle,
-            pattern.bandwidth_gbps, pod.priority, snap.job_id(pod.job), state.next_order,
+            snap.duty, snap.bandwidth, snap.priority, snap.order, snap.n_pods,
+            snap.sum_bw, snap.capacity, self._adds(state, cycle), pattern.period_ms,
+            pattern.duty_cycle, pattern.bandwidth_gbps, pod.priority, state.next_order,
             cfg.bins, cfg.gt_ms, cfg.et_frac, cfg.max_multiple, PERFECT_RTOL,
             cfg.exact_scores, scores, perfect, early,
         )
@@ -177,10 +204,9 @@ class MetronomePolicy:
         pod = cycle.pod
         state.place(pod, node)
         early = pod.low_comm or bool(cycle.early is not None and cycle.early[node])
-        link = [p for p in state.pods_on(node) if p.pattern is not None]
-        link_names = tuple(p.name for p in link)
+        link_names = tuple(state.link_rows[node])  # one pod per job crossing the link
         perfect_max = cycle.max_score >= 100.0 - SCORE_TIE_PER_BIN / self.config.bins
-        skip = early or not perfect_max or len(link) == 2
+        skip = early or not perfect_max or len(link_names) == 2
         if early:
             return ReserveResult(node, {}, True, link_names)
         plan = link_plan(state, node, self.config, mode="first")
@@ -190,11 +216,12 @@ class MetronomePolicy:
 
 
 def link_pods(state: ClusterState, node: int) -> list[LinkPod]:
-    """The traffic pods on a node's link, in deploy order, as :class:`LinkPod`."""
+    """The rows of a node's link, one pod per job crossing it (in deploy order,
+    :attr:`ClusterState.link_rows`), as :class:`LinkPod`."""
     out = []
-    for p in state.pods_on(node):
-        if p.pattern is None:
-            continue
+    for name in state.link_rows[node]:
+        p = state.placed[name].pod
+        assert p.pattern is not None
         out.append(LinkPod(name=p.name, job=p.job, priority=p.priority,
                            period_ms=p.pattern.period_ms, duty_cycle=p.pattern.duty_cycle,
                            bandwidth_gbps=p.pattern.bandwidth_gbps))
@@ -203,8 +230,11 @@ def link_pods(state: ClusterState, node: int) -> list[LinkPod]:
 
 def link_plan(state: ClusterState, node: int, config: MetronomeConfig,
               mode: str = "first") -> LinkPlan:
-    """:func:`tdmcore.link.plan_link` for the pods on ``node`` (first or optimal)."""
+    """:func:`tdmcore.link.plan_link` for the pods on ``node`` (first, optimal or
+    compact)."""
     pods = link_pods(state, node)
+    kind: Literal["first", "optimal", "compact"] = \
+        "optimal" if mode == "optimal" else "compact" if mode == "compact" else "first"
     return plan_link(pods, float(state.cluster.link_gbps[node]), bins=config.bins,
-                     mode="optimal" if mode == "optimal" else "first", gt_ms=config.gt_ms,
+                     mode=kind, gt_ms=config.gt_ms,
                      et_frac=config.et_frac, max_multiple=config.max_multiple)

@@ -1,8 +1,8 @@
 """The cluster simulator: a placement policy and its controller over the flow model.
 
 spec/simulator.md.  Jobs arrive; the policy places each job's pods all or nothing
-through :class:`tdmcore.framework.Scheduler` (a job that does not fit waits in
-arrival order and is retried whenever a job leaves); the flow-level kernel
+through :class:`tdmcore.framework.Scheduler` (a job that does not fit waits and is
+retried whenever a job leaves); the flow-level kernel
 (:mod:`tdmcore._kernels._flow`) runs their iterations on the nodes' host
 links; for the Metronome policies the stop-and-wait :class:`tdmcore.controller.
 Controller` receives every iteration report the moment the iteration ends, and
@@ -10,6 +10,9 @@ its shifts, pauses, idle injections and pattern updates act on the running model
 (the engine takes the quiet reports and the pauses itself, with the controller's
 rules, and hands every other report to the controller).  The same objects run
 behind the Kubernetes bridge: domain objects -> snapshot -> kernels -> decision.
+
+Queue: waiting gangs are retried kube-scheduler style (back-off, default) or in
+strict head-of-line order (``queue="fifo"``), see :func:`run_cluster`.
 
 Policies: the placement policies of :data:`tdmcore.policies.POLICIES` and
 ``ideal``.  **[decision]** ``ideal`` places like ``metronome`` and then gives every
@@ -51,6 +54,7 @@ from .network import FlowEngine, MonitorConfig
 
 __all__ = [
     "CLUSTER_POLICIES",
+    "gamma_over_time",
     "JobResult",
     "RunResult",
     "SimCluster",
@@ -65,6 +69,8 @@ CLUSTER_POLICIES: tuple[str, ...] = (*POLICIES, "ideal")
 #: ``step = ceil(iterations / KEEP_DURATIONS)``); its mean and end are exact.
 #: (Philly jobs run up to 10^8 iterations.)
 KEEP_DURATIONS = 10_000
+#: Scheduling queue disciplines of :func:`run_cluster` (``queue``).
+QUEUES: tuple[str, ...] = ("backoff", "fifo")
 #: Sampled iteration times buffered per job in the engine between two hand-overs.
 SAMPLE_BUFFER = 1024
 
@@ -77,6 +83,7 @@ class SimJob:
     ``pattern`` (``None``: a LowComm job, which iterates every ``iteration_ms``,
     1,000 ms when not given).  It arrives at ``arrival_s`` and trains
     ``iterations`` iterations.  ``workload`` groups HPO jobs (AppGroup).
+    ``spread``: at most one worker per node (required pod anti-affinity).
     """
 
     name: str
@@ -91,6 +98,7 @@ class SimJob:
     mem_gib: float = 16.0
     workload: str | None = None
     iteration_ms: float | None = None
+    spread: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -110,9 +118,12 @@ class SimJob:
             raise ValueError("pattern: expected a TrafficPattern or None")
 
     def pods(self) -> list[Pod]:
+        """The job's worker pods; ``gang_size`` tells the scheduler how many there
+        are, so a job placed wholly on one node is recognised as local."""
         return [Pod(f"{self.name}-w{k}", self.name, cpu=self.cpu, mem_gib=self.mem_gib,
                     gpu=self.gpu, pattern=self.pattern, priority=self.priority,
-                    workload=self.workload) for k in range(self.workers)]
+                    workload=self.workload, gang_size=self.workers, spread=self.spread)
+                for k in range(self.workers)]
 
     @property
     def period_ms(self) -> float:
@@ -288,7 +299,7 @@ class _Solo:
 def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str, *, seed: int = 0,
                 noise_sigma: float = 0.01, sample_ms: float | None = None,
                 progress: Callable[[float], None] | None = None,
-                skip_ahead: bool = True) -> RunResult:
+                skip_ahead: bool = True, queue: str = "backoff") -> RunResult:
     """Simulate ``jobs`` on ``sim`` under ``policy`` until every job has finished.
 
     Parameters
@@ -309,6 +320,20 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str, *, seed: i
         iteration through the engine).  Link utilisation samples of such a stretch
         are spread evenly over it; totals are exact.
 
+    queue : how waiting gangs are retried (spec/simulator.md "Queue", revised
+        2026-11-23).  ``"backoff"`` (default), kube-scheduler with the
+        coscheduling plugin: gangs are tried in arrival order; one that cannot be
+        placed waits and is retried whenever the cluster changes (a job leaves),
+        while the jobs behind it — and new arrivals — are tried meanwhile, so one
+        unschedulable gang never blocks the cluster.  ``"fifo"``: strict
+        head-of-line order, nothing passes a waiting gang.
+        **[decision]** kube-scheduler also retries a gang when its back-off
+        (1 s doubling to 10 s) expires and moves it to the back-off queue on a
+        cluster event until then; the simulator retries at the cluster event
+        itself.  A retry without a change to the cluster is deterministic and
+        fails again, so only the up-to-10 s delay of the back-off is not
+        modelled (against jobs of minutes to hours).
+
     A job that cannot be placed on the empty cluster under ``policy`` (it needs
     more than the cluster has) is never started: its ``end_ms`` stays None.
     """
@@ -328,14 +353,72 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str, *, seed: i
     sigma = v.real_number("noise_sigma", noise_sigma)
     if sigma < 0:
         raise ValueError(f"noise_sigma: must be >= 0, got {sigma}")
+    if queue not in QUEUES:
+        raise ValueError(f"queue: expected one of {', '.join(QUEUES)}, got {queue!r}")
     return _Run(sim, jobs, policy, seed, sigma, sample_ms, progress,
-                bool(skip_ahead)).execute()
+                bool(skip_ahead), queue).execute()
+
+
+def gamma_over_time(t_ms: NDArray[np.float64], rates_gbps: NDArray[np.float64],
+                    capacity_gbps: NDArray[np.float64]) -> float:
+    """Average bandwidth utilization Gamma of a run (Metronome paper Eqs. 5-6).
+
+    Parameters
+    ----------
+    t_ms : ndarray (K + 1,)
+        Sample boundaries, increasing (``t_ms[0]`` the start).
+    rates_gbps : ndarray (K, L)
+        Mean rate the jobs' transfers carried on each link in each interval.
+    capacity_gbps : ndarray (L,)
+        Link capacities ``B_l`` > 0.
+
+    Returns
+    -------
+    float
+        In each interval k, Eq. (6) gives each link's utilization
+        ``xi_l = min(S_l, B_l) / B_l`` (``S_l``: the traffic on it) and Eq. (5)
+        ``Gamma_k = sum_l B_l xi_l / B_max / |L_k|`` over the links in use
+        ``L_k`` (those carrying traffic in k); the run's Gamma is the
+        time-weighted mean of ``Gamma_k`` over the intervals where some link
+        is in use (0 when none ever is).
+
+    Notes
+    -----
+    **[decision, spec/simulator.md "Metrics", revised 2026-11-23]** "Links in
+    use" rather than every link of the cluster: idle links would otherwise
+    dilute Gamma by the cluster's size, and the paper's testbed counters cover
+    the links its jobs use.  Over time rather than bytes over the makespan: a
+    policy whose contention slows its jobs carries the same bytes over a longer
+    time, which the paper sees as a lower utilization while the jobs run.
+    Background traffic (iPerf3) is not the jobs' and is not counted.
+    """
+    t = np.asarray(t_ms, dtype=np.float64)
+    rates = np.asarray(rates_gbps, dtype=np.float64)
+    cap = np.asarray(capacity_gbps, dtype=np.float64)
+    if rates.ndim != 2 or rates.shape[1] != cap.shape[0]:
+        raise ValueError(f"rates_gbps: expected shape (K, {cap.shape[0]}), got {rates.shape}")
+    if t.shape != (rates.shape[0] + 1,):
+        raise ValueError(f"t_ms: expected {rates.shape[0] + 1} boundaries, got {t.shape}")
+    if np.any(cap <= 0):
+        raise ValueError("capacity_gbps: every capacity must be > 0")
+    dt = np.diff(t)
+    if np.any(dt < 0):
+        raise ValueError("t_ms: boundaries must increase")
+    used = rates > 1e-12
+    n_used = used.sum(axis=1)
+    active = (n_used > 0) & (dt > 0)
+    if not active.any():
+        return 0.0
+    carried = np.minimum(rates, cap[None, :]) * used  # B_l xi_l = min(S_l, B_l)
+    per_interval = carried.sum(axis=1)[active] / cap.max() / n_used[active]
+    return float(np.sum(per_interval * dt[active]) / np.sum(dt[active]))
 
 
 class _Run:
     def __init__(self, sim: SimCluster, jobs: tuple[SimJob, ...], policy: str, seed: int,
                  sigma: float, sample_ms: float | None,
-                 progress: Callable[[float], None] | None, skip_ahead: bool = True) -> None:
+                 progress: Callable[[float], None] | None, skip_ahead: bool = True,
+                 queue: str = "backoff") -> None:
         self.sim, self.jobs, self.policy_name = sim, jobs, policy
         self.seed, self.sigma, self.progress = seed, sigma, progress
         self.cluster = sim.cluster
@@ -378,6 +461,7 @@ class _Run:
         self.networked: set[str] = set()
         self.local_ends: list[tuple[float, int, str]] = []  # heap: (end, version, job)
         self.skip_ahead = skip_ahead
+        self.strict_fifo = queue == "fifo"
         self.solo: dict[str, _Solo] = {}
         self.link_jobs: dict[int, set[str]] = {}
         self.params: dict[str, tuple[float, float, float, float, list[int]]] = {}
@@ -390,7 +474,7 @@ class _Run:
         on the pods' requests and rate (resources, Eq. 14, the loop filter), so the
         answer is shared by jobs of the same shape."""
         rate = None if job.pattern is None else job.pattern.bandwidth_gbps
-        key = f"{job.workers}|{job.gpu}|{job.cpu}|{job.mem_gib}|{rate}"
+        key = f"{job.workers}|{job.gpu}|{job.cpu}|{job.mem_gib}|{rate}|{job.spread}"
         if key not in self.fits_empty:
             trial = ClusterState(self.cluster)
             decision = self.scheduler.schedule_gang(trial, job.pods())
@@ -422,12 +506,21 @@ class _Run:
         return True
 
     def _links_of(self, job: SimJob, nodes: list[int]) -> list[int]:
-        if len(set(nodes)) == 1 or job.pattern is None:
-            return [-1] * len(nodes)  # all on one node: local, no host-link traffic
+        """The host links the job's transfers cross: one per node it occupies.
+
+        **[decision, spec/simulator.md, revised 2026-11-23]** Each node holding
+        some of a multi-node job's pods sends ``r_p t_p d_p`` per iteration through
+        its link (one ring segment per node, however many of the job's pods it
+        holds); a job wholly on one node sends nothing (``[-1]``).  Under
+        ``ideal`` each of those transfers gets a private link of rate ``r_p``.
+        """
+        spread = list(dict.fromkeys(nodes))  # distinct nodes, in pod order
+        if len(spread) == 1 or job.pattern is None:
+            return [-1]  # all on one node: local, no host-link traffic
         if not self.ideal:
-            return list(nodes)
+            return spread
         out = []
-        for _ in nodes:
+        for _ in spread:
             out.append(self.private_next)
             self.engine.lf[K.L_CAP, self.private_next] = job.pattern.bandwidth_gbps
             self.private_next += 1
@@ -467,7 +560,7 @@ class _Run:
             self._start_local(job, start)
             return
         self.params[job.name] = (compute, tail, rate, volume, list(links))
-        self.pod_node_links[job.name] = np.asarray(nodes, dtype=np.int64)
+        self.pod_node_links[job.name] = np.asarray(list(dict.fromkeys(nodes)), dtype=np.int64)
         self.networked.add(job.name)
         for link in set(links):
             self.link_jobs.setdefault(link, set()).add(job.name)
@@ -877,21 +970,30 @@ class _Run:
                            (state.free_mem, job.mem_gib)):
             if need > 0:
                 holes = np.minimum(holes, np.floor((free + 1e-9) / need))
+        if job.spread:  # one worker per node at most
+            holes = np.minimum(holes, 1.0)
         return bool(holes.sum() >= job.workers)
 
     def _retry(self, queue: list[SimJob], t: float) -> list[SimJob]:
-        """Retry the waiting jobs in arrival order (the head blocks the rest).
+        """Retry the waiting jobs in arrival order after the cluster changed.
 
-        A head without room for its gang is not even tried (the decision could only
-        fail): exact, and it keeps long queues cheap.
+        Strict FIFO: the head blocks the rest.  Back-off (default): every waiting
+        gang is tried, in arrival order, each against the cluster as the ones
+        before it left it.  A gang without room for its pods is not even tried
+        (the decision could only fail): exact, and it keeps long queues cheap.
         """
-        if not queue or not self._room_for(queue[0]):
+        if not queue:
             return queue
-        still: list[SimJob] = []
-        for job in queue:
-            if still or not self._try_place(job, t):
-                still.append(job)
-        return still
+        if self.strict_fifo:
+            if not self._room_for(queue[0]):
+                return queue
+            still: list[SimJob] = []
+            for job in queue:
+                if still or not self._try_place(job, t):
+                    still.append(job)
+            return still
+        return [job for job in queue
+                if not (self._room_for(job) and self._try_place(job, t))]
 
     # ------------------------------------------------------------------ main loop
     def execute(self) -> RunResult:
@@ -911,7 +1013,8 @@ class _Run:
                 a += 1
                 if not self._fits_empty(job):
                     continue  # can never run here
-                if not queue and self._try_place(job, t):
+                if (not queue or (not self.strict_fifo and self._room_for(job))) \
+                        and self._try_place(job, t):
                     self.results[job.name].accepted_on_arrival = True
                 else:
                     queue.append(job)
@@ -964,13 +1067,14 @@ class _Run:
         ends = [j.end_ms for j in self.results.values() if j.end_ms is not None]
         tct = (max(ends) - first) if ends else 0.0
         cap = self.cluster.link_gbps
-        gamma = float(np.mean(sent / (tct * 1e-3)) / cap.max()) if tct > 0 else 0.0
+        util_t = np.asarray(samples_t)
+        util = np.asarray(samples) if samples else np.zeros((0, len(cap)))
+        gamma = gamma_over_time(util_t, util, cap)
         return RunResult(
             policy=self.policy_name, jobs=self.results, tct_ms=tct, gamma=gamma,
             link_names=tuple(n.name for n in self.cluster.nodes),
             link_capacity_gbps=cap.copy(), link_sent_gbit=sent,
-            util_t_ms=np.asarray(samples_t[1:]),
-            util_gbps=np.asarray(samples) if samples else np.zeros((0, len(cap))),
+            util_t_ms=util_t[1:], util_gbps=util,
             decision_s=np.asarray(self.decision_s),
             recalculations=self.controller.recalculations if self.controller else 0,
             pattern_updates=self.pattern_updates, wall_s=time.perf_counter() - wall,
