@@ -795,14 +795,11 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, trace_file: Path | No
         return
     from .sim.cluster import CLUSTER_POLICIES
 
-    names = list(CLUSTER_POLICIES) if policies is None else _csv_list(policies, str,
+    specs = list(CLUSTER_POLICIES) if policies is None else _csv_list(policies, str,
                                                                        "--policies")
-    if not names:
+    if not specs:
         raise click.ClickException("policies: name at least one policy")
-    for name in names:
-        if name not in CLUSTER_POLICIES:
-            raise click.ClickException(f"policies: unknown policy {name!r} for {scenario}; "
-                                       f"choose from {', '.join(CLUSTER_POLICIES)}")
+    names = _policy_factories(specs, scenario)
     from click.core import ParameterSource
 
     if trace_file is not None and scenario != "trace":
@@ -875,8 +872,53 @@ def _column_mapping(pairs: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def _run_groups(groups: dict[str, Any], names: list[str], seed: int,
+def _policy_factories(specs: list[str], scenario: str) -> dict[str, Any]:
+    """``--policies`` entries as label -> a built-in name or a factory of fresh objects.
+
+    An entry ``module:callable`` imports ``module`` (the current folder is searched
+    too) and calls ``callable()`` for each run: a policy class, or a function that
+    returns a policy object (:class:`tdmcore.framework.Policy`).
+    """
+    import importlib
+
+    from .framework import check_policy
+    from .sim.cluster import CLUSTER_POLICIES
+
+    out: dict[str, Any] = {}
+    for spec in specs:
+        if ":" not in spec:
+            if spec not in CLUSTER_POLICIES:
+                raise click.ClickException(
+                    f"policies: unknown policy {spec!r} for {scenario}; choose from "
+                    f"{', '.join(CLUSTER_POLICIES)}, or give MODULE:CALLABLE")
+            label, factory = spec, spec
+        else:
+            module_name, _, attr = spec.partition(":")
+            if os.getcwd() not in sys.path:
+                sys.path.insert(0, os.getcwd())
+            try:
+                factory = getattr(importlib.import_module(module_name), attr)
+            except ImportError as exc:
+                raise click.ClickException(f"policies: cannot import {module_name!r} "
+                                           f"({exc})") from None
+            except AttributeError:
+                raise click.ClickException(f"policies: {module_name!r} has no "
+                                           f"{attr!r}") from None
+            if not callable(factory):
+                raise click.ClickException(f"policies: {spec} is not callable")
+            try:
+                label = check_policy(factory(), f"policies: {spec}()").name
+            except ValueError as exc:
+                raise click.ClickException(str(exc)) from None
+        if label in out:
+            raise click.ClickException(f"policies: two policies named {label!r}")
+        out[label] = factory
+    return out
+
+
+def _run_groups(groups: dict[str, Any], names: dict[str, Any], seed: int,
                 queue: str = "backoff") -> dict[str, dict[str, Any]]:
+    """Every group under every policy (``names``: label -> name or factory)."""
     from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
     from .sim.cluster import run_cluster
@@ -885,24 +927,26 @@ def _run_groups(groups: dict[str, Any], names: list[str], seed: int,
     first = next(iter(groups.values()))
     warm = [dataclasses.replace(j, iterations=min(j.iterations, 20)) for j in first.jobs[:2]]
     with _compiling_kernels(Console(stderr=True)):
-        for name in names:  # compile the kernels first: decision latencies exclude it
-            run_cluster(first.sim, warm, name, seed=seed)
+        for policy in names.values():  # compile first: decision latencies exclude it
+            run_cluster(first.sim, warm, policy if isinstance(policy, str) else policy(),
+                        seed=seed)
     columns = (TextColumn("{task.description}"), BarColumn(),
                TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())
     with _progress(*columns) as bar:
         task = bar.add_task("simulating", total=len(groups) * len(names))
         for group, scenario in groups.items():
             runs[group] = {}
-            for name in names:
+            for name, policy in names.items():
                 label = f"{group} / {name}"
                 bar.update(task, description=label)
 
                 def tick(t_ms: float, label: str = label) -> None:
                     bar.update(task, description=f"{label}: {t_ms / 3.6e6:.2f} h simulated")
 
-                runs[group][name] = run_cluster(scenario.sim, scenario.jobs, name, seed=seed,
-                                                queue=queue,
-                                                progress=tick)
+                runs[group][name] = run_cluster(
+                    scenario.sim, scenario.jobs,
+                    policy if isinstance(policy, str) else policy(),  # fresh per run
+                    seed=seed, queue=queue, progress=tick)
                 bar.advance(task)
     return runs
 

@@ -22,6 +22,7 @@ from .model import ClusterState, Pod
 from .snapshot import Snapshot
 
 __all__ = [
+    "EXTENSION_POINTS",
     "CycleState",
     "Decision",
     "GangDecision",
@@ -29,6 +30,7 @@ __all__ = [
     "ReserveResult",
     "Scheduler",
     "Status",
+    "check_policy",
 ]
 
 
@@ -113,6 +115,27 @@ class Policy(Protocol):
     def normalize_score(self, state: ClusterState, cycle: CycleState) -> NDArray[np.float64]: ...
 
     def reserve(self, state: ClusterState, cycle: CycleState, node: int) -> ReserveResult: ...
+
+
+#: The extension points every policy provides, in the order the scheduler calls them.
+EXTENSION_POINTS = ("pre_filter", "filter", "score", "normalize_score", "reserve")
+
+
+def check_policy(policy: object, name: str = "policy") -> Policy:
+    """``policy`` if it implements :class:`Policy`, else a ValueError naming ``name``.
+
+    A policy needs a string ``name`` and a callable for each of
+    :data:`EXTENSION_POINTS`; what they return is checked where they are called.
+    """
+    missing = [point for point in EXTENSION_POINTS
+               if not callable(getattr(policy, point, None))]
+    label = getattr(policy, "name", None)
+    if missing or not isinstance(label, str) or not label:
+        what = f"no {', '.join(missing)}" if missing else "no non-empty string name"
+        raise ValueError(f"{name}: expected a policy (tdmcore.framework.Policy: a name and "
+                         f"{', '.join(EXTENSION_POINTS)}), got {type(policy).__name__} "
+                         f"with {what}")
+    return policy  # type: ignore[return-value]
 
 
 def pick_node(scores: NDArray[np.float64], feasible: NDArray[np.bool_]) -> int:

@@ -46,10 +46,10 @@ from .._kernels.flow import (
     stretch_summary,
 )
 from ..controller import Controller, PatternUpdate, Readjustment
-from ..framework import Scheduler, Status
+from ..framework import Policy, Scheduler, Status, check_policy
 from ..link import LinkPlan
 from ..model import Cluster, ClusterState, Pod, TrafficPattern
-from ..policies import POLICIES, make_policy
+from ..policies import POLICIES, MetronomeConfig, make_policy
 from .network import FlowEngine, MonitorConfig
 
 __all__ = [
@@ -296,43 +296,69 @@ class _Solo:
     version: int
 
 
-def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str, *, seed: int = 0,
-                noise_sigma: float = 0.01, sample_ms: float | None = None,
+def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *,
+                seed: int = 0, noise_sigma: float = 0.01, sample_ms: float | None = None,
                 progress: Callable[[float], None] | None = None,
                 skip_ahead: bool = True, queue: str = "backoff") -> RunResult:
     """Simulate ``jobs`` on ``sim`` under ``policy`` until every job has finished.
 
     Parameters
     ----------
-    sim, jobs : the cluster and the jobs (names unique).
-    policy : one of :data:`CLUSTER_POLICIES`.
-    seed : compute noise of job ``k`` (its index in ``jobs``) at iteration ``i`` is
+    sim : SimCluster
+        The cluster: nodes, each link's background traffic, latencies.
+    jobs : sequence of SimJob
+        The jobs (names unique).
+    policy : str or Policy
+        One of :data:`CLUSTER_POLICIES`, or a policy object implementing
+        :class:`tdmcore.framework.Policy` (its ``name`` labels the result).  An
+        object is used as it is for this run: pass a fresh one to each run.  The
+        stop-and-wait controller runs for Metronome's policies, and for an object
+        that carries a :class:`~tdmcore.policies.MetronomeConfig` as ``config``.
+    seed : int
+        Compute noise of job ``k`` (its index in ``jobs``) at iteration ``i`` is
         the counter-based draw ``(seed, k, i)`` (:mod:`tdmcore.sim.network`), so
         every policy sees the same noise for the same job and iteration.
-    noise_sigma : lognormal compute noise, mean 1 (spec: 1 %).
-    sample_ms : link utilisation sampling interval (default: 1/400 of the last
-        arrival plus the longest ideal job, at least 1 s).
-    progress : called with the simulated time (ms) reached, now and then.
-    skip_ahead : compute a networked job that is alone on all its links in closed
-        form while none of its iterations can make the controller act (exact:
-        nothing shares its transfers, and every report it would make is quiet; the
-        test suite checks it against ``skip_ahead=False``, which runs every
-        iteration through the engine).  Link utilisation samples of such a stretch
-        are spread evenly over it; totals are exact.
+    noise_sigma : float
+        Lognormal compute noise, mean 1 (1 % by default).
+    sample_ms : float, optional
+        Link utilisation sampling interval (default: 1/400 of the last arrival
+        plus the longest ideal job, at least 1 s).
+    progress : callable, optional
+        Called with the simulated time (ms) reached, now and then.
+    skip_ahead : bool
+        Compute a networked job that is alone on all its links in closed form
+        while none of its iterations can make the controller act (exact: nothing
+        shares its transfers, and every report it would make is quiet; the test
+        suite checks it against ``skip_ahead=False``, which runs every iteration
+        through the engine).  Link utilisation samples of such a stretch are
+        spread evenly over it; totals are exact.
+    queue : {"backoff", "fifo"}
+        How waiting gangs are retried.  ``"backoff"`` (default), kube-scheduler
+        with the coscheduling plugin: gangs are tried in arrival order; one that
+        cannot be placed waits and is retried whenever the cluster changes (a job
+        leaves), while the jobs behind it — and new arrivals — are tried
+        meanwhile, so one unschedulable gang never blocks the cluster.
+        ``"fifo"``: strict head-of-line order, nothing passes a waiting gang.
 
-    queue : how waiting gangs are retried (spec/simulator.md "Queue", revised
-        2026-11-23).  ``"backoff"`` (default), kube-scheduler with the
-        coscheduling plugin: gangs are tried in arrival order; one that cannot be
-        placed waits and is retried whenever the cluster changes (a job leaves),
-        while the jobs behind it — and new arrivals — are tried meanwhile, so one
-        unschedulable gang never blocks the cluster.  ``"fifo"``: strict
-        head-of-line order, nothing passes a waiting gang.
-        **[decision]** kube-scheduler also retries a gang when its back-off
-        (1 s doubling to 10 s) expires and moves it to the back-off queue on a
-        cluster event until then; the simulator retries at the cluster event
-        itself.  A retry without a change to the cluster is deterministic and
-        fails again, so only the up-to-10 s delay of the back-off is not
-        modelled (against jobs of minutes to hours).
+    Returns
+    -------
+    RunResult
+
+    Raises
+    ------
+    ValueError
+        Naming the argument: an unknown policy name, an object that lacks an
+        extension point, jobs that are not unique ``SimJob``s, a bad seed, noise
+        or queue.
+
+    Notes
+    -----
+    **[decision]** kube-scheduler also retries a gang when its back-off (1 s
+    doubling to 10 s) expires and moves it to the back-off queue on a cluster
+    event until then; the simulator retries at the cluster event itself.  A retry
+    without a change to the cluster is deterministic and fails again, so only the
+    up-to-10 s delay of the back-off is not modelled (against jobs of minutes to
+    hours).
 
     A job that cannot be placed on the empty cluster under ``policy`` (it needs
     more than the cluster has) is never started: its ``end_ms`` stays None.
@@ -345,9 +371,12 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str, *, seed: i
     names = [j.name for j in jobs]
     if len(set(names)) != len(names):
         raise ValueError("jobs: job names must be unique")
-    if policy not in CLUSTER_POLICIES:
-        raise ValueError(f"policy: unknown policy {policy!r}; choose from "
-                         f"{', '.join(CLUSTER_POLICIES)}")
+    if isinstance(policy, str):
+        if policy not in CLUSTER_POLICIES:
+            raise ValueError(f"policy: unknown policy {policy!r}; choose from "
+                             f"{', '.join(CLUSTER_POLICIES)}, or pass a policy object")
+    else:
+        check_policy(policy)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
     sigma = v.real_number("noise_sigma", noise_sigma)
@@ -415,20 +444,26 @@ def gamma_over_time(t_ms: NDArray[np.float64], rates_gbps: NDArray[np.float64],
 
 
 class _Run:
-    def __init__(self, sim: SimCluster, jobs: tuple[SimJob, ...], policy: str, seed: int,
-                 sigma: float, sample_ms: float | None,
+    def __init__(self, sim: SimCluster, jobs: tuple[SimJob, ...], policy: str | Policy,
+                 seed: int, sigma: float, sample_ms: float | None,
                  progress: Callable[[float], None] | None, skip_ahead: bool = True,
                  queue: str = "backoff") -> None:
-        self.sim, self.jobs, self.policy_name = sim, jobs, policy
+        self.sim, self.jobs = sim, jobs
+        self.policy_name = policy if isinstance(policy, str) else str(policy.name)
         self.seed, self.sigma, self.progress = seed, sigma, progress
         self.cluster = sim.cluster
         self.ideal = policy == "ideal"
-        placement = make_policy("metronome" if self.ideal else policy)
+        placement: Policy
+        if isinstance(policy, str):
+            placement = make_policy("metronome" if self.ideal else policy)
+        else:
+            placement = policy
         self.scheduler = Scheduler(placement)
         self.state = ClusterState(self.cluster)
         # the stop-and-wait controller runs for the Metronome policies only
         self.controller = Controller.for_policy(self.state, placement) \
-            if policy.startswith("metronome") else None
+            if not self.ideal and isinstance(getattr(placement, "config", None),
+                                             MetronomeConfig) else None
         self.monitor = self.controller is not None and self.controller.config.monitor
         k = len(self.cluster)
         n_private = sum(j.workers for j in jobs) if self.ideal else 0
