@@ -1,4 +1,4 @@
-"""One-shot table of the rotation-search targets (spec/performance.md), per seed.
+"""One-shot table of the rotation-search targets (docs/benchmarks.md), per seed.
 
 Usage: python benchmarks/report.py [--seeds 0 1 2 3 4] [--decision] [--oasis] [--network]
        [--milp [--milp-sizes 20 50 100] [--milp-time-limit 600]]

@@ -1,6 +1,6 @@
 """Seeded random instances of the rotation search, in several families.
 
-Each family stresses one part of spec §5: contention from light to heavy, exact
+Each family stresses one part of docs/traffic-circle.md: contention from light to heavy, exact
 ties (integer demands), wrap-around perfect intervals, whole-range perfect,
 instances with no perfect rotation at all, and crowded links where every pair
 contends and Psi decides.  The product of the free rows' limits is

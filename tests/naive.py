@@ -1,4 +1,4 @@
-"""Brute-force oracles written straight from spec/metronome.md (slow on purpose).
+"""Brute-force oracles written straight from docs/traffic-circle.md (slow on purpose).
 
 Nothing here shares code with :mod:`tdmcore`: every vector is enumerated, every
 rule is applied literally, in enumeration order.
@@ -16,7 +16,7 @@ PSI_ATOL = 1e-9
 
 
 def rolled_sum(demand: np.ndarray, rotations) -> np.ndarray:
-    """S[b] = sum_i D_i[(b - s_i) mod N], rows added in order (spec §2-3)."""
+    """S[b] = sum_i D_i[(b - s_i) mod N], rows added in order (docs/traffic-circle.md)."""
     total = np.zeros(demand.shape[1])
     for row, s in zip(demand, rotations, strict=True):
         total = total + np.roll(row, int(s))
@@ -99,7 +99,7 @@ class OracleResult:
 
 
 def search(demand, capacity, limits, mode="first", mids=None) -> OracleResult:
-    """Enumerate every rotation vector; apply spec §5's rules literally."""
+    """Enumerate every rotation vector; apply docs/traffic-circle.md's rules literally."""
     demand = np.asarray(demand, dtype=float)
     k, n = demand.shape
     tol = PERFECT_RTOL * capacity
@@ -145,7 +145,7 @@ def search(demand, capacity, limits, mode="first", mids=None) -> OracleResult:
 
 
 def unify_periods(periods, priorities, gt_ms=5.0, et_frac=0.10, max_multiple=8):
-    """spec §4 by enumerating every multiple vector in [1, M]^k.
+    """docs/traffic-circle.md by enumerating every multiple vector in [1, M]^k.
 
     Returns ``(T, compatible, idle per pod)``; ``priorities`` are integers.
     """
@@ -189,7 +189,7 @@ def unify_periods(periods, priorities, gt_ms=5.0, et_frac=0.10, max_multiple=8):
                     m = min(within, key=lambda m: abs(m * t - base))
                     stretched[i] = m * t
                     continue
-                # revised 2026-11-23: the low pod is the shorter one, its gap to T_high
+                #: the low pod is the shorter one, its gap to T_high
                 # lies in (G_T, E_T], E_T = 10 % of its own period; idle closes the gap
                 # to G_T, (gap - G_T) / m per iteration
                 gaps = [(base - m * t, m) for m in range(1, max_multiple + 1)

@@ -1,4 +1,4 @@
-"""Table-driven cases with the hand arithmetic in comments (spec/metronome.md §2-5)."""
+"""Table-driven cases with the hand arithmetic in comments (docs/traffic-circle.md)."""
 
 from __future__ import annotations
 
@@ -126,7 +126,7 @@ def test_shifts_and_average_utilization() -> None:
         ([60.0, 121.0], [1, 1], 120.5, [2, 1], [0, 0], True),
         # G_T bounds the distance to the mean: 100 vs 92 -> T = 96, both within 4 ms
         ([100.0, 92.0], [1, 1], 96.0, [1, 1], [0, 0], True),
-        # step 2 (revised 2026-11-23): 200 vs 185 -> mean 192.5 is 7.5 ms away (> G_T)
+        # step 2 : 200 vs 185 -> mean 192.5 is 7.5 ms away (> G_T)
         # and no multiples <= 8 come closer; the low pod is 15 ms shorter, within
         # E_T = 18.5 (10 % of 185): idle 15 - G_T = 10 ms -> 195, T = (200 + 195) / 2
         ([200.0, 185.0], ["high", "low"], 197.5, [1, 1], [0, 10.0], True),

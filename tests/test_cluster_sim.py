@@ -1,4 +1,4 @@
-"""The cluster simulator: placement + controller + flow model together (spec/simulator.md).
+"""The cluster simulator: placement + controller + flow model together (docs/simulator.md).
 
 ``tests/test_network.py`` checks the flow kernel alone; here whole runs of
 :func:`tdmcore.sim.cluster.run_cluster` are checked: hand-computed clusters, byte
@@ -116,7 +116,7 @@ def test_latency_tail(policy, tail) -> None:
 
 def test_latency_tail_counts_workers_not_nodes() -> None:
     # 4 workers on two 2-GPU nodes: tail 2 x (4 - 1) x 1.0 = 6 ms.  Each node sends
-    # one ring segment (spec/simulator.md, revised 2026-11-23: a job's pods on a node
+    # one ring segment (docs/simulator.md: a job's pods on a node
     # are one transfer, not one each): 0.5 Gbit at 25 Gbps in 20 ms.
     # 80 + 20 + 6 = 106 ms.
     res = run(sim_of([2, 2], latency_ms=[[0, 1.0], [1.0, 0]]),
@@ -393,7 +393,7 @@ def test_noise_is_drawn_per_job_from_seed_and_index() -> None:
 def test_idle_injection_stretches_the_low_priority_job() -> None:
     # h: 200 ms, duty 0.04 (high); l: 187 ms, duty 0.04 (low), sharing n0's link.
     # Step 1 fails (mean 193.5 is 6.5 ms from each > G_T = 5; no other multiples
-    # within G_T up to 8).  Step 2 (revised 2026-11-23): T_high = 200, l is shorter
+    # within G_T up to 8).  Step 2 : T_high = 200, l is shorter
     # by 13 ms, within E_T = 18.7 ms: idle (13 - 5) / 1 = 8 ms per iteration, l runs
     # 195 ms, and T = (200 + 195) / 2 = 197.5 ms.  The remaining 5 ms of drift per
     # iteration makes their bursts meet now and then (a few iterations of each).

@@ -164,7 +164,7 @@ def test_contention_is_no_drift() -> None:
 
 def test_injected_idle_is_part_of_the_baseline() -> None:
     # h: 200 ms (high), l: 187 ms (low) on one link: l is 13 ms shorter, within
-    # E_T = 18.7 ms, so it gets (13 - G_T) = 8 ms of idle (spec §4 step 2, revised).
+    # E_T = 18.7 ms, so it gets (13 - G_T) = 8 ms of idle (docs/traffic-circle.md step 2, revised).
     # l iterating in 195 ms is on its baseline: never slow, no drift.
     state = ClusterState(Cluster([Node("n0", 64, 64, 8, 25.0)]))
     sched = Scheduler(MetronomePolicy())

@@ -2,7 +2,7 @@
 
 Every case is a tiny hand-made cluster (one or two nodes) and a handful of
 :class:`ElasticJob` objects in a hand-made :class:`ClusterState`; the comments give
-the arithmetic and the step / pseudo-code line each case exercises (spec/elastic.md;
+the arithmetic and the step / pseudo-code line each case exercises (docs/elastic.md;
 DRAGON §3.3; KOD2 Algorithms 1-3; the blog's Weighting, Gang, ScaleDown, ScaleUp and
 Scheduling algorithms).  Whole runs of the simulator are in ``test_elastic_sim.py``.
 

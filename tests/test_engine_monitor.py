@@ -2,7 +2,7 @@
 
 The engine takes quiet reports, pauses and re-measured patterns that stand itself,
 and stops before any other report (``REPORT_CONTROLLER``) so that the controller
-takes it (spec/metronome.md §7).  Here both see the same random report streams
+takes it (docs/scheduler.md).  Here both see the same random report streams
 (iteration times and comm phases), on random thresholds and injected idle, for a
 high- and a low-priority job sharing a link: after every report the engine's outcome
 must be the controller's (quiet = no action; pause = the same pause, to the bit;
@@ -37,7 +37,7 @@ def setting(rng: np.random.Generator) -> tuple[Controller, dict[str, int], FlowE
     sched = Scheduler(MetronomePolicy(MetronomeConfig()))
     ctrl = Controller(state, cfg)
     # b at 188 or 183 ms beside a's 100 (T_high = 200) gets idle injected when low:
-    # 12 or 17 ms shorter, within E_T, so 7 or 12 ms per iteration (spec §4 step 2,
+    # 12 or 17 ms shorter, within E_T, so 7 or 12 ms per iteration (docs/traffic-circle.md step 2,
     # revised); equal priorities rank by deploy order
     b_prio = int(rng.integers(0, 2))
     for job, prio, period in (("a", 1, 100.0),

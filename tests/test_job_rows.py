@@ -1,6 +1,6 @@
 """A job's row on a link is one pod's demand; a job wholly on one node is LowComm.
 
-spec/metronome.md §2 and spec/simulator.md (revised 2026-11-23).  The rule has one
+docs/traffic-circle.md and docs/simulator.md .  The rule has one
 owner, :meth:`ClusterState.job_links`; these tests check it where it acts: the
 cluster state's link rows, the snapshot the kernels read, the Score phase and
 EarlyReturn, the loop filter (against the brute-force pipeline of

@@ -2,7 +2,7 @@
 
 For every end slot the MILP (``milp_payoff``, shared with the benchmarks in
 benchmarks/asv_bench/naive_oasis.py) minimizes the cost of covering the job's work
-within [start, end] under constraints (2)-(7) written straight from spec/oasis.md §1;
+within [start, end] under constraints (2)-(7) written straight from docs/oasis.md;
 the best payoff over end slots must equal tdmcore's.  The schedule tdmcore returns is
 also checked against (2)-(10) on its own.
 """

@@ -356,7 +356,7 @@ def test_snapshot_s1_gangs_are_placed_compactly() -> None:
 
 def test_snapshot_s1_complete_gangs_on_one_node_use_no_link() -> None:
     # Gang size known (as the simulator gives it): a job whose two pods both sit on
-    # one node is LowComm there (spec §2, revised): no row on any link.
+    # one node is LowComm there (docs/traffic-circle.md, revised): no row on any link.
     state, decisions = _place_snapshot("S1", gang_size=2)
     nodes = {job: {state.node_of(f"{job}-{i}") for i in range(2)}
              for job in ("vgg19-a", "vgg19-b", "vgg19-c")}
@@ -373,7 +373,7 @@ def test_snapshot_s4_two_bert_share_perfectly() -> None:
 
 
 def test_snapshot_s0_incompatible_jobs_kept_apart() -> None:
-    # GPT-2 and GoogLeNet cannot be unified (spec §4 step 3): no perfect score where
+    # GPT-2 and GoogLeNet cannot be unified (docs/traffic-circle.md step 3): no perfect score where
     # they meet, so GoogLeNet goes to empty links while there are any.
     state, decisions = _place_snapshot("S0")
     gpt2 = {state.node_of(f"gpt2-{i}") for i in range(2)}
@@ -438,7 +438,7 @@ def test_diktyo_first_pod_has_no_network_preference() -> None:
     default = Scheduler(make_policy("default")).decide(state, first)[0]
     assert diktyo.node == default.node == 0  # all equal: first node in order
     assert np.ptp(diktyo.scores) == 0.0
-    # Metronome's PreFilter falls back to the mean latency instead (spec §6) and
+    # Metronome's PreFilter falls back to the mean latency instead (docs/scheduler.md) and
     # keeps off node 0 (mean tau 19/3 against 4 and 4)
     assert Scheduler(make_policy("metronome")).decide(state, first)[0].node == 1
 

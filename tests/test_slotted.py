@@ -4,7 +4,7 @@
 plan), against broken policies (each constraint (3)-(7) and the activity rules must
 stop the run with ``PolicyError``), and — for every shipped policy on random
 settings — against an independent replay of the recorded decisions: chunks trained,
-completion slot, utility and utilization recomputed here from spec/oasis.md §1-§4.
+completion slot, utility and utilization recomputed here from docs/oasis.md-§4.
 """
 
 from __future__ import annotations

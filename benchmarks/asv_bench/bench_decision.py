@@ -1,5 +1,5 @@
 """One pod's full Metronome decision (PreFilter -> NormalizeScore) on clusters of
-10 to 5,000 nodes holding 0-4 pods each (spec/performance.md: 1,000 nodes,
+10 to 5,000 nodes holding 0-4 pods each (docs/benchmarks.md: 1,000 nodes,
 < 20 ms median, < 100 ms p99).  The naive peer pipeline runs where it finishes.
 """
 

@@ -1,6 +1,6 @@
 """OASiS's best schedule: tdmcore against the straightforward DP of Alg. 2 and the MILP.
 
-Instance of spec/performance.md: T = 100 slots, 100 worker + 100 PS servers;
+Instance of docs/benchmarks.md: T = 100 slots, 100 worker + 100 PS servers;
 ``time_*`` sweep T, servers and workload; ``track_speedup`` records the ratio to
 the straightforward DP measured in the same run (same payoff checked first).
 ``TimeMilpBestSchedule`` times the MILP of problem (27) (HiGHS, one MILP per end

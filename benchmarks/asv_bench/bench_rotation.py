@@ -1,8 +1,8 @@
-"""Rotation search (spec/metronome.md §5): tdmcore against the naive peer.
+"""Rotation search (docs/traffic-circle.md): tdmcore against the naive peer.
 
 ``time_*`` sweep k = 2..5 rows and bins = 72, 144, 360 for both modes; ``track_*``
 record the speed-up over the naive peer measured side by side in the same run, on
-the instances of spec/performance.md (seeds 0..4).  Setup checks that tdmcore and
+the instances of docs/benchmarks.md (seeds 0..4).  Setup checks that tdmcore and
 the peer return the same rotations before anything is timed.
 """
 

@@ -1,7 +1,7 @@
 """The cluster simulator: wall time of a run and the quality of each policy.
 
 ``time_run`` / ``track_*`` on the shipped scenarios, seed 0: the 4 h
-``metronome-trace`` (spec/performance.md: all policies together < 30 s) and the
+``metronome-trace`` (docs/benchmarks.md: all policies together < 30 s) and the
 snapshots S1 and S5 (10 minutes of training per job).  ``track_mean_jct_s`` and
 ``track_gamma`` are the quality figures (README "Simulator").  The naive peer of
 the flow kernel itself is in :mod:`bench_network`.  :class:`PhillyScale` times
@@ -72,7 +72,7 @@ class TraceAllPolicies:
 
 
 class PhillyScale:
-    """The scale target (spec/performance.md): Philly jobs on 1,024 nodes, seed 0,
+    """The scale target (docs/benchmarks.md): Philly jobs on 1,024 nodes, seed 0,
     noise 0, under ``default`` and ``metronome`` (< 10 min, < 4 GB for 10,000 jobs).
 
     ``time_run`` and ``peakmem_run`` (asv's peak resident memory of the process)

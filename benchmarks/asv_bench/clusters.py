@@ -1,4 +1,4 @@
-"""Seeded random clusters for decision benchmarks (spec/performance.md).
+"""Seeded random clusters for decision benchmarks (docs/benchmarks.md).
 
 ``n_nodes`` nodes (8 GPUs, 25 Gbps), each already holding 0-4 pods of random jobs
 whose traffic patterns are drawn around the shipped snapshot models (VGG19,

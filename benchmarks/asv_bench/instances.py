@@ -1,4 +1,4 @@
-"""Seeded benchmark instances: contended links of k jobs (spec/performance.md).
+"""Seeded benchmark instances: contended links of k jobs (docs/benchmarks.md).
 
 A *contended* link carries jobs whose bandwidths each fit the link but no two fit
 together (every pair contends, Eq. 9), with duty cycles that leave the circle

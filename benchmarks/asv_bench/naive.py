@@ -1,7 +1,7 @@
-"""The naive peer: what a competent engineer writes first (spec/performance.md).
+"""The naive peer: what a competent engineer writes first (docs/benchmarks.md).
 
 numpy, every candidate enumerated, vectorised over the innermost loop (the last
-row's rotations) only.  Same rules and tolerances as spec/metronome.md §3-5, so its
+row's rotations) only.  Same rules and tolerances as docs/traffic-circle.md, so its
 answers must equal tdmcore's; the suites check that before timing.
 """
 

@@ -1,4 +1,4 @@
-"""Brute-force peer and oracle of the flow-level network model (spec/simulator.md).
+"""Brute-force peer and oracle of the flow-level network model (docs/simulator.md).
 
 Written independently of ``tdmcore._kernels.flow``: max-min fairness by the textbook
 iteration (saturate every transfer whose cap is below the equal share, repeat), and

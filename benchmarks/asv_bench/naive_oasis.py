@@ -1,10 +1,10 @@
-"""Peers of OASiS's best schedule (spec/performance.md).
+"""Peers of OASiS's best schedule (docs/benchmarks.md).
 
 ``straightforward_dp``: Alg. 2 as written, DP_COST(t, v) over *chunks* v with
 COST_t(v) computed by the greedy for every (t, v) pair, in Python and numpy.
 ``milp_payoff`` / ``milp_solve``: problem (27) as an independent MILP per end
 slot (scipy.optimize.milp, HiGHS), constraints (2)-(7) written straight from
-spec/oasis.md §1; also the oracle of tests/test_oasis.py.
+docs/oasis.md; also the oracle of tests/test_oasis.py.
 All return the best payoff, to be compared with :func:`tdmcore.oasis.best_schedule`.
 """
 

@@ -1,4 +1,4 @@
-"""The naive peer of one pod's Metronome decision (spec/performance.md).
+"""The naive peer of one pod's Metronome decision (docs/benchmarks.md).
 
 What a first implementation looks like: a Python loop over nodes for PreFilter
 and Filter, a fresh union-find for the loop check of every node, and for every
@@ -16,8 +16,8 @@ from tdmcore.model import ClusterState, Pod
 
 
 def _link_rows(state: ClusterState, n: int, extra: tuple[Pod, int] | None) -> list[Pod]:
-    """The rows of node n's link, straight from spec/metronome.md §2 (revised
-    2026-11-23): one pod per job with traffic crossing the link (its first pod
+    """The rows of node n's link, straight from the rule in
+    docs/traffic-circle.md: one pod per job with traffic crossing the link (its first pod
     there), none for a job whose ``gang_size`` pods are all placed on one node;
     ``extra`` is a pod assumed placed on ``extra[1]`` after every placed pod."""
     placed = sorted(state.placed.values(), key=lambda e: e.order)

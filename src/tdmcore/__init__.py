@@ -1,6 +1,6 @@
 """tdmcore: time-division multiplexing of distributed-training traffic on shared links.
 
-The stable public API (spec/api.md) is re-exported here; everything else is private
+The stable public API (docs/api/index.md) is re-exported here; everything else is private
 or lives in its own module.
 """
 

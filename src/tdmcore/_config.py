@@ -3,7 +3,7 @@
 ``cache=True`` keeps compiled kernels on disk between runs (CI and the test suite
 rely on it to stay fast); ``fastmath`` is off because the rotation search must give
 bit-for-bit reproducible sums, and its tie rules compare floats against tolerances
-(spec/metronome.md §3).
+(docs/traffic-circle.md).
 """
 
 from __future__ import annotations

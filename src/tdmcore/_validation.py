@@ -72,7 +72,7 @@ def real_number(name: str, value: Any) -> float:
 
 
 def bins_count(value: Any, name: str = "bins") -> int:
-    """The discretization precision Di-Pre: an integer >= 8 (spec/metronome.md §2)."""
+    """The discretization precision Di-Pre: an integer >= 8 (docs/traffic-circle.md)."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{name}: expected an integer >= {MIN_BINS}, got {value!r:.80}")
     n = int(value)

@@ -22,7 +22,7 @@ class AffinityGraph:
 
     ``edges`` lists ``(job_id, node)`` for every job with a row on a contended
     link (the rows' summed bandwidth above capacity; a job's row is one pod's
-    demand and a job wholly on one node has none, spec/metronome.md §2).
+    demand and a job wholly on one node has none, docs/traffic-circle.md).
     """
 
     n_jobs: int

@@ -1,4 +1,4 @@
-"""Base-period unification of the pods sharing a link (spec/metronome.md §4).
+"""Base-period unification of the pods sharing a link (docs/traffic-circle.md).
 
 Metronome paper §III-B: the LCM of real periods is impractical, so periods whose
 small multiples agree within ``G_T`` share their mean as the base period; failing
@@ -76,7 +76,7 @@ def unify_periods(
     et_frac: float = 0.10,
     max_multiple: int = 8,
 ) -> BasePeriod:
-    """Unify the periods of the pods on one link into a base period (spec §4).
+    """Unify the periods of the pods on one link into a base period (docs/traffic-circle.md).
 
     Parameters
     ----------
@@ -91,7 +91,7 @@ def unify_periods(
         ``E_T`` as a fraction of each low-priority pod's own period: the most idle
         that may be injected per iteration.
     max_multiple : int, default 8
-        ``M``: largest multiple considered **[decision, spec/metronome.md §4]**.
+        ``M``: largest multiple considered **[decision, docs/traffic-circle.md]**.
 
     Returns
     -------

@@ -1,4 +1,4 @@
-"""The stop-and-wait controller (paper §III-C, spec/metronome.md §7).
+"""The stop-and-wait controller (paper §III-C, docs/scheduler.md).
 
 Front-end independent: the simulator feeds it iteration reports from its
 network model, the Kubernetes bridge from the agents; both apply what it returns
@@ -224,8 +224,7 @@ class Controller:
         asked for and the 3rd stage is enabled, else the scheduler's ``first``;
         without the 3rd stage (``metronome-no-phase3``) always ``compact``, the
         paper's ablation (§IV-C: each low-priority comm phase starts where the
-        previous one ends, no cushion slots; spec/metronome.md §7, revised
-        2026-11-23)."""
+        previous one ends, no cushion slots; docs/scheduler.md)."""
         if not self.config.phase_three:
             return "compact"
         return "optimal" if optimal else "first"
@@ -408,7 +407,7 @@ class Controller:
 
     def idle_ms(self, job: str) -> float:
         """Idle injected into ``job``'s compute phase: the most any of its links'
-        plans injects (base period unification, spec/metronome.md §4 step 2)."""
+        plans injects (base period unification, docs/traffic-circle.md step 2)."""
         idle = 0.0
         for plan in self.links.values():
             for pod, value in zip(plan.pods, plan.base.idle_ms, strict=True):

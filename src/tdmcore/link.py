@@ -26,11 +26,11 @@ __all__ = ["LinkPlan", "LinkPod", "compact_rotations", "plan_link"]
 
 @dataclass(frozen=True)
 class LinkPod:
-    """A pod's periodic traffic on one link (spec/metronome.md §1).
+    """A pod's periodic traffic on one link (docs/traffic-circle.md).
 
     ``job`` names the pod's job; it defaults to the pod's own name.  A link has
-    at most one :class:`LinkPod` per job: **[decision, spec/metronome.md §2,
-    revised 2026-11-23]** a job's row on a link is one pod's demand (one ring
+    at most one :class:`LinkPod` per job: **[decision, docs/traffic-circle.md,
+   ]** a job's row on a link is one pod's demand (one ring
     segment per node, however many of its pods the node holds), which
     :meth:`tdmcore.model.ClusterState.job_links` picks.  ``priority``: larger is
     higher.
@@ -123,9 +123,9 @@ def plan_link(
 ) -> LinkPlan:
     """Interleave the comm phases of ``pods`` sharing a link of ``capacity_gbps``.
 
-    Unifies the periods (spec §4), draws every pod on the circle as its job's
+    Unifies the periods (docs/traffic-circle.md), draws every pod on the circle as its job's
     row, puts the reference job in row 0 (Eq. 16), searches the rotations
-    (spec §5; ``mode="compact"``: :func:`compact_rotations`, the paper's
+    (docs/traffic-circle.md; ``mode="compact"``: :func:`compact_rotations`, the paper's
     ablation without the third stage) and converts them into shifts in ms.
 
     Raises
@@ -144,7 +144,7 @@ def plan_link(
     for p in pods:
         if p.job_name in jobs_seen:
             raise ValueError(f"pods: job {p.job_name!r} has two pods on the link; its row is "
-                             "one pod's demand (spec §2), so give one pod per job")
+                             "one pod's demand (docs/traffic-circle.md), so give one pod per job")
         jobs_seen.add(p.job_name)
     cap = v.positive_float("capacity_gbps", capacity_gbps)
     n_bins = v.bins_count(bins)
@@ -177,7 +177,7 @@ def plan_link(
     else:
         result = search_rotations(demand, cap, limits, mode=mode, mids=mids)
     if not base.compatible:
-        # spec §4 step 3: incompatible periods get no perfect score; the circle of
+        # docs/traffic-circle.md step 3: incompatible periods get no perfect score; the circle of
         # truncated patterns only ranks such links (ceiling just below 100).
         result = RotationResult(result.rotations, min(result.score, INCOMPATIBLE_MAX_SCORE),
                                 False, None, result.evaluated)

@@ -1,6 +1,6 @@
 """The domain: nodes, pods, jobs, workloads, the latency matrix, and cluster state.
 
-spec/metronome.md §1 and the Metronome paper's Table I.  Objects are validated on
+docs/traffic-circle.md and the Metronome paper's Table I.  Objects are validated on
 construction (``ValueError`` naming the field); :class:`ClusterState` changes only
 through :meth:`ClusterState.place` / :meth:`ClusterState.remove`, and a failed call
 changes nothing.
@@ -100,7 +100,7 @@ class Node:
 
 @dataclass(frozen=True)
 class Pod:
-    """A task of a job (spec §1).  ``pattern=None`` makes it a LowComm pod.
+    """A task of a job (docs/traffic-circle.md).  ``pattern=None`` makes it a LowComm pod.
 
     ``priority``: larger is higher (``"high"``/``"low"`` accepted).  A job's pods
     must share its priority, workload and ``gang_size``.  ``gang_size`` is the
@@ -319,7 +319,7 @@ class ClusterState:
         """Where ``job``'s traffic crosses host links: node -> the pod that stands
         for the job on that node's link (its first deployed pod there).
 
-        **[decision, spec/metronome.md §2, revised 2026-11-23]** A job's pods on
+        **[decision, docs/traffic-circle.md]** A job's pods on
         one node exchange data over NVLink/PCIe; with the ring all-reduce of data
         parallel training one ring segment enters and one leaves a node however
         many of the job's pods it holds, so a job's row on a link is *one pod's*

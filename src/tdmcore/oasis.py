@@ -1,7 +1,7 @@
-"""OASiS: a job's best worker/PS schedule under resource prices (spec/oasis.md §2).
+"""OASiS: a job's best worker/PS schedule under resource prices (docs/oasis.md).
 
-Bao et al., INFOCOM 2018 (``../papers/001_*``), Algorithm 2 and problem (27).  Our
-copy of the paper lost its math; spec/oasis.md restates it and is what this
+Bao et al., INFOCOM 2018 (the OASiS paper), Algorithm 2 and problem (27).  Our
+copy of the paper lost its math; docs/oasis.md restates it and is what this
 module implements.  Slots are ``0..T-1``; prices and free capacities are given per
 slot, server and resource.
 """
@@ -38,7 +38,7 @@ _FLOOR_EPS = 1e-9
 
 
 def sigmoid_utility(delay: float, g1: float, g2: float, g3: float) -> float:
-    """``f(t) = g1 / (1 + exp(g2 (t - g3)))`` (spec §4): g1 priority, g2 decay
+    """``f(t) = g1 / (1 + exp(g2 (t - g3)))`` (docs/oasis.md): g1 priority, g2 decay
     (0: time-insensitive), g3 target completion delay."""
     x = g2 * (delay - g3)
     if x > 700.0:
@@ -48,7 +48,7 @@ def sigmoid_utility(delay: float, g1: float, g2: float, g3: float) -> float:
 
 @dataclass(frozen=True)
 class Job:
-    """A training job as OASiS sees it (spec/oasis.md §1).
+    """A training job as OASiS sees it (docs/oasis.md).
 
     Units: slots for ``tau`` (compute time per mini-batch) and for
     ``grad_size / worker_bw`` (one gradient push or pull); ``worker_res`` /
@@ -109,7 +109,7 @@ class Job:
 
 
 def chunks_per_worker_slot(job: Job) -> int:
-    """``c_i = floor(1 / (M_i (tau_i + 2 e_i / b_i)))`` **[decision, spec/oasis.md §2]**."""
+    """``c_i = floor(1 / (M_i (tau_i + 2 e_i / b_i)))`` **[decision, docs/oasis.md]**."""
     return int(math.floor(1.0 / (job.minibatches * job.iteration_slots) + 1e-12))
 
 
@@ -198,7 +198,7 @@ def best_schedule(
         raise ValueError(
             f"job: one chunk of {job.minibatches} mini-batches takes "
             f"{job.minibatches * job.iteration_slots:.3g} slots, more than one slot; "
-            "OASiS needs at least one chunk per worker-slot (spec/oasis.md §2)"
+            "OASiS needs at least one chunk per worker-slot (docs/oasis.md)"
         )
     need = -(-job.workload_chunks // c)  # ceil(V / c) worker-slots
     workers = np.zeros(n_slots, dtype=np.int64)
@@ -269,7 +269,7 @@ class PriceBounds:
     @classmethod
     def from_jobs(cls, jobs: list[Job], n_slots: int, *, eta1: float = 1.0,
                   eta2: float = 1.0, quantile: float = 0.0) -> PriceBounds:
-        """Estimate U and L from a job population (spec/oasis.md §3).
+        """Estimate U and L from a job population (docs/oasis.md).
 
         ``U_1^r = max_i f_i(t_min_i) / alpha_i^r``;
         ``L_1 = min_i f_i(T - a_i) / (4 eta_1 sum_r alpha_i^r ceil(E N M (tau + 2e/b)))``;

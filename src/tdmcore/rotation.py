@@ -1,6 +1,6 @@
 """Rotation search on one link: the Score phase and the offline recalculation.
 
-spec/metronome.md §5; Metronome paper §III-B (Score) and §III-C (offline
+docs/traffic-circle.md; Metronome paper §III-B (Score) and §III-C (offline
 recalculation, 3rd-stage objective Psi of Eq. 9).
 """
 
@@ -25,7 +25,7 @@ from .scoring import PERFECT_RTOL, check_demand, score_from_excess
 
 __all__ = ["PSI_ATOL_BINS", "RotationResult", "search_rotations"]
 
-#: Two Psi values tie when they differ by at most this many bins (spec §3).
+#: Two Psi values tie when they differ by at most this many bins (docs/traffic-circle.md).
 PSI_ATOL_BINS = 1e-9
 #: Peak demands of two rows "contend" when they sum to >= B (1 - CONTEND_RTOL).
 CONTEND_RTOL = 1e-9
@@ -140,7 +140,7 @@ def search_rotations(
     last row with the others fixed; its middle is ``(start + (len - 1) // 2) mod L``.
     With no perfect vector, both modes return the highest score, ties first in
     enumeration order.  Excess ties within ``1e-9 B`` and Psi ties within 1e-9
-    bins (spec/metronome.md §3, §5).  The answer is exactly the brute force's; the
+    bins (docs/traffic-circle.md).  The answer is exactly the brute force's; the
     speed comes from pruning and incremental sums (see
     :mod:`tdmcore._kernels.rotation_search`).
     """

@@ -19,7 +19,7 @@ __all__ = [
     "score_from_excess",
 ]
 
-#: Perfect-score tolerance relative to the capacity (spec/metronome.md §3).
+#: Perfect-score tolerance relative to the capacity (docs/traffic-circle.md).
 PERFECT_RTOL = 1e-9
 
 
@@ -61,7 +61,7 @@ def excess(demand: Any, rotations: Any, capacity_gbps: float) -> float:
 def score_from_excess(excess_gbps: float, capacity_gbps: float, bins: int) -> float:
     """``100 (1 - Excess / (B N))`` clipped to [0, 100] (Eq. 18).
 
-    **[decision, spec/metronome.md §3]** The printed formula lacks the factor 100.
+    **[decision, docs/traffic-circle.md]** The printed formula lacks the factor 100.
     An excess within the perfect tolerance (``1e-9 B``) scores exactly 100, so
     ``score == 100`` and "perfect" always agree.
     """

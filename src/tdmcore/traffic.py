@@ -1,6 +1,6 @@
 """Traffic circles: discretizing periodic comm patterns and converting rotations.
 
-Metronome paper Eqs. (1)-(4); spec/metronome.md §2 and §5 (ConversionToDelay).
+Metronome paper Eqs. (1)-(4); docs/traffic-circle.md (ConversionToDelay).
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def discretize(
     ndarray
         ``(bins,)`` for scalar inputs, ``(k, bins)`` otherwise.  Bin ``b`` of pod
         ``p`` holds ``r_p`` times the fraction of ``[b, b + 1)`` covered by
-        ``Comm_p`` (Eq. 2) **[decision, spec/metronome.md §2]**: an exact overlap,
+        ``Comm_p`` (Eq. 2) **[decision, docs/traffic-circle.md]**: an exact overlap,
         so the row sums to ``r_p d_p N``.
 
     Raises
@@ -169,7 +169,7 @@ def discretize_unified(
     bandwidth_gbps: Any,
     bins: int = 72,
 ) -> CircleRows:
-    """Draw the pods on the circle of a :class:`~tdmcore.BasePeriod` (spec §4).
+    """Draw the pods on the circle of a :class:`~tdmcore.BasePeriod` (docs/traffic-circle.md).
 
     * compatible, no idle: ``mul_p`` units of arc ``2 pi d_p / mul_p`` (Eq. 1); the
       small gap ``|mul_p t_p - T| <= G_T`` is drift for the controller;

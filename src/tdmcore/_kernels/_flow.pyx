@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Flow-level network model of periodic training jobs (spec/simulator.md): the event engine.
+"""Flow-level network model of periodic training jobs (docs/simulator.md): the event engine.
 
 A job iterates: compute, then every one of its network pods sends a volume through
 its node's host link; the iteration ends when the last of its transfers ends
@@ -15,7 +15,7 @@ touches only its own job or link, so a step costs ``O(log n)`` plus the pods on 
 link, whatever the cluster's size.  Links are brought up to date lazily (each keeps
 the time its transfers were last advanced).
 
-The stop-and-wait controller's continuous regulation (spec/metronome.md §7) runs in
+The stop-and-wait controller's continuous regulation (docs/scheduler.md) runs in
 the loop: every finished iteration is reported at once, exactly as
 :meth:`tdmcore.controller.Controller.report_iteration` would take it (window of
 iteration times, slow count against ``a_t x baseline``, readjustment pauses onto

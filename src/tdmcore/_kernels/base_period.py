@@ -1,4 +1,4 @@
-"""Base-period unification kernel (spec/metronome.md §4).
+"""Base-period unification kernel (docs/traffic-circle.md).
 
 Compiled so that the scheduler can unify the periods of every candidate node in
 one call; :func:`tdmcore.unify_periods` wraps the same kernel.
@@ -100,7 +100,7 @@ def unify_kernel(
     ``step`` is 1 (common multiple within G_T), 2 (idle injected into low-priority
     pods) or 3 (incompatible: ``T`` = longest period, multiples 1).
 
-    Step 2 (**revised 2026-11-23**, the paper's rule, §III-B and §IV-D): over the
+    Step 2 (the paper's rule, §III-B and §IV-D): over the
     high-priority pods' common multiples ``T_high`` (smallest first), each
     low-priority pod either has a multiple within ``G_T`` of ``T_high`` (no idle),
     or is the shorter one with a gap ``G_T < T_high - m t <= E_T`` (``E_T =

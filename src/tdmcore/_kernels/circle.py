@@ -1,7 +1,7 @@
 """Kernels over one traffic circle: summed demand, excess and utilization.
 
 Eqs. (4)-(6) and (18) of the Metronome paper, in the discretized form of
-spec/metronome.md §2-3.  Rows are summed in row order and bins in bin order, so
+docs/traffic-circle.md.  Rows are summed in row order and bins in bin order, so
 every caller that needs "the" excess of a rotation vector gets the same float.
 """
 
@@ -56,7 +56,7 @@ def discretize_rows(
     Pod i has ``multiples[i]`` comm units; unit u covers the arc
     ``[u N / mul, (u + d) N / mul)`` in bin units (Eqs. 1-3).  Bin k gets ``r``
     times the length of its overlap with ``[k, k + 1)`` **[decision,
-    spec/metronome.md §2]**, so a row sums to ``r d N``.
+    docs/traffic-circle.md]**, so a row sums to ``r d N``.
     ``midpoints[mid_offsets[i] + u]`` receives ``u N / mul + d N / (2 mul)``.
     """
     n_rows, n_bins = out.shape

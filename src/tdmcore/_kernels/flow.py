@@ -1,4 +1,4 @@
-"""The flow-level network model's event engine (spec/simulator.md), compiled.
+"""The flow-level network model's event engine (docs/simulator.md), compiled.
 
 The engine itself is the Cython module :mod:`tdmcore._kernels._flow` (its
 docstring describes the model, the event loop, the in-loop monitor and the

@@ -1,6 +1,6 @@
 """Metronome's Score phase for every candidate node in one compiled call.
 
-Algorithm 1, lines 14-16, per node n (spec/metronome.md §6): EarlyReturn when the
+Algorithm 1, lines 14-16, per node n (docs/scheduler.md): EarlyReturn when the
 node is empty, when the waiting pod adds no row to n's link, or when the summed
 bandwidth fits; otherwise unify the base period of the link's job rows and the
 waiting pod (§4), draw them on the circle, put the reference job first (Eq. 16)
@@ -31,7 +31,7 @@ from .circle import discretize_rows, excess_and_carried
 from .rotation_search import MODE_FIRST, search_rotations_kernel
 
 SCORE_UNKNOWN = -1.0  # "below the maximum": not computed (pass 1 found a perfect node)
-#: Score ceiling of a link whose periods cannot be unified (spec §4 step 3: "no
+#: Score ceiling of a link whose periods cannot be unified (docs/traffic-circle.md step 3: "no
 #: perfect score"): just below 100, beyond the score tie tolerance, so such a node
 #: never ties with a perfect one but still ranks above nodes with real excess.
 INCOMPATIBLE_MAX_SCORE = 100.0 - 1e-6
@@ -116,7 +116,7 @@ def _score_node(
                                           w_bw, w_prio, w_order, bins, gt_ms, et_frac,
                                           max_multiple)
     if not compatible and not exact:
-        return False, SCORE_UNKNOWN  # never perfect (spec §4 step 3)
+        return False, SCORE_UNKNOWN  # never perfect (docs/traffic-circle.md step 3)
     k = rows.shape[0]
     cap = capacity[n]
     rot = np.zeros(k, dtype=np.int64)

@@ -1,6 +1,6 @@
 """OASiS's best-schedule subroutine (Alg. 2) as compiled loops.
 
-spec/oasis.md §2.  The DP runs over *worker counts*: a slot's cost depends on its
+docs/oasis.md.  The DP runs over *worker counts*: a slot's cost depends on its
 worker count y only (COST_t greedily fills the cheapest servers, then adds the
 fewest parameter servers), and a worker trains ``c`` chunks per slot, so covering
 ``V`` chunks is covering ``Y = ceil(V / c)`` worker-slots.  One table

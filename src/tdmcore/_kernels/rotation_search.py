@@ -1,4 +1,4 @@
-"""Exact rotation search over one link's traffic circle (spec/metronome.md §5).
+"""Exact rotation search over one link's traffic circle (docs/traffic-circle.md).
 
 The brute force enumerates every rotation vector ``(0, s_1, ..., s_{k-1})`` in
 lexicographic order, last row fastest.  This kernel returns exactly the vector that

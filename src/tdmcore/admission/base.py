@@ -1,4 +1,4 @@
-"""What a slotted admission policy sees and returns (OASiS's model, spec/oasis.md §1).
+"""What a slotted admission policy sees and returns (OASiS's model, docs/oasis.md).
 
 Time is slotted (``t = 0..T-1``).  Worker servers and parameter-server (PS) servers
 are two pools with capacities per resource type.  In every slot a policy says, for

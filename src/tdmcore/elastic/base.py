@@ -3,7 +3,7 @@
 Every decision of an elastic policy is a :class:`Plan`: which pods to add where and
 which to remove, for one job.  :func:`apply_plan` applies a plan atomically: on a
 copy of the :class:`~tdmcore.model.ClusterState`, and only if every step succeeds
-is the copy committed (spec/elastic.md; issue 5 item 5).  Policies decide on their
+is the copy committed (docs/elastic.md; issue 5 item 5).  Policies decide on their
 own copy, so the plans of one decision are consistent with each other; the
 simulator and the Kubernetes bridge apply them with :func:`apply_plan`.
 """

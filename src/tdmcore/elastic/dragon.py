@@ -1,6 +1,6 @@
 """DRAGON (Lin, Yeh and Chou, CLOSER 2019) and its two baselines.
 
-spec/elastic.md, "DRAGON".  On every arrival, departure and periodic sync
+docs/elastic.md, "DRAGON".  On every arrival, departure and periodic sync
 (``sync_s``, 15 s in the authors' controller):
 
 1. **Scale-down for urgent jobs.**  A waiting job is urgent once it has waited longer

@@ -1,6 +1,6 @@
 """Elastic training jobs: parameter servers, a worker range and a scaling curve.
 
-spec/elastic.md, "Common model".  A job has ``n_ps`` PS tasks and ``w`` workers with
+docs/elastic.md, "Common model".  A job has ``n_ps`` PS tasks and ``w`` workers with
 ``min_workers <= w <= max_workers``, per-task requests, and a training amount in
 steps whose speed grows sub-linearly with ``w``.
 

@@ -1,6 +1,6 @@
 """KOD2: weight-based preemptive scheduling with scale-in and scale-out.
 
-spec/elastic.md, "KOD2" (paper ``../papers/002_*``, Algorithms 1-3).
+docs/elastic.md, "KOD2" (paper the KOD2 paper, Algorithms 1-3).
 
 - Weight: ``w' = min_workers / (norm_cpu + norm_mem)`` of the job's minimum request
   (PSs plus ``min_workers`` workers, normalised by the cluster's capacity);

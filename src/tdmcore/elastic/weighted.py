@@ -1,6 +1,6 @@
-"""The weighted scheduler of the Kubeflow blog post (``../papers/004_*``).
+"""The weighted scheduler of the Kubeflow blog post (the weighted-scheduler article).
 
-spec/elastic.md, "Weighted scheduler".  Its pseudo-code, line by line:
+docs/elastic.md, "Weighted scheduler".  Its pseudo-code, line by line:
 
 - **Weighting** (queue insertion): job J goes before the first queued q with
   ``U_J > U_q`` or (``U_J == U_q`` and ``R_J > R_q``), ``R = cpu + mem`` of its

@@ -7,14 +7,14 @@ paper's modified Diktyo), mapped to 0..100 (lowest cost 100), weighted 5:1
 against the default resource scores as in Diktyo's recommended configuration.
 No bandwidth or traffic-pattern awareness.
 
-**[decision, spec/simulator.md "Policies", revised 2026-11-23]** As in
+**[decision, docs/simulator.md]** As in
 NetworkOverhead's Score, a pod none of whose dependencies is scheduled yet (a
 job's first pod, with no dependent job running) has no network cost anywhere: its
 network score is the same on every node and only the resource scores decide.
 This is the paper's "fails to detect the dependencies of the job's first pod"
 (§IV-B1, snapshot 4): the first pod lands wherever the default scoring puts it,
 congested node included.  (Metronome instead falls back to the mean latency of
-each node, spec §6 PreFilter.)
+each node, docs/scheduler.md PreFilter.)
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``metronome``: the network- and priority-aware TDM scheduler (Algorithm 1).
 
-spec/metronome.md §6, paper §III-B.  Every extension point works on arrays over
+docs/scheduler.md, paper §III-B.  Every extension point works on arrays over
 all nodes; the Score phase runs one compiled call for all candidate nodes
 (:mod:`tdmcore._kernels.node_score`).
 """
@@ -24,7 +24,7 @@ from .default import resource_fit
 
 NAME = "metronome"
 #: Two node scores are the same maximum when their excesses differ by at most
-#: 1e-9 B (spec §3): 100 x 1e-9 B / (B N) in score units, N >= 8.
+#: 1e-9 B (docs/traffic-circle.md): 100 x 1e-9 B / (B N) in score units, N >= 8.
 SCORE_TIE_PER_BIN = 1e-7
 
 
@@ -145,7 +145,7 @@ class MetronomePolicy:
     def score(self, state: ClusterState, cycle: CycleState) -> NDArray[np.float64]:
         """Eq. (18) per feasible node, EarlyReturn where no contention can arise.
 
-        **[decision, spec/metronome.md §2 and §6, revised 2026-11-23]** A node
+        **[decision, docs/traffic-circle.md]** A node
         where the waiting pod adds no row to the link — its job already crosses
         that link (a job's row is one pod's demand), or the pod completes its job
         wholly on that node (the job is LowComm there) — leaves the link's load as

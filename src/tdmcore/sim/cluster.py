@@ -1,6 +1,6 @@
 """The cluster simulator: a placement policy and its controller over the flow model.
 
-spec/simulator.md.  Jobs arrive; the policy places each job's pods all or nothing
+docs/simulator.md.  Jobs arrive; the policy places each job's pods all or nothing
 through :class:`tdmcore.framework.Scheduler` (a job that does not fit waits and is
 retried whenever a job leaves); the flow-level kernel
 (:mod:`tdmcore._kernels._flow`) runs their iterations on the nodes' host
@@ -413,7 +413,7 @@ def gamma_over_time(t_ms: NDArray[np.float64], rates_gbps: NDArray[np.float64],
 
     Notes
     -----
-    **[decision, spec/simulator.md "Metrics", revised 2026-11-23]** "Links in
+    **[decision, docs/simulator.md]** "Links in
     use" rather than every link of the cluster: idle links would otherwise
     dilute Gamma by the cluster's size, and the paper's testbed counters cover
     the links its jobs use.  Over time rather than bytes over the makespan: a
@@ -543,7 +543,7 @@ class _Run:
     def _links_of(self, job: SimJob, nodes: list[int]) -> list[int]:
         """The host links the job's transfers cross: one per node it occupies.
 
-        **[decision, spec/simulator.md, revised 2026-11-23]** Each node holding
+        **[decision, docs/simulator.md]** Each node holding
         some of a multi-node job's pods sends ``r_p t_p d_p`` per iteration through
         its link (one ring segment per node, however many of the job's pods it
         holds); a job wholly on one node sends nothing (``[-1]``).  Under

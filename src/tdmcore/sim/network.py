@@ -1,4 +1,4 @@
-"""The flow-level network model as a Python API (spec/simulator.md, "Network and job model").
+"""The flow-level network model as a Python API (docs/simulator.md, "Network and job model").
 
 Each :class:`FlowJob` iterates ``iterations`` times: compute for
 ``t_p (1 - d_p)`` (times multiplicative lognormal noise, plus any idle-injection

@@ -78,7 +78,7 @@ def oasis_jobs(n_jobs: int = 100, n_slots: int = 200, seed: int = 0,
                slot_s: float = SLOT_S) -> tuple[tuple[Job, ...], tuple[str, ...]]:
     """``n_jobs`` jobs and their model names, arrivals in the first 70 % of the horizon.
 
-    ``mix``: shares of time-insensitive, -sensitive and -critical jobs (spec §4);
+    ``mix``: shares of time-insensitive, -sensitive and -critical jobs (docs/oasis.md);
     ``priority``: range of ``g1``; ``epochs``, ``chunks``: ranges of ``E_i``, ``N_i``
     (small ones make instances the offline MILP can solve); ``slot_s``: slot length.
     Units follow :class:`tdmcore.oasis.Job`: ``tau`` and ``grad_size / worker_bw`` in

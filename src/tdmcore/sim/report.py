@@ -1,6 +1,6 @@
 """Tables of cluster-simulator runs: one row per (group, policy) and one per job.
 
-spec/simulator.md "Metrics": per job the iteration-time distribution, time per
+docs/simulator.md: per job the iteration-time distribution, time per
 1,000 iterations, JCT, waiting time and readjustments; per run TCT, Gamma,
 acceptance, decision latency and the simulation's wall time.  Each policy is also
 given relative to ``default`` and to ``ideal`` (percent change of the mean JCT and

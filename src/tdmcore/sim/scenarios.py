@@ -1,6 +1,6 @@
 """The shipped cluster scenarios: the Metronome testbed's snapshots and trace, Philly.
 
-spec/simulator.md "Scenarios shipped".  Every traffic pattern comes from
+docs/simulator.md.  Every traffic pattern comes from
 :func:`tdmcore.sim.models.model_pattern` (sources in its docstring); every other
 number is either the paper's or marked **[decision]** here.
 
@@ -109,8 +109,8 @@ def metronome_snapshots(window_s: float = 600.0, workers: int = 2
     **[decision]** ``workers`` workers per job (Table IV gives none), one per
     node (``spread``: required pod anti-affinity).  Each snapshot "comprises a
     set of jobs competing on links" (§IV-A) and Fig. 6 draws them on shared
-    links; once a job's pods on one node are one ring segment (spec §2, revised
-    2026-11-23), a 2-worker job packed onto one 4-GPU node would send nothing
+    links; once a job's pods on one node are one ring segment
+    (docs/traffic-circle.md), a 2-worker job packed onto one 4-GPU node would send nothing
     over any link and the snapshots would show no contention at all, so the
     workers are kept on distinct hosts as in the paper's runs.  The
     VGG19 fine-tuning period (S2, S3) is Table VI's high-priority value; the

@@ -1,11 +1,11 @@
-"""The slotted simulator of the OASiS setting (spec/oasis.md §1, §4).
+"""The slotted simulator of the OASiS setting (docs/oasis.md).
 
 One loop over slots.  At slot ``t`` the policy sees the jobs that arrive, the jobs
 that finished in the previous slot and every active job, and returns which jobs run
 with how many workers and PSs on which servers.  The loop checks the allocation
 against constraints (3)-(7) — a violation is a policy bug and stops the run with
 :class:`PolicyError` — then each running job trains ``c_i`` chunks per worker
-(spec/oasis.md §2) and finishes in the first slot its chunks reach ``E_i N_i``.
+(docs/oasis.md) and finishes in the first slot its chunks reach ``E_i N_i``.
 
 A job's completion delay is ``finish - arrival`` (the last slot with workers minus
 the arrival, as in Alg. 2); its utility is ``f_i(delay)`` if it finishes within the
@@ -28,7 +28,7 @@ __all__ = ["JobOutcome", "PolicyError", "SlottedRun", "job_class", "run_slotted"
 
 _EPS = 1e-9
 
-#: **[decision]** Job classes by the sigmoid's decay ``g2`` (spec/oasis.md §4):
+#: **[decision]** Job classes by the sigmoid's decay ``g2`` (docs/oasis.md):
 #: 0 → time-insensitive, below this → time-sensitive, from it on → time-critical.
 #: It separates the ranges :func:`tdmcore.sim.oasis_setting.oasis_jobs` draws from.
 CRITICAL_DECAY = 0.5
@@ -126,7 +126,7 @@ def run_slotted(policy: AdmissionPolicy, cluster: SlottedCluster,
     """Run ``policy`` on ``jobs`` over ``cluster.n_slots`` slots.
 
     Jobs that can never run are rejected before any policy sees them, the same for
-    every policy: a chunk that does not fit in one slot (``c_i = 0``, spec/oasis.md
+    every policy: a chunk that does not fit in one slot (``c_i = 0``, docs/oasis.md
     §2), or ``b_i > B_i`` (then (6) needs ``ceil(b y / B) > y`` PSs, which (7) forbids).
     """
     if not isinstance(cluster, SlottedCluster):
