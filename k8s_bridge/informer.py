@@ -152,12 +152,15 @@ class Informer:
         """Until :meth:`stop`: list, then watch and recover as the module says."""
         need_list = True
         delay = self.backoff_s[0]
+        failures = 0  # in the current outage: only its first failure is a WARNING
         while not self._stop.is_set():
             try:
                 if need_list:
                     self.list_once()
                     need_list = False
+                    failures = self._recovered(failures)
                 self.watch_once()
+                failures = self._recovered(failures)
                 delay = self.backoff_s[0]
             except Gone:
                 log.info("%s: resourceVersion %s expired, re-listing", self.kind,
@@ -169,7 +172,14 @@ class Informer:
                 self.errors += 1
                 if not exc.retryable:
                     need_list = True
-                log.warning("%s informer: %s; retrying in %.1f s", self.kind, exc, delay)
+                failures += 1
+                if failures == 1:
+                    log.warning("%s informer: %s; retrying with back-off (%.1f s, up to "
+                                "%.0f s; later failures are logged at DEBUG until it is "
+                                "back)", self.kind, exc, delay, self.backoff_s[1])
+                else:
+                    log.debug("%s informer: %s (failure %d); retrying in %.1f s",
+                              self.kind, exc, failures, delay)
                 if self._stop.wait(delay):
                     return
                 delay = min(delay * 2.0, self.backoff_s[1])
@@ -182,6 +192,13 @@ class Informer:
                 if self._stop.wait(delay):
                     return
                 delay = min(delay * 2.0, self.backoff_s[1])
+
+    def _recovered(self, failures: int) -> int:
+        """Say once that an outage is over; the failure count starts again."""
+        if failures:
+            log.info("%s informer: the API server answers again after %d failed "
+                     "attempt(s)", self.kind, failures)
+        return 0
 
     def start(self) -> Informer:
         self._thread = threading.Thread(target=self.run, name=f"informer-{self.kind}",

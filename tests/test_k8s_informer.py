@@ -150,3 +150,23 @@ def test_connection_refused_is_retryable():
     with pytest.raises(ApiError) as exc:
         kube.list("Node")
     assert exc.value.status == 0 and exc.value.retryable
+
+
+def test_an_outage_is_one_warning_and_one_recovery_line(fake, caplog):
+    # five failed lists in a row: one WARNING for the outage, the rest at DEBUG, and
+    # one INFO line when the API server answers again (not a line per retry)
+    fake.fail_next("GET", r"/api/v1/pods", status=500, count=5)
+    fake.create(K.pod("a"))
+    with caplog.at_level("DEBUG", logger="k8s_bridge.informer"):
+        inf, rec = start(fake)
+        try:
+            assert inf.errors == 5 and rec.events == [("ADDED", "a")]
+        finally:
+            inf.stop()
+            fake.drop_watches()
+    records = [r for r in caplog.records if r.name == "k8s_bridge.informer"]
+    warnings = [r for r in records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "later failures are logged at DEBUG" in warnings[0].message
+    assert sum(r.levelname == "DEBUG" and "failure" in r.message for r in records) == 4
+    assert [r.message for r in records if r.levelname == "INFO"] == [
+        "Pod informer: the API server answers again after 5 failed attempt(s)"]
