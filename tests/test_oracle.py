@@ -79,7 +79,8 @@ def test_discretize_matches_interval_arithmetic(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(20))
 def test_unify_periods_matches_enumeration(seed: int) -> None:
-    """500 random links: the anchored search equals the M^k enumeration of docs/traffic-circle.md."""
+    """500 random links: the anchored search equals the M^k enumeration of the rule
+    (docs/traffic-circle.md)."""
     rng = np.random.default_rng(seed)
     for _ in range(25):
         k = int(rng.integers(1, 5))
