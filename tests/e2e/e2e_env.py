@@ -202,8 +202,9 @@ class Env:
             self.scheduler.stop(5.0)
 
     # ------------------------------------------------------------ objects
-    def nodes(self, prefix: str, count: int, gpu: int = 8) -> list[str]:
-        names = [f"{prefix}-{i}" for i in range(count)]
+    def nodes(self, prefix: str, count: int, gpu: int = 8, start: int = 0) -> list[str]:
+        """Nodes ``prefix-start`` ... labelled ``e2e.tdmcore.io/test: prefix``."""
+        names = [f"{prefix}-{i}" for i in range(start, start + count)]
         self.plane.add_nodes(names, gpu=gpu, labels={"e2e.tdmcore.io/test": prefix})
         return names
 
