@@ -128,10 +128,11 @@ def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_
     pipeline.warm_up()
     ext = Extender(pipeline, prefix=prefix, ready=ready, max_body=max_body_bytes)
     stop = threading.Event()
-    if requeue:
+    server = Server(ext.app, host, port)  # listening from here on
+    if requeue:  # after the server listens: requeued pods reach an extender that answers
         threading.Thread(target=Requeuer(pipeline, kube, scheduler_name).run,
                          args=(stop, ready), name="requeue", daemon=True).start()
-    _serve_forever(Server(ext.app, host, port), stop)
+    _serve_forever(server, stop)
 
 
 @cli.command("scheduler")

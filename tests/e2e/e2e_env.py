@@ -195,6 +195,14 @@ class Env:
         wait_until(leading, timeout_s, "kube-scheduler to hold its Lease")
         return self.scheduler
 
+    def ensure_kube_scheduler(self, timeout_s: float = 60.0) -> None:
+        """Restart kube-scheduler if it exited (it does when it cannot renew its Lease,
+        e.g. across a kube-apiserver restart)."""
+        if self.scheduler is not None and not self.scheduler.alive() \
+                and self.extender is not None:
+            self.scheduler.stop()
+            self.start_kube_scheduler(self.extender.url, timeout_s)
+
     def stop(self) -> None:
         for comp in reversed(self.components):
             comp.stop(5.0)
