@@ -111,10 +111,12 @@ def cli() -> None:
                    "(keep it under the extender's httpTimeout); 0: no gang wait.")
 @click.option("--requeue/--no-requeue", default=True, show_default=True,
               help="Touch waiting pods so that kube-scheduler retries them at once.")
+@click.option("--async-status/--sync-status", default=True, show_default=True,
+              help="Write NodeBandwidth status behind the bind (not inside it).")
 def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_level: str,
                  policy: str, default_link_gbps: float, port: int, prefix: str,
                  max_body_bytes: int, scheduler_name: str, gang_wait_seconds: float,
-                 requeue: bool) -> None:
+                 requeue: bool, async_status: bool) -> None:
     """kube-scheduler HTTP extender: POST /filter, /prioritize, /bind."""
     from .extender import Extender
     from .pipeline import Pipeline
@@ -125,6 +127,7 @@ def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_
     _, ready = start_informers(kube, model)
     pipeline = Pipeline(model, policy, kube, scheduler_name=scheduler_name,
                         gang_wait_s=gang_wait_seconds)
+    pipeline.async_status = async_status
     pipeline.warm_up()
     ext = Extender(pipeline, prefix=prefix, ready=ready, max_body=max_body_bytes)
     stop = threading.Event()
@@ -132,7 +135,10 @@ def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_
     if requeue:  # after the server listens: requeued pods reach an extender that answers
         threading.Thread(target=Requeuer(pipeline, kube, scheduler_name).run,
                          args=(stop, ready), name="requeue", daemon=True).start()
-    _serve_forever(server, stop)
+    try:
+        _serve_forever(server, stop)
+    finally:  # what the writer still holds (else the controller's reconcile writes it)
+        pipeline.flush_statuses(5.0)
 
 
 @cli.command("scheduler")

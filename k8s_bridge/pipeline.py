@@ -120,6 +120,14 @@ class Pipeline:
         #: called (with the gang key, no lock held) when a member starts waiting at
         #: bind: the requeuer then has kube-scheduler retry the gang's other members now
         self.on_gang_wait: Callable[[str], None] | None = None
+        #: write NodeBandwidth status from a background thread, after bind answered
+        self.async_status = False
+        self.status_passes = 0
+        self._status_lock = threading.Lock()
+        self._status_wake = threading.Event()
+        self._dirty_nodes: set[int] = set()
+        self._status_busy = False
+        self._status_thread: threading.Thread | None = None
         #: bind only pods whose ``spec.schedulerName`` is this (None: any)
         self.scheduler_name = scheduler_name
         self.policy_name = policy
@@ -518,7 +526,56 @@ class Pipeline:
 
     def _write_statuses(self, nodes: Sequence[int]) -> None:
         """Write the touched links, each computed from the state *at write time* (so
-        concurrent binds on one node cannot overwrite each other with older lists)."""
+        concurrent binds on one node cannot overwrite each other with older lists):
+        now, or -- with :attr:`async_status` -- by the status writer thread.
+
+        **[decision]** In extender mode the write goes behind the bind: kube-scheduler
+        waits for ``bind``, and the conditional NodeBandwidth patch (a 409 re-reads and
+        recomputes) doubled its latency.  The writer coalesces: the nodes touched while
+        it writes are written once, at their latest state, in its next pass.  The write
+        stays conditional and merging; an entry not written yet when the extender dies
+        is written by the controller's reconcile, which records every placed traffic
+        pod.
+        """
+        if self.async_status:
+            with self._status_lock:
+                self._dirty_nodes.update(nodes)
+                if self._status_thread is None:
+                    self._status_thread = threading.Thread(
+                        target=self._status_loop, name="status-writer", daemon=True)
+                    self._status_thread.start()
+            self._status_wake.set()
+            return
+        self._write_now(nodes)
+
+    def _status_loop(self) -> None:
+        while True:
+            self._status_wake.wait()
+            self._status_wake.clear()
+            with self._status_lock:
+                nodes = sorted(self._dirty_nodes)
+                self._dirty_nodes.clear()
+                self._status_busy = True
+            try:
+                self._write_now(nodes)
+            except Exception:  # the next bind (or the controller) writes it
+                log.exception("writing NodeBandwidth status failed")
+            finally:
+                with self._status_lock:
+                    self._status_busy = False
+                    self.status_passes += 1
+
+    def flush_statuses(self, timeout_s: float = 5.0) -> bool:
+        """Wait until the status writer has nothing pending (False at the deadline)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._status_lock:
+                if not self._dirty_nodes and not self._status_busy:
+                    return True
+            time.sleep(0.01)
+        return False
+
+    def _write_now(self, nodes: Sequence[int]) -> None:
         for node in nodes:
             with self.lock:
                 cluster, _ = self._reserved.get(node, (None, []))
