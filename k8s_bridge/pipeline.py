@@ -136,6 +136,8 @@ class Pipeline:
         self.kube = kube
         self.lock = threading.RLock()
         self._last: tuple[tuple[Any, ...], ClusterState, Decision, CycleState] | None = None
+        # the latest Filter's ((pod, uid), state, decision, cycle), for its prioritize
+        self._filtered: tuple[tuple[Any, ...], ClusterState, Decision, CycleState] | None = None
         self._order_us = 0
         # node -> (the cluster, its latest Reserve results): what the status write uses
         self._reserved: dict[int, tuple[Any, list[ReserveResult]]] = {}
@@ -196,6 +198,8 @@ class Pipeline:
         # be one version while we index into them.
         with self.lock, self.model.lock:
             pod, state, decision, cycle = self._decide(pod_json)
+            self._filtered = ((pod, (pod_json.get("metadata") or {}).get("uid")), state,
+                              decision, cycle)
             idx, unknown = self._index(state, node_names)
             if decision.status is Status.ERROR:
                 return FilterOutcome([], error=decision.message)
@@ -275,17 +279,31 @@ class Pipeline:
                    ) -> list[tuple[str, int]]:
         """``(node, 0..10)`` for each of ``node_names`` (see :func:`extender_score`)."""
         with self.lock, self.model.lock:
-            _, state, decision, cycle = self._decide(pod_json)
+            # [decision] Within one scheduling cycle kube-scheduler calls filter, then
+            # prioritize for the same pod; binds of earlier pods may land in between.
+            # Prioritize answers from the pod's Filter decision (kube-scheduler scores
+            # against the snapshot its cycle started with, too) as long as the nodes
+            # are the same; bind re-checks the chosen node on the current state.
+            pod = self._pod(pod_json)
+            hit = self._filtered
+            if hit is not None and hit[0] == (pod, (pod_json.get("metadata") or {}).get("uid")) \
+                    and hit[1].cluster is self.model.cluster():
+                _, state, decision, cycle = hit
+            else:
+                _, state, decision, cycle = self._decide(pod_json)
             idx, _ = self._index(state, node_names)
-            out = []
-            for name, i in zip(node_names, idx, strict=True):
-                if i is None or decision.status is not Status.SUCCESS or cycle.scores is None \
-                        or cycle.feasible is None or not cycle.feasible[i]:
-                    out.append((name, 0))
-                    continue
-                finalist = None if cycle.finalists is None else bool(cycle.finalists[i])
-                out.append((name, extender_score(float(cycle.scores[i]), finalist)))
-            return out
+            if decision.status is not Status.SUCCESS or cycle.scores is None \
+                    or cycle.feasible is None:
+                return [(name, 0) for name in node_names]
+            # extender_score for every node at once (the same rounding and finalist rule)
+            value = np.clip(np.floor(np.asarray(cycle.scores, dtype=np.float64) / 10.0 + 0.5),
+                            0, 10).astype(np.int64)
+            if cycle.finalists is not None:
+                value = np.where(cycle.finalists, np.maximum(value, 1), 0)
+            value = np.where(cycle.feasible, value, 0)
+            table = value.tolist()
+            return [(name, 0 if i is None else int(table[i]))
+                    for name, i in zip(node_names, idx, strict=True)]
 
     # ----------------------------------------------------------------- bind
     def bind(self, namespace: str, name: str, uid: str | None, node: str) -> ReserveResult:
