@@ -136,8 +136,6 @@ class Pipeline:
         self.kube = kube
         self.lock = threading.RLock()
         self._last: tuple[tuple[Any, ...], ClusterState, Decision, CycleState] | None = None
-        # the latest Filter's ((pod, uid), state, decision, cycle), for its prioritize
-        self._filtered: tuple[tuple[Any, ...], ClusterState, Decision, CycleState] | None = None
         self._order_us = 0
         # node -> (the cluster, its latest Reserve results): what the status write uses
         self._reserved: dict[int, tuple[Any, list[ReserveResult]]] = {}
@@ -198,8 +196,6 @@ class Pipeline:
         # be one version while we index into them.
         with self.lock, self.model.lock:
             pod, state, decision, cycle = self._decide(pod_json)
-            self._filtered = ((pod, (pod_json.get("metadata") or {}).get("uid")), state,
-                              decision, cycle)
             idx, unknown = self._index(state, node_names)
             if decision.status is Status.ERROR:
                 return FilterOutcome([], error=decision.message)
@@ -279,18 +275,7 @@ class Pipeline:
                    ) -> list[tuple[str, int]]:
         """``(node, 0..10)`` for each of ``node_names`` (see :func:`extender_score`)."""
         with self.lock, self.model.lock:
-            # [decision] Within one scheduling cycle kube-scheduler calls filter, then
-            # prioritize for the same pod; binds of earlier pods may land in between.
-            # Prioritize answers from the pod's Filter decision (kube-scheduler scores
-            # against the snapshot its cycle started with, too) as long as the nodes
-            # are the same; bind re-checks the chosen node on the current state.
-            pod = self._pod(pod_json)
-            hit = self._filtered
-            if hit is not None and hit[0] == (pod, (pod_json.get("metadata") or {}).get("uid")) \
-                    and hit[1].cluster is self.model.cluster():
-                _, state, decision, cycle = hit
-            else:
-                _, state, decision, cycle = self._decide(pod_json)
+            _, state, decision, cycle = self._decide(pod_json)
             idx, _ = self._index(state, node_names)
             if decision.status is not Status.SUCCESS or cycle.scores is None \
                     or cycle.feasible is None:
