@@ -175,6 +175,12 @@ class Env:
         path = self.plane.dir / "kube-scheduler.yaml"
         path.write_text(yaml.safe_dump(config))
         port = free_port()
+        lease = config["leaderElection"]
+        try:  # a restarted kube-scheduler must take the Lease over from its predecessor
+            before = (self.kube.get("Lease", lease["resourceName"], lease["resourceNamespace"])
+                      .get("spec") or {}).get("holderIdentity") or ""
+        except NotFound:
+            before = ""
         self.scheduler = Proc("kube-scheduler", [
             str(assets_dir(("kube-scheduler",)) / "kube-scheduler"), "--config", str(path),
             "--authentication-kubeconfig", str(kubeconfig),
@@ -182,7 +188,6 @@ class Env:
             "--bind-address", "127.0.0.1", "--secure-port", str(port),
             "--cert-dir", str(self.plane.dir / "kube-scheduler-certs"), "--v", "1"],
             self.logs)
-        lease = config["leaderElection"]
 
         def leading() -> bool:
             if not self.scheduler or not self.scheduler.alive():
@@ -190,7 +195,7 @@ class Env:
                 raise RuntimeError(f"kube-scheduler exited: {log}")
             obj = self.kube.get("Lease", lease["resourceName"], lease["resourceNamespace"])
             holder = str((obj.get("spec") or {}).get("holderIdentity") or "")
-            return bool(holder)
+            return bool(holder) and holder != before
 
         wait_until(leading, timeout_s, "kube-scheduler to hold its Lease")
         return self.scheduler
