@@ -107,3 +107,23 @@ def test_requeuer_touches_held_back_members_once_the_gang_is_complete():
 ])
 def test_stranded(pod, expected):
     assert stranded(pod, K.SCHEDULER) is expected
+
+
+def test_base_period_of_an_uncontended_link_with_several_jobs():
+    """Two communicating jobs that fit on one link without contention (Reserve exits
+    early, the controller plans nothing): basePeriodMs is their unified period, not 0."""
+    objs = [K.node("n0"),
+            K.podbandwidth("a", period=100, duty=0.1, gbps=5,
+                           match={"training.kubeflow.org/job-name": "a"}),
+            K.podbandwidth("b", period=200, duty=0.1, gbps=5,
+                           match={"training.kubeflow.org/job-name": "b"}),
+            K.pod("a-0", labels=K.job_labels("a"), gpu=1),
+            K.pod("b-0", labels=K.job_labels("b"), gpu=1)]
+    with cluster(objs) as (fake, kube, model, informers):
+        pipeline = Pipeline(model, "metronome", kube)
+        for name in ("a-0", "b-0"):
+            result = pipeline.bind("default", name, None, "n0")
+            assert result.base_period_ms == 0.0  # no plan from Reserve
+        status = fake.get("tdmcore.io/v1alpha1", "NodeBandwidth", "n0")["status"]
+        assert {e["name"] for e in status["pods"]} == {"a-0", "b-0"}
+        assert status["basePeriodMs"] == pytest.approx(200.0)
