@@ -28,6 +28,7 @@ import yaml
 from k8s_bridge.envtest import (
     ControlPlane,
     Proc,
+    ProcessExited,
     assets_dir,
     free_port,
     wait_until,
@@ -90,7 +91,7 @@ class Component:
 
     def ready(self) -> bool:
         if self.proc is None or not self.proc.alive():
-            raise RuntimeError(f"{self.name} is not running: {self.proc and self.proc.log()}")
+            raise ProcessExited(f"{self.name} is not running: {self.proc and self.proc.log()}")
         try:
             with urllib.request.urlopen(f"{self.url}/readyz", timeout=2) as resp:
                 return int(resp.status) == 200
@@ -192,7 +193,7 @@ class Env:
         def leading() -> bool:
             if not self.scheduler or not self.scheduler.alive():
                 log = self.scheduler.log() if self.scheduler else ""
-                raise RuntimeError(f"kube-scheduler exited: {log}")
+                raise ProcessExited(f"kube-scheduler exited: {log}")
             obj = self.kube.get("Lease", lease["resourceName"], lease["resourceNamespace"])
             holder = str((obj.get("spec") or {}).get("holderIdentity") or "")
             return bool(holder) and holder != before
