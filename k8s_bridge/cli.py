@@ -105,20 +105,40 @@ def cli() -> None:
               show_default=True, help="Larger requests are answered 400.")
 @click.option("--scheduler-name", default="tdmcore-scheduler", show_default=True,
               help="Bind only pods whose spec.schedulerName is this.")
+@click.option("--gang-wait-seconds", type=click.FloatRange(min=0.0, max=60.0), default=3.0,
+              show_default=True,
+              help="How long a PodGroup member's bind waits for the rest of its gang "
+                   "(keep it under the extender's httpTimeout); 0: no gang wait.")
+@click.option("--requeue/--no-requeue", default=True, show_default=True,
+              help="Touch waiting pods so that kube-scheduler retries them at once.")
+@click.option("--async-status/--sync-status", default=True, show_default=True,
+              help="Write NodeBandwidth status behind the bind (not inside it).")
 def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_level: str,
                  policy: str, default_link_gbps: float, port: int, prefix: str,
-                 max_body_bytes: int, scheduler_name: str) -> None:
+                 max_body_bytes: int, scheduler_name: str, gang_wait_seconds: float,
+                 requeue: bool, async_status: bool) -> None:
     """kube-scheduler HTTP extender: POST /filter, /prioritize, /bind."""
     from .extender import Extender
     from .pipeline import Pipeline
+    from .requeue import Requeuer
 
     kube = _setup(log_level, kubeconfig, api_server)
     model = ClusterModel(default_link_gbps=default_link_gbps)
     _, ready = start_informers(kube, model)
-    pipeline = Pipeline(model, policy, kube, scheduler_name=scheduler_name)
+    pipeline = Pipeline(model, policy, kube, scheduler_name=scheduler_name,
+                        gang_wait_s=gang_wait_seconds)
+    pipeline.async_status = async_status
     pipeline.warm_up()
     ext = Extender(pipeline, prefix=prefix, ready=ready, max_body=max_body_bytes)
-    _serve_forever(Server(ext.app, host, port), threading.Event())
+    stop = threading.Event()
+    server = Server(ext.app, host, port)  # listening from here on
+    if requeue:  # after the server listens: requeued pods reach an extender that answers
+        threading.Thread(target=Requeuer(pipeline, kube, scheduler_name).run,
+                         args=(stop, ready), name="requeue", daemon=True).start()
+    try:
+        _serve_forever(server, stop)
+    finally:  # what the writer still holds (else the controller's reconcile writes it)
+        pipeline.flush_statuses(5.0)
 
 
 @cli.command("scheduler")

@@ -46,7 +46,8 @@ import yaml
 
 from .kube import ApiError, Conflict, Kube
 
-__all__ = ["ASSETS_ENV", "ControlPlane", "EnvtestUnavailable", "Proc", "assets_dir",
+__all__ = ["ASSETS_ENV", "ControlPlane", "EnvtestUnavailable", "Proc", "ProcessExited",
+           "assets_dir",
            "free_port", "wait_until"]
 
 ASSETS_ENV = "KUBEBUILDER_ASSETS"
@@ -57,6 +58,10 @@ HOW_TO = (f"set {ASSETS_ENV} to a folder holding etcd, kube-apiserver and kube-s
           "that download: copy the one of the same release beside them")
 
 T = TypeVar("T")
+
+
+class ProcessExited(RuntimeError):
+    """A process a wait depends on has exited: :func:`wait_until` gives up at once."""
 
 
 class EnvtestUnavailable(RuntimeError):
@@ -88,7 +93,8 @@ def wait_until(predicate: Callable[[], T], timeout_s: float, what: str,
                interval_s: float = 0.05) -> T:
     """Poll ``predicate`` until it returns something true; TimeoutError at the deadline.
 
-    Exceptions of ``predicate`` count as "not yet" (the last one is reported)."""
+    Exceptions of ``predicate`` count as "not yet" (the last one is reported), except
+    :class:`ProcessExited`, which ends the wait at once."""
     deadline = time.monotonic() + timeout_s
     last: BaseException | None = None
     while True:
@@ -96,6 +102,8 @@ def wait_until(predicate: Callable[[], T], timeout_s: float, what: str,
             value = predicate()
             if value:
                 return value
+        except ProcessExited:
+            raise
         except Exception as exc:  # not up yet
             last = exc
         if time.monotonic() >= deadline:
@@ -314,7 +322,7 @@ class ControlPlane:
 
     def _check(self, what: str, proc: Proc | None) -> None:
         if proc is not None and not proc.alive():
-            raise EnvtestUnavailable(f"{what} exited ({proc.popen.returncode}): {proc.log()}")
+            raise ProcessExited(f"{what} exited ({proc.popen.returncode}): {proc.log()}")
 
     def ready(self) -> bool:
         """kube-apiserver answers ``/readyz`` with 200 (raises if it exited)."""

@@ -28,7 +28,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,10 +40,10 @@ from tdmcore.policies import make_policy
 
 from . import convert
 from .kube import ApiError, Kube
-from .model import ClusterModel
+from .model import ClusterModel, pod_is_placed
 from .records import entry_key, link_base_period, merge_entries, pod_entry, write_status
 
-__all__ = ["BadRequest", "BindError", "FilterOutcome", "Pipeline", "extender_score"]
+__all__ = ["BadRequest", "BindError", "FilterOutcome", "Pipeline", "extender_score", "gang_key"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,34 @@ class FilterOutcome:
     error: str = ""
 
 
+@dataclass(eq=False)
+class _Waiter:
+    """A gang member reserved at bind time (extender mode)."""
+
+    key: str
+    namespace: str
+    name: str
+    uid: str | None
+    node: str
+    pod_json: Mapping[str, Any]
+    statuses: list[int]
+    done: threading.Event = field(default_factory=threading.Event)
+    error: BindError | None = None
+    deadline: float = 0.0
+
+
+def _key_of(pod_json: Mapping[str, Any]) -> str:
+    meta = pod_json.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+
+
+def gang_key(pod_json: Mapping[str, Any]) -> str | None:
+    """``namespace/group`` of a PodGroup member, else None."""
+    meta = pod_json.get("metadata") or {}
+    group = (meta.get("labels") or {}).get(convert.LABEL_POD_GROUP)
+    return f"{meta.get('namespace') or 'default'}/{group}" if group else None
+
+
 def extender_score(score: float, finalist: bool | None) -> int:
     """0..100 -> 0..10, see the module docstring (``finalist=None``: no restriction)."""
     value = int(np.floor(float(score) / 10.0 + 0.5))
@@ -77,8 +105,29 @@ class Pipeline:
     """Filter / prioritize / bind / gangs over one policy and one cluster model."""
 
     def __init__(self, model: ClusterModel, policy: str = "metronome",
-                 kube: Kube | None = None, *, scheduler_name: str | None = None) -> None:
+                 kube: Kube | None = None, *, scheduler_name: str | None = None,
+                 gang_wait_s: float = 0.0) -> None:
         self.model = model
+        #: extender mode: how long a gang member's bind waits for the rest of its gang
+        #: (0: members bind one by one, as before)
+        self.gang_wait_s = gang_wait_s
+        # gang key -> the members reserved at bind time, waiting for the rest
+        self._gangs: dict[str, list[_Waiter]] = {}
+        self._deadlines: dict[str, float] = {}  # gang key -> when its waiters give up
+        #: gang key -> pods Filter held back because the gang was incomplete (the
+        #: extender's requeuer touches them once it is complete)
+        self.held_back: dict[str, set[str]] = {}
+        #: called (with the gang key, no lock held) when a member starts waiting at
+        #: bind: the requeuer then has kube-scheduler retry the gang's other members now
+        self.on_gang_wait: Callable[[str], None] | None = None
+        #: write NodeBandwidth status from a background thread, after bind answered
+        self.async_status = False
+        self.status_passes = 0
+        self._status_lock = threading.Lock()
+        self._status_wake = threading.Event()
+        self._dirty_nodes: set[int] = set()
+        self._status_busy = False
+        self._status_thread: threading.Thread | None = None
         #: bind only pods whose ``spec.schedulerName`` is this (None: any)
         self.scheduler_name = scheduler_name
         self.policy_name = policy
@@ -152,6 +201,9 @@ class Pipeline:
                 return FilterOutcome([], error=decision.message)
             waiting = self.gang_shortfall(pod_json)
             if waiting:  # coscheduling's PreFilter: the gang is not all there yet
+                gkey = gang_key(pod_json)
+                if gkey is not None:
+                    self.held_back.setdefault(gkey, set()).add(_key_of(pod_json))
                 known = [n for n, i in zip(node_names, idx, strict=True) if i is not None]
                 return FilterOutcome([], {**unknown, **{n: waiting for n in known}})
             feasible = cycle.feasible
@@ -225,15 +277,18 @@ class Pipeline:
         with self.lock, self.model.lock:
             _, state, decision, cycle = self._decide(pod_json)
             idx, _ = self._index(state, node_names)
-            out = []
-            for name, i in zip(node_names, idx, strict=True):
-                if i is None or decision.status is not Status.SUCCESS or cycle.scores is None \
-                        or cycle.feasible is None or not cycle.feasible[i]:
-                    out.append((name, 0))
-                    continue
-                finalist = None if cycle.finalists is None else bool(cycle.finalists[i])
-                out.append((name, extender_score(float(cycle.scores[i]), finalist)))
-            return out
+            if decision.status is not Status.SUCCESS or cycle.scores is None \
+                    or cycle.feasible is None:
+                return [(name, 0) for name in node_names]
+            # extender_score for every node at once (the same rounding and finalist rule)
+            value = np.clip(np.floor(np.asarray(cycle.scores, dtype=np.float64) / 10.0 + 0.5),
+                            0, 10).astype(np.int64)
+            if cycle.finalists is not None:
+                value = np.where(cycle.finalists, np.maximum(value, 1), 0)
+            value = np.where(cycle.feasible, value, 0)
+            table = value.tolist()
+            return [(name, 0 if i is None else int(table[i]))
+                    for name, i in zip(node_names, idx, strict=True)]
 
     # ----------------------------------------------------------------- bind
     def bind(self, namespace: str, name: str, uid: str | None, node: str) -> ReserveResult:
@@ -274,16 +329,119 @@ class Pipeline:
             self._last = None
             self._mark_bound(key, pod_json, node)
             statuses = self._statuses(state, {index: [result]})
-        try:
-            self._bind_api(namespace, name, uid, node)
-        except BindError:
-            with self.lock, self.model.lock:  # forget: the API is the truth again
-                self.model.on_event("Pod", "MODIFIED", dict(pod_json))
-                self.model.invalidate()
-                self._last = None
-            raise
-        self._write_statuses(statuses)
+            me = _Waiter(key, namespace, name, uid, node, pod_json, statuses)
+            batch = self._join_gang(me) if self.gang_wait_s > 0 else [me]
+        if not batch:
+            if self.on_gang_wait is not None:
+                self.on_gang_wait(gang_key(pod_json) or "")
+            self._wait_for_gang(me)
+        else:
+            for w in batch:  # each waiting member binds itself, in parallel
+                if w is not me:
+                    w.done.set()
+        if me.error is None:
+            self._bind_member(me)
+        if me.error is not None:
+            raise me.error
         return result
+
+    # ------------------------------------------------- gangs in extender mode
+    def _join_gang(self, me: _Waiter) -> list[_Waiter]:
+        """Under the locks, after Reserve: the members to bind now (``[me]`` for a pod
+        of no gang or of a complete one, every waiting member when ``me`` completes
+        its gang), or ``[]``: ``me`` waits for the rest of its gang.
+
+        **[decision]** coscheduling's Permit, emulated at bind time: kube-scheduler
+        calls bind in a goroutine per pod, so a member's bind may block.  Each member
+        is reserved in the model (the next members' Filter sees its node taken) and
+        waits until reserved + bound members reach ``minMember``; then every waiting
+        member binds itself (in parallel, each in its own bind call).  The first member
+        to wait sets the gang's deadline, ``gang_wait_s`` later, when all its waiting
+        members are released together (forgotten, their binds answer an error, and
+        kube-scheduler retries them together): a gang that cannot fit never binds
+        partly.  When a member starts waiting, :attr:`on_gang_wait` has the gang's
+        other pending members retried at once; with kube-scheduler's back-off capped
+        at 2 s (``podMaxBackoffSeconds`` in the shipped configuration) they reach
+        bind within the wait.
+        """
+        gkey = gang_key(me.pod_json)
+        if gkey is None:
+            return [me]
+        need = self._min_member(gkey)
+        waiters = self._gangs.setdefault(gkey, [])
+        if not waiters:  # the first member to wait sets the gang's deadline
+            self._deadlines[gkey] = time.monotonic() + self.gang_wait_s
+        me.deadline = self._deadlines[gkey]
+        waiters.append(me)
+        waiting = {w.key for w in waiters}
+        bound = sum(1 for k in self._members(gkey) if k not in waiting)
+        if bound + len(waiters) < need:
+            return []
+        del self._gangs[gkey]
+        self._deadlines.pop(gkey, None)
+        self.held_back.pop(gkey, None)
+        if len(waiters) > 1:
+            log.info("gang %s complete: binding %d members", gkey, len(waiters))
+        return waiters
+
+    def _wait_for_gang(self, me: _Waiter) -> None:
+        """Wait until the gang is complete (``me.done``, no error) or its deadline; then
+        every waiting member is released together (``error`` set, reservations
+        forgotten), so that they are retried together."""
+        if me.done.wait(max(0.0, me.deadline - time.monotonic())):
+            return
+        gkey = gang_key(me.pod_json) or ""
+        with self.lock, self.model.lock:
+            if me.done.is_set():  # completed, or released by another member, just now
+                return
+            waiters = self._gangs.pop(gkey, [])
+            self._deadlines.pop(gkey, None)
+            if me not in waiters:
+                waiters.append(me)
+            waiting = {w.key for w in waiters}
+            have = len(waiters) + sum(1 for k in self._members(gkey) if k not in waiting)
+            error = BindError(
+                f"gang {gkey}: {have} of minMember {self._min_member(gkey)} members had a "
+                f"node after {self.gang_wait_s:g} s; released (kube-scheduler retries them)")
+            for w in waiters:
+                self._forget(w.pod_json)
+                w.error = error
+                w.done.set()
+        log.info("%s", error)
+
+    def _bind_member(self, me: _Waiter) -> None:
+        """POST the binding (outside the locks); a refused one is forgotten."""
+        try:
+            self._bind_api(me.namespace, me.name, me.uid, me.node)
+        except BindError as exc:
+            with self.lock, self.model.lock:  # forget: the API is the truth again
+                self._forget(me.pod_json)
+            me.error = exc
+            return
+        self._write_statuses(me.statuses)
+
+    def _forget(self, pod_json: Mapping[str, Any]) -> None:
+        """Undo an assumed pod (the locks are held): the API is the truth again."""
+        self.model.on_event("Pod", "MODIFIED", dict(pod_json))
+        self.model.invalidate()
+        self._last = None
+
+    def _min_member(self, gkey: str) -> int:
+        pg = self.model.objects["PodGroup"].get(gkey) or {}
+        need = (pg.get("spec") or {}).get("minMember", 1)
+        return need if isinstance(need, int) and not isinstance(need, bool) else 1
+
+    def _members(self, gkey: str) -> list[str]:
+        """Keys of the gang's pods the model has placed (bound or assumed)."""
+        namespace, _, group = gkey.partition("/")
+        out = []
+        for key, pod in self.model.objects["Pod"].items():
+            meta = pod.get("metadata") or {}
+            if (meta.get("namespace") or "default") == namespace \
+                    and (meta.get("labels") or {}).get(convert.LABEL_POD_GROUP) == group \
+                    and pod_is_placed(pod):
+                out.append(key)
+        return out
 
     def _fetch_pod(self, namespace: str, name: str) -> None:
         assert self.kube is not None
@@ -371,7 +529,56 @@ class Pipeline:
 
     def _write_statuses(self, nodes: Sequence[int]) -> None:
         """Write the touched links, each computed from the state *at write time* (so
-        concurrent binds on one node cannot overwrite each other with older lists)."""
+        concurrent binds on one node cannot overwrite each other with older lists):
+        now, or -- with :attr:`async_status` -- by the status writer thread.
+
+        **[decision]** In extender mode the write goes behind the bind: kube-scheduler
+        waits for ``bind``, and the conditional NodeBandwidth patch (a 409 re-reads and
+        recomputes) doubled its latency.  The writer coalesces: the nodes touched while
+        it writes are written once, at their latest state, in its next pass.  The write
+        stays conditional and merging; an entry not written yet when the extender dies
+        is written by the controller's reconcile, which records every placed traffic
+        pod.
+        """
+        if self.async_status:
+            with self._status_lock:
+                self._dirty_nodes.update(nodes)
+                if self._status_thread is None:
+                    self._status_thread = threading.Thread(
+                        target=self._status_loop, name="status-writer", daemon=True)
+                    self._status_thread.start()
+            self._status_wake.set()
+            return
+        self._write_now(nodes)
+
+    def _status_loop(self) -> None:
+        while True:
+            self._status_wake.wait()
+            self._status_wake.clear()
+            with self._status_lock:
+                nodes = sorted(self._dirty_nodes)
+                self._dirty_nodes.clear()
+                self._status_busy = True
+            try:
+                self._write_now(nodes)
+            except Exception:  # the next bind (or the controller) writes it
+                log.exception("writing NodeBandwidth status failed")
+            finally:
+                with self._status_lock:
+                    self._status_busy = False
+                    self.status_passes += 1
+
+    def flush_statuses(self, timeout_s: float = 5.0) -> bool:
+        """Wait until the status writer has nothing pending (False at the deadline)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._status_lock:
+                if not self._dirty_nodes and not self._status_busy:
+                    return True
+            time.sleep(0.01)
+        return False
+
+    def _write_now(self, nodes: Sequence[int]) -> None:
         for node in nodes:
             with self.lock:
                 cluster, _ = self._reserved.get(node, (None, []))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 import urllib.error
 import urllib.request
 from typing import Any
@@ -277,6 +278,34 @@ def test_body_over_the_servers_limit_is_400_not_413(chunked):
         conn.close()
     finally:
         server.stop()
+
+
+def test_async_status_is_written_behind_the_bind(env):
+    """With async_status the bind answers while the status writer is still blocked;
+    the writer then records the same entries the synchronous path does."""
+    fake, model, pipeline, url, informers = env
+    pipeline.async_status = True
+    gate = threading.Event()
+    write_now = pipeline._write_now
+
+    def blocked(nodes):
+        assert gate.wait(10)
+        write_now(nodes)
+
+    pipeline._write_now = blocked
+    uid = fake.get("v1", "Pod", "b-0", "default")["metadata"]["uid"]
+    status, result = post(url + "/bind", {"PodName": "b-0", "PodNamespace": "default",
+                                          "PodUID": uid, "Node": "n1"})
+    assert status == 200 and result == {"Error": ""}
+    assert fake.get("v1", "Pod", "b-0", "default")["spec"]["nodeName"] == "n1"
+    nbw = fake.get("tdmcore.io/v1alpha1", "NodeBandwidth", "n1") or {}
+    assert "b-0" not in {e["name"] for e in (nbw.get("status") or {}).get("pods") or []}
+    gate.set()
+    assert pipeline.flush_statuses(10)
+    entries = {e["name"]: e for e in
+               fake.get("tdmcore.io/v1alpha1", "NodeBandwidth", "n1")["status"]["pods"]}
+    assert entries["b-0"]["shiftMs"] == pytest.approx(50.0)
+    assert entries["a-0"]["order"] < entries["b-0"]["order"]
 
 
 def test_go_field_names_are_case_insensitive(env):

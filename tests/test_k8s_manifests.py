@@ -822,6 +822,7 @@ _SCHEDULER_RULES = (
             "appgroup.diktyo.x-k8s.io": ["appgroups"], "scheduling.x-k8s.io": ["podgroups"]},
            _READ)
     | _grant({"": ["pods/binding"]}, "create")
+    | _grant({"": ["pods"]}, "patch")  # the requeuer's annotation
     | _grant({"tdmcore.io": ["nodebandwidths"]}, "create")
     | _grant({"tdmcore.io": ["nodebandwidths/status"]}, "patch")
 )

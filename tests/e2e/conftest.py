@@ -6,7 +6,9 @@ skip, saying how to get the binaries.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from e2e_env import DEPLOY, PODGROUP_CRD, SCHEDULER, Component, Env
@@ -21,9 +23,13 @@ def plane() -> Iterator[ControlPlane]:
         assets_dir()
     except EnvtestUnavailable as exc:
         pytest.skip(f"e2e: {exc}")
-    cp = ControlPlane()
+    keep = os.environ.get("TDMCORE_E2E_KEEP")  # a folder: keep certs, data and logs there
+    cp = ControlPlane(Path(keep), keep=True) if keep else ControlPlane()
     try:
-        cp.start()
+        try:
+            cp.start()
+        except EnvtestUnavailable as exc:  # e.g. no openssl command
+            pytest.skip(f"e2e: {exc}")
         cp.apply_files([DEPLOY / "namespace.yaml", DEPLOY / "crds" / "nodebandwidths.yaml",
                         DEPLOY / "crds" / "podbandwidths.yaml", DEPLOY / "rbac.yaml",
                         DEPLOY / "standalone-scheduler.yaml"])

@@ -28,6 +28,7 @@ import yaml
 from k8s_bridge.envtest import (
     ControlPlane,
     Proc,
+    ProcessExited,
     assets_dir,
     free_port,
     wait_until,
@@ -90,7 +91,7 @@ class Component:
 
     def ready(self) -> bool:
         if self.proc is None or not self.proc.alive():
-            raise RuntimeError(f"{self.name} is not running: {self.proc and self.proc.log()}")
+            raise ProcessExited(f"{self.name} is not running: {self.proc and self.proc.log()}")
         try:
             with urllib.request.urlopen(f"{self.url}/readyz", timeout=2) as resp:
                 return int(resp.status) == 200
@@ -175,6 +176,12 @@ class Env:
         path = self.plane.dir / "kube-scheduler.yaml"
         path.write_text(yaml.safe_dump(config))
         port = free_port()
+        lease = config["leaderElection"]
+        try:  # a restarted kube-scheduler must take the Lease over from its predecessor
+            before = (self.kube.get("Lease", lease["resourceName"], lease["resourceNamespace"])
+                      .get("spec") or {}).get("holderIdentity") or ""
+        except NotFound:
+            before = ""
         self.scheduler = Proc("kube-scheduler", [
             str(assets_dir(("kube-scheduler",)) / "kube-scheduler"), "--config", str(path),
             "--authentication-kubeconfig", str(kubeconfig),
@@ -182,18 +189,25 @@ class Env:
             "--bind-address", "127.0.0.1", "--secure-port", str(port),
             "--cert-dir", str(self.plane.dir / "kube-scheduler-certs"), "--v", "1"],
             self.logs)
-        lease = config["leaderElection"]
 
         def leading() -> bool:
             if not self.scheduler or not self.scheduler.alive():
                 log = self.scheduler.log() if self.scheduler else ""
-                raise RuntimeError(f"kube-scheduler exited: {log}")
+                raise ProcessExited(f"kube-scheduler exited: {log}")
             obj = self.kube.get("Lease", lease["resourceName"], lease["resourceNamespace"])
             holder = str((obj.get("spec") or {}).get("holderIdentity") or "")
-            return bool(holder)
+            return bool(holder) and holder != before
 
         wait_until(leading, timeout_s, "kube-scheduler to hold its Lease")
         return self.scheduler
+
+    def ensure_kube_scheduler(self, timeout_s: float = 60.0) -> None:
+        """Restart kube-scheduler if it exited (it does when it cannot renew its Lease,
+        e.g. across a kube-apiserver restart)."""
+        if self.scheduler is not None and not self.scheduler.alive() \
+                and self.extender is not None:
+            self.scheduler.stop()
+            self.start_kube_scheduler(self.extender.url, timeout_s)
 
     def stop(self) -> None:
         for comp in reversed(self.components):
@@ -202,8 +216,9 @@ class Env:
             self.scheduler.stop(5.0)
 
     # ------------------------------------------------------------ objects
-    def nodes(self, prefix: str, count: int, gpu: int = 8) -> list[str]:
-        names = [f"{prefix}-{i}" for i in range(count)]
+    def nodes(self, prefix: str, count: int, gpu: int = 8, start: int = 0) -> list[str]:
+        """Nodes ``prefix-start`` ... labelled ``e2e.tdmcore.io/test: prefix``."""
+        names = [f"{prefix}-{i}" for i in range(start, start + count)]
         self.plane.add_nodes(names, gpu=gpu, labels={"e2e.tdmcore.io/test": prefix})
         return names
 

@@ -1,0 +1,196 @@
+"""Time to bind pods on a real control plane: plain kube-scheduler vs. kube-scheduler with
+the tdmcore extender, in the same run (a benchmark, not a test).
+
+::
+
+    KUBEBUILDER_ASSETS=... python benchmarks/k8s_bind.py --nodes 1000 --pods 200 --rounds 2
+
+Starts etcd + kube-apiserver + two kube-schedulers from ``$KUBEBUILDER_ASSETS`` (see
+``k8s_bridge/envtest.py``): one with the shipped configuration calling the extender
+(profile ``tdmcore-scheduler``), one plain (profile ``plain-scheduler``, no extender, the
+same client QPS).  ``--nodes`` fake 8-GPU nodes; each round creates ``--pods`` 1-GPU
+pods (jobs of 10 pods, each job with a PodBandwidth, so the extender plans links and
+writes NodeBandwidth status) for each mode in turn, from 8 client threads, and times
+the first create to the last pod bound.  The extender's own ``bind`` latency comes from
+its ``/metrics`` histogram (bucket bounds: p50 / p99 are "at most" figures).  Modes:
+``plain``, ``extender`` (status written behind the bind, the default) and
+``extender-sync`` (``--sync-status``: the write inside the bind, as before).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
+
+import yaml  # noqa: E402
+from e2e_env import DEPLOY, PODGROUP_CRD, SCHEDULER, Component, Env, wait_known  # noqa: E402
+
+from k8s_bridge.envtest import ControlPlane, Proc, assets_dir, free_port, wait_until  # noqa: E402
+from k8s_bridge.model import ClusterModel  # noqa: E402
+from k8s_bridge.pipeline import Pipeline  # noqa: E402
+
+PLAIN = "plain-scheduler"
+JOB = "training.kubeflow.org/job-name"
+
+
+def start_plain_scheduler(env: Env) -> Proc:
+    """kube-scheduler with one profile, no extender, no leader election."""
+    kubeconfig = env.kubeconfig(SCHEDULER)
+    config = {"apiVersion": "kubescheduler.config.k8s.io/v1beta3",
+              "kind": "KubeSchedulerConfiguration",
+              "leaderElection": {"leaderElect": False},
+              "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 200, "burst": 400},
+              "profiles": [{"schedulerName": PLAIN}]}
+    path = env.plane.dir / "plain-scheduler.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = Proc("plain-scheduler", [
+        str(assets_dir(("kube-scheduler",)) / "kube-scheduler"), "--config", str(path),
+        "--authentication-kubeconfig", str(kubeconfig),
+        "--authorization-kubeconfig", str(kubeconfig), "--bind-address", "127.0.0.1",
+        "--secure-port", str(free_port()),
+        "--cert-dir", str(env.plane.dir / "plain-scheduler-certs")], env.logs)
+    return proc
+
+
+def add_nodes(plane: ControlPlane, count: int) -> list[str]:
+    names = [f"n{i:04d}" for i in range(count)]
+    chunks = [names[i::8] for i in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda chunk: plane.add_nodes(chunk, gpu=8), chunks))
+    return names
+
+
+def bind_histogram(ext: Component) -> dict[float, float]:
+    """Cumulative bucket counts of the extender's bind latency."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"{ext.url}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    out: dict[float, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "tdmcore_extender_request_seconds_bucket" \
+                    and sample.labels.get("route") == "bind":
+                out[float(sample.labels["le"])] = sample.value
+    return out
+
+
+def quantile(before: dict[float, float], after: dict[float, float], q: float) -> float:
+    """The smallest bucket bound holding the ``q`` quantile of the binds in between."""
+    bounds = sorted(after)
+    total = after[bounds[-1]] - before.get(bounds[-1], 0.0)
+    if total <= 0:
+        return float("nan")
+    for le in bounds:
+        if after[le] - before.get(le, 0.0) >= q * total:
+            return le
+    return float("inf")
+
+
+def run_round(env: Env, mode: str, pods: int, round_no: int,
+              ext: Component | None) -> dict[str, Any]:
+    ns = env.namespace(f"bench-{mode}-{round_no}")
+    scheduler = PLAIN if mode == "plain" else SCHEDULER
+    jobs = max(1, pods // 10)
+    for j in range(jobs):
+        env.podbandwidth(ns, f"j{j}", period=100.0 + 50 * (j % 3), duty=0.3, gbps=5,
+                         match={JOB: f"j{j}"})
+    if ext is not None:  # the extender has seen the PodBandwidths before its pods
+        time.sleep(0.5)
+    before = bind_histogram(ext) if ext is not None else {}
+    rebuilds = ext.metric("tdmcore_model_rebuilds") if ext is not None else 0.0
+    names = [f"p{i:04d}" for i in range(pods)]
+
+    def create(name: str) -> None:
+        env.pod(ns, name, gpu=1, labels={JOB: f"j{int(name[1:]) % jobs}"}, scheduler=scheduler)
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(create, names))
+    created = time.monotonic() - t0
+    env.wait_bound(ns, pods, 300)
+    took = time.monotonic() - t0
+    result: dict[str, Any] = {"mode": mode, "round": round_no, "pods": pods,
+                              "create_s": round(created, 2), "bind_all_s": round(took, 2)}
+    if ext is not None:
+        after = bind_histogram(ext)
+        result["bind_p50_le_s"] = quantile(before, after, 0.50)
+        result["bind_p99_le_s"] = quantile(before, after, 0.99)
+        result["model_rebuilds"] = ext.metric("tdmcore_model_rebuilds") - rebuilds
+    env.clean(ns, [])
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--pods", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--modes", default="plain,extender,extender-sync")
+    parser.add_argument("--json", type=Path, default=None, help="Also write the results here.")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="Keep certificates, data and logs in this (empty) folder.")
+    args = parser.parse_args()
+    modes = [m for m in args.modes.split(",") if m]
+    plane = ControlPlane(args.keep, keep=True) if args.keep else ControlPlane()
+    plane.start()
+    env: Env | None = None
+    try:
+        plane.apply_files([DEPLOY / "namespace.yaml", DEPLOY / "crds" / "nodebandwidths.yaml",
+                           DEPLOY / "crds" / "podbandwidths.yaml", DEPLOY / "rbac.yaml"])
+        plane.apply([PODGROUP_CRD])
+        plane.wait_established([PODGROUP_CRD["metadata"]["name"]])
+        Pipeline(ClusterModel(), "metronome").warm_up()
+        env = Env(plane)
+        t0 = time.monotonic()
+        nodes = add_nodes(plane, args.nodes)
+        print(f"{len(nodes)} nodes in {time.monotonic() - t0:.1f} s", flush=True)
+        ext = env.component("extender", ["extender", "--scheduler-name", SCHEDULER],
+                            SCHEDULER).start()
+        env.extender = ext
+        env.start_kube_scheduler(ext.url)
+        plain = start_plain_scheduler(env)
+        wait_known(ext, nodes, 120)
+        results = []
+        current = "extender"
+        for r in range(args.rounds):
+            for mode in modes:
+                if mode.startswith("extender") and mode != current:
+                    ext.stop()
+                    extra = ["--sync-status"] if mode == "extender-sync" else []
+                    ext = env.component("extender", ["extender", "--scheduler-name",
+                                                     SCHEDULER, *extra], SCHEDULER,
+                                        port=ext.port).start()
+                    wait_known(ext, nodes, 120)
+                    current = mode
+                res = run_round(env, mode, args.pods, r, None if mode == "plain" else ext)
+                results.append(res)
+                print(json.dumps(res), flush=True)
+        wait_until(plain.alive, 1, "the plain kube-scheduler still running")
+        best = {m: min(x["bind_all_s"] for x in results if x["mode"] == m) for m in modes}
+        print("best of rounds:", json.dumps(best))
+        if "plain" in best:
+            for m in modes:
+                if m != "plain":
+                    print(f"{m}: {best[m] / best['plain']:.2f} x plain kube-scheduler")
+        if args.json is not None:
+            args.json.write_text(json.dumps({"results": results, "best": best}, indent=1))
+        plain.stop()
+    finally:
+        if env is not None:
+            env.stop()
+        plane.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

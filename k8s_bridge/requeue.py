@@ -1,0 +1,163 @@
+"""Extender mode: make kube-scheduler retry our waiting pods at once.
+
+kube-scheduler (1.23) puts a pod the extender rejected, or that it could not schedule
+because the extender was unreachable, in its unschedulable queue; from there it is
+retried on a cluster event or at the queue's periodic flush, up to 60 s later.  Two
+situations need a retry sooner:
+
+* a PodGroup member held back by Filter because its gang was incomplete (fewer than
+  ``minMember`` pods, or no PodGroup yet) must be retried as soon as the gang is
+  complete;
+* after the extender (re)starts, the pods kube-scheduler failed to schedule while it
+  was away must be retried as soon as it serves again;
+* when a gang member starts waiting at bind (:meth:`Pipeline._join_gang
+  <k8s_bridge.pipeline.Pipeline._join_gang>`), its gang's other pending members should
+  reach bind within the wait (coscheduling activates the siblings the same way).
+
+**[decision]** The extender *touches* those pods: a merge patch of the annotation
+``tdmcore.io/requeued-at`` (a timestamp).  A pod update that changes more than its
+status moves a pod out of kube-scheduler's unschedulable queue (``isPodUpdated``), so
+the pod is retried at once (or after its own back-off, 1-10 s, if it failed
+recently).  This needs ``patch`` on pods in the extender's ClusterRole; the annotation
+is the only field ever patched.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .kube import ApiError, Kube, NotFound
+from .pipeline import Pipeline, gang_key
+
+__all__ = ["ANNOTATION", "Requeuer", "stranded"]
+
+log = logging.getLogger(__name__)
+
+ANNOTATION = "tdmcore.io/requeued-at"
+
+
+def stranded(pod: Mapping[str, Any], scheduler_name: str) -> bool:
+    """A pending pod of ours that kube-scheduler tried and failed to schedule."""
+    spec = pod.get("spec") or {}
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    if spec.get("schedulerName") != scheduler_name or spec.get("nodeName") \
+            or meta.get("deletionTimestamp") or status.get("phase", "Pending") != "Pending":
+        return False
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+               for c in status.get("conditions") or [] if isinstance(c, dict))
+
+
+class Requeuer:
+    """Touches held-back gang members once their gang is complete, and the stranded
+    pods once after start (see the module docstring)."""
+
+    def __init__(self, pipeline: Pipeline, kube: Kube, scheduler_name: str) -> None:
+        self.pipeline = pipeline
+        self.kube = kube
+        self.scheduler_name = scheduler_name
+        self.touched = 0
+        self._lock = threading.Lock()
+        self._activate: set[str] = set()
+        self._activated: dict[str, float] = {}  # gang -> when its siblings were touched
+        self._wake = threading.Event()
+        pipeline.on_gang_wait = self.activate
+
+    def activate(self, gkey: str) -> None:
+        """Have the gang's pending members retried (from the requeuer's thread)."""
+        with self._lock:
+            self._activate.add(gkey)
+        self._wake.set()
+
+    def activate_siblings(self) -> int:
+        """Touch the pending members (neither bound nor reserved) of the gangs
+        :meth:`activate` named, each gang at most once a second."""
+        with self._lock:
+            gangs, self._activate = self._activate, set()
+        now = time.monotonic()
+        keys: list[str] = []
+        model = self.pipeline.model
+        with model.lock:
+            for gkey in sorted(gangs):
+                if now - self._activated.get(gkey, -1e9) < 1.0:
+                    continue
+                self._activated[gkey] = now
+                keys.extend(k for k, p in model.objects["Pod"].items()
+                            if gang_key(p) == gkey and not (p.get("spec") or {}).get("nodeName")
+                            and not (p.get("metadata") or {}).get("deletionTimestamp"))
+            if len(self._activated) > 10_000:
+                self._activated.clear()
+        return sum(self.touch(k) for k in sorted(keys))
+
+    def touch(self, key: str) -> bool:
+        """Patch the pod's annotation; False if it is gone or the API refused."""
+        namespace, _, name = key.partition("/")
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        try:
+            self.kube.merge_patch("Pod", name, {"metadata": {"annotations": {ANNOTATION: now}}},
+                                  namespace=namespace)
+        except NotFound:
+            return False
+        except ApiError as exc:
+            log.warning("could not requeue pod %s: %s", key, exc)
+            return False
+        self.touched += 1
+        return True
+
+    def _pending(self, key: str) -> bool:
+        pod = self.pipeline.model.objects["Pod"].get(key)
+        return pod is not None and not (pod.get("spec") or {}).get("nodeName")
+
+    def complete_gangs(self) -> int:
+        """Touch the held-back members of every gang that is complete now."""
+        ready: list[str] = []
+        pipeline = self.pipeline
+        with pipeline.lock, pipeline.model.lock:
+            for gkey, keys in list(pipeline.held_back.items()):
+                pods = [pipeline.model.objects["Pod"].get(k) for k in keys]
+                live = [p for p in pods if p is not None]
+                if not live:
+                    del pipeline.held_back[gkey]
+                    continue
+                if pipeline.gang_shortfall(live[0]):
+                    continue
+                del pipeline.held_back[gkey]
+                ready.extend(k for k in keys if self._pending(k))
+        touched = sum(self.touch(k) for k in sorted(ready))
+        if touched:
+            log.info("requeued %d member(s) of newly complete gangs", touched)
+        return touched
+
+    def stranded_pods(self) -> int:
+        """Touch every pending pod of ours kube-scheduler failed to schedule."""
+        with self.pipeline.model.lock:
+            keys = [k for k, p in self.pipeline.model.objects["Pod"].items()
+                    if stranded(p, self.scheduler_name)]
+        touched = sum(self.touch(k) for k in sorted(keys))
+        if touched:
+            log.info("requeued %d pod(s) kube-scheduler could not schedule before", touched)
+        return touched
+
+    def run(self, stop: threading.Event, ready: Callable[[], bool],
+            interval_s: float = 0.2) -> None:
+        """Once synced: the stranded pods once, then complete gangs every
+        ``interval_s`` until ``stop``; a failing pass is logged, the next retries."""
+        while not stop.is_set() and not ready():
+            stop.wait(0.1)
+        try:
+            self.stranded_pods()
+        except Exception:
+            log.exception("requeueing stranded pods failed")
+        while not stop.is_set():
+            self._wake.wait(interval_s)
+            self._wake.clear()
+            try:
+                self.activate_siblings()
+                self.complete_gangs()
+            except Exception:
+                log.exception("requeueing gang members failed")
