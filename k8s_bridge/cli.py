@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 import click
 import kubernetes
+import yaml
 
 from tdmcore.elastic import ELASTIC_POLICIES
 from tdmcore.policies import POLICIES
@@ -73,10 +74,29 @@ def _policy_options(f: Callable[..., None]) -> Callable[..., None]:
     return f
 
 
-def _setup(log_level: str, kubeconfig: str | None, api_server: str | None) -> Kube:
+def _configure_logging(log_level: str) -> None:
+    """The components' log format at ``log_level``, on stderr.
+
+    **[decision]** urllib3 logs a WARNING for each of its connection retries; with
+    an unreachable API server that is several lines a second per informer.  Its
+    retries are reported once per outage by the informer instead (one WARNING,
+    then one INFO line when the server answers again), so urllib3 speaks only of
+    errors.
+    """
     logging.basicConfig(level=log_level,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return Kube.connect(kubeconfig, host=api_server)
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
+
+
+def _setup(log_level: str, kubeconfig: str | None, api_server: str | None) -> Kube:
+    _configure_logging(log_level)
+    try:
+        return Kube.connect(kubeconfig, host=api_server)
+    except yaml.YAMLError as exc:  # the official client parses it with PyYAML
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        raise ValueError(f"kubeconfig: {kubeconfig} is not valid YAML ({where}"
+                         f"{getattr(exc, 'problem', None) or exc})") from None
 
 
 def _serve_forever(server: Server, stop: threading.Event) -> None:
@@ -257,8 +277,7 @@ def agent_cmd(host: str, port: int, controller: str | None, node: str, timeout_s
     """The node agent: relays training pods' iteration reports to the controller."""
     from .agent import run_agent
 
-    logging.basicConfig(level=log_level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _configure_logging(log_level)
     run_agent(host, port, controller, node, timeout_s)
 
 

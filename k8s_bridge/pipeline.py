@@ -158,6 +158,8 @@ class Pipeline:
             raise BadRequest(f"Pod: expected a v1 Pod object, got {type(pod_json).__name__}")
         try:
             return self.model.domain_pod(pod_json)
+        except LookupError as exc:  # no Node cached yet: not the caller's fault
+            raise BindError(str(exc)) from exc
         except ValueError as exc:
             raise BadRequest(str(exc)) from exc
 

@@ -163,6 +163,10 @@ BAD_LATE = {
                   "--default-link-gbps", "nan"], "default-link-gbps"),
     "kubeconfig-missing": (["controller", "--host", "127.0.0.1", "--port", "0",
                             "--kubeconfig", "/nonexistent/kubeconfig"], "kubeconfig"),
+    # written by the `quick` fixture: a kubeconfig whose YAML is cut short
+    "kubeconfig-yaml": (["extender", "--host", "127.0.0.1", "--port", "0",
+                         "--kubeconfig", "bad-kubeconfig.yaml"],
+                        "kubeconfig: bad-kubeconfig.yaml is not valid YAML (line 3"),
 }
 
 
@@ -177,6 +181,7 @@ class Result:
 def quick(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
     """Every short-lived invocation, run concurrently (each pays ~1.5 s of imports)."""
     tmp = tmp_path_factory.mktemp("cli-quick")
+    (tmp / "bad-kubeconfig.yaml").write_text("apiVersion: v1\nclusters: [\n")
     argvs = {f"help:{cmd}": ([cmd] if cmd else []) + ["--help"] for cmd in HELP}
     argvs.update({f"bad:{k}": v[0] for k, v in {**BAD, **BAD_LATE}.items()})
     procs = {name: start(argv, tmp, re.sub(r"\W", "_", name)) for name, argv in argvs.items()}
@@ -353,3 +358,20 @@ def test_agent_fails_open_when_the_controller_is_down(tmp_path, capsys):
         assert "Traceback" not in proc.stderr()
     with capsys.disabled():
         print(f"\n[agent SIGTERM exit code {rc}]")
+
+
+def test_an_unreachable_api_server_is_a_few_lines_not_a_flood(tmp_path):
+    # urllib3's per-retry warnings are silenced and each informer reports its outage
+    # once: seven informers, one WARNING each, however long the outage lasts
+    with running(["extender", "--host", "127.0.0.1", "--port", "0", "--api-server", CLOSED],
+                 tmp_path, "unreachable") as proc:
+        wait_for(lambda: "serving on" in proc.stderr(), timeout_s=READY_S, what="serving")
+        deadline = time.monotonic() + 3.0  # several back-off rounds of every informer
+        while time.monotonic() < deadline and proc.popen.poll() is None:
+            time.sleep(0.1)
+        err = proc.stderr()
+    lines = err.strip().splitlines()
+    assert "urllib3" not in err and "Traceback" not in err
+    warnings = [ln for ln in lines if " WARNING " in ln]
+    assert len(warnings) == 7 and all("informer" in ln for ln in warnings), lines
+    assert len(lines) <= 9, lines

@@ -384,3 +384,22 @@ def test_bind_of_a_pod_the_informer_has_not_seen_yet(env):
                                           "PodUID": uid, "Node": "n2"})
     assert status == 200 and result == {"Error": ""}
     assert fake.get("v1", "Pod", "late-0", "default")["spec"]["nodeName"] == "n2"
+
+
+@pytest.mark.parametrize("verb", ["filter", "prioritize"])
+def test_before_any_node_is_cached_the_answer_is_an_extender_error(verb):
+    # kube-scheduler may call before the informers have delivered a Node: filter
+    # answers with the extender's own Error field (kube-scheduler retries the pod),
+    # prioritize with 503; never a 500
+    with cluster([]) as (fake, kube, model, informers):
+        ext = Extender(Pipeline(model, "metronome", kube))
+        server = Server(ext.app).start()
+        try:
+            status, body = post(f"{server.url}/{verb}", args(K.pod("p", gpu=1), ["n1"]))
+        finally:
+            server.stop()
+    if verb == "filter":
+        assert status == 200 and body["Error"] == "no usable Node in the cache yet"
+        assert body["NodeNames"] is None and body["Nodes"] is None
+    else:
+        assert status == 503 and "no usable Node in the cache yet" in json.dumps(body)
