@@ -58,7 +58,8 @@ def _common(f: Callable[..., None]) -> Callable[..., None]:
                      help="Talk to this URL without authentication (kubectl proxy)."),
         click.option("--host", default="0.0.0.0", show_default=True),
         click.option("--log-level", default="INFO", show_default=True,
-                     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"])),
+                     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
+                                       case_sensitive=False)),
     ]
     for option in reversed(options):
         f = option(f)
@@ -271,7 +272,7 @@ def controller_cmd(kubeconfig: str | None, api_server: str | None, host: str, lo
 @click.option("--timeout", "timeout_s", type=float, callback=_finite_positive, default=0.5,
               show_default=True, help="Seconds to wait for the controller.")
 @click.option("--log-level", default="INFO", show_default=True,
-              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 def agent_cmd(host: str, port: int, controller: str | None, node: str, timeout_s: float,
               log_level: str) -> None:
     """The node agent: relays training pods' iteration reports to the controller."""

@@ -56,6 +56,7 @@ def test_rows_are_replayed_in_submit_order_with_relative_arrivals(tmp_path: Path
         ("t00000-resnet50", 0.0), ("t00001-vgg19", 120.0),
         (f"t00002-{DEFAULT_MODEL.lower()}", 300.0)]
     assert [j.priority for j in sc.jobs] == [1, 0, 0]
+    assert sc.jobs[2].model == f"MyModel (as {DEFAULT_MODEL})"  # the trace's name is kept
     assert sc.jobs[1].pattern is None  # one worker: LowComm
     assert records.messages == [f"t: 1 model name(s) tdmcore does not know ('MyModel'): "
                                 f"those jobs train {DEFAULT_MODEL}'s traffic pattern"]

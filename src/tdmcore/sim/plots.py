@@ -371,9 +371,11 @@ def figure_link_utilization(runs: Mapping[str, RunResult], title: str = "") -> F
         ax.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
         ax.set_ylim(0.0, 1.08)
         ax.set_ylabel("utilisation")
-        ax.set_title(f"{policy}  (Γ {run.gamma:.3f})", fontsize=10, loc="left")
+        # Γ as the table shows it (the report keeps 4 decimals, the table prints 3)
+        ax.set_title(f"{policy}  (Γ {round(run.gamma, 4):.3f})", fontsize=10, loc="left")
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("simulated time (s)")
+    axes[-1].ticklabel_format(axis="x", style="plain", useOffset=False)
     if handles:
         legend_title = "link" if shown_of <= MAX_LINKS else \
             f"link (top {MAX_LINKS} of {shown_of} by traffic)"

@@ -33,11 +33,11 @@ def _per_1000(run: RunResult, high: bool) -> float:
 def _change(value: float, ref: float) -> float:
     if not (math.isfinite(value) and math.isfinite(ref)) or ref == 0:
         return math.nan
-    return round(100.0 * (value - ref) / ref, 2)
+    return round(100.0 * (value - ref) / ref, 2) + 0.0  # + 0.0: never -0.0
 
 
 def _r(x: float, digits: int = 3) -> float:
-    return round(x, digits) if math.isfinite(x) else math.nan
+    return round(x, digits) + 0.0 if math.isfinite(x) else math.nan  # never -0.0
 
 
 def summary_rows(runs: Mapping[str, Mapping[str, RunResult]]) -> list[dict[str, Any]]:

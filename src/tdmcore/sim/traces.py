@@ -34,7 +34,7 @@ import csv
 import logging
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
@@ -294,17 +294,23 @@ def trace_scenario(rows: list[TraceRow], *, name: str = "trace", title: str | No
             duration = max(1.0, row.duration_s)
             if max_duration_s is not None:
                 duration = min(duration, float(max_duration_s))
-            jobs.append(trace_job(job_name, model, workers, PHILLY_NODE["link_gbps"],
-                                  duration, arrival_s=arrival_s, priority=row.priority))
+            job = trace_job(job_name, model, workers, PHILLY_NODE["link_gbps"], duration,
+                            arrival_s=arrival_s, priority=row.priority)
         else:
-            jobs.append(trace_job(job_name, model, workers, PHILLY_NODE["link_gbps"],
-                                  0.0, arrival_s=arrival_s, priority=row.priority,
-                                  iterations=row.iterations))
+            job = trace_job(job_name, model, workers, PHILLY_NODE["link_gbps"], 0.0,
+                            arrival_s=arrival_s, priority=row.priority,
+                            iterations=row.iterations)
+        if row.model is not None and model == DEFAULT_MODEL and \
+                row.model.lower() != DEFAULT_MODEL.lower():
+            # the report keeps the trace's own name beside the pattern it borrowed
+            job = replace(job, model=f"{row.model} (as {DEFAULT_MODEL})")
+        jobs.append(job)
     if unknown:
         shown = ", ".join(repr(m) for m in unknown[:8]) + (
             f" and {len(unknown) - 8} more" if len(unknown) > 8 else "")
         log.warning("%s: %d model name(s) tdmcore does not know (%s): those jobs train "
                     "%s's traffic pattern", name, len(unknown), shown, DEFAULT_MODEL)
+    nodes_text = f"{n_nodes} node{'s' if n_nodes > 1 else ''}"
     return Scenario(name, title or f"{name}: jobs {start}-{start + count - 1} on "
-                    f"{n_nodes} nodes x 8 GPUs, seed {seed}", sim, tuple(jobs),
+                    f"{nodes_text} x 8 GPUs, seed {seed}", sim, tuple(jobs),
                     dict(notes or {}))
