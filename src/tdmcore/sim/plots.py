@@ -61,12 +61,6 @@ def _check_runs(name: str, runs: Any) -> dict[str, RunResult]:
     return out
 
 
-def _new_figure(width: float, height: float) -> Figure:
-    fig = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
 def _target(path: str | Path) -> Path:
     """``path``, checked before any drawing: its suffix names one of :data:`FORMATS`."""
     out = Path(path)
@@ -100,13 +94,24 @@ def _policy_colours(groups: Mapping[str, Mapping[str, RunResult]]) -> dict[str, 
     return {p: f"C{i % 10}" for i, p in enumerate(policies)}
 
 
-def _policy_legend(fig: Figure, colour: Mapping[str, str], title: str) -> None:
-    # as many columns as the figure's width holds (about 0.075 in a character at 9 pt)
-    entry_in = 0.7 + 0.075 * max(len(p) for p in colour)
-    ncols = max(1, min(len(colour), 4, int(fig.get_figwidth() / entry_in)))
-    fig.legend(handles=[Patch(facecolor=c, alpha=0.75, label=p) for p, c in colour.items()],
-               loc="outside upper center", ncols=ncols, fontsize=9, title=title,
-               title_fontsize=8)
+def _fixed_grid(rows: int, cols: int, panel_w: float, panel_h: float, *, left: float,
+                right: float, top: float, bottom: float, wgap: float, hgap: float,
+                **subplot_kw: Any) -> tuple[Figure, Any]:
+    """A figure of ``rows x cols`` panels with margins and gaps fixed in inches.
+
+    **[decision]** A fixed layout, not matplotlib's layout engine: the engine draws
+    a figure several times to measure it, which made plotting most of a warm
+    simulation; the margins here are sized for the texts the figures hold, and a
+    test renders every figure of every shipped scenario to check that nothing
+    leaves the canvas.
+    """
+    width = left + cols * panel_w + (cols - 1) * wgap + right
+    height = top + rows * panel_h + (rows - 1) * hgap + bottom
+    fig = Figure(figsize=(width, height))
+    FigureCanvasAgg(fig)
+    fig.subplots_adjust(left=left / width, right=1 - right / width, top=1 - top / height,
+                        bottom=bottom / height, wspace=wgap / panel_w, hspace=hgap / panel_h)
+    return fig, fig.subplots(rows, cols, squeeze=False, subplot_kw=subplot_kw or None)
 
 
 def _grid(n: int, max_cols: int = 3) -> tuple[int, int]:
@@ -142,8 +147,12 @@ def figure_jct(runs: Mapping[str, Mapping[str, RunResult]]) -> Figure:
     unit, scale = ("h", 1 / 3.6e6) if hours else ("s", 1e-3)
     rows, cols = _grid(len(groups))
     n_policies = max(len(g) for g in groups.values())
-    fig = _new_figure(max(5.5, 4.6 * cols), (0.32 * n_policies + 1.0) * rows + 0.6)
-    axes = fig.subplots(rows, cols, squeeze=False)
+    longest = max(len(p) + (16 if any(j.jct_ms is None for j in r.jobs.values()) else 0)
+                  for g in groups.values() for p, r in g.items())
+    label_in = 0.2 + 0.065 * longest  # policy names (8 pt) left of each panel
+    fig, axes = _fixed_grid(rows, cols, 3.4, 0.3 * n_policies + 0.3, left=label_in,
+                            right=0.25, top=0.75, bottom=0.5, wgap=label_in + 0.1,
+                            hgap=0.8)
     for idx, (group, by_policy) in enumerate(groups.items()):
         ax = axes[idx // cols][idx % cols]
         names = list(by_policy)
@@ -173,7 +182,7 @@ def figure_jct(runs: Mapping[str, Mapping[str, RunResult]]) -> Figure:
     for idx in range(len(groups), rows * cols):
         axes[idx // cols][idx % cols].set_visible(False)
     fig.suptitle("job completion time per policy\n(box p25-p75, whiskers p5-p95, "
-                 "diamond = mean)", fontsize=10)
+                 "diamond = mean)", fontsize=10, y=1 - 0.08 / fig.get_figheight())
     return fig
 
 
@@ -273,8 +282,13 @@ def figure_iteration_boxes(runs: Mapping[str, Mapping[str, RunResult]]) -> Figur
     cols = min(4, max(1, max(sum(1 for t, _ in panels if t.startswith(f"{g} ·")) or 1
                              for g in groups)))
     rows = math.ceil(len(panels) / cols)
-    fig = _new_figure(max(5.0, 3.1 * cols), 2.3 * rows + 1.1)
-    axes = fig.subplots(rows, cols, squeeze=False)
+    entry_in = 0.7 + 0.075 * max(len(p) for p in colour)
+    panel_w = max(2.9, (len(colour) / 4 * entry_in + 0.8) / cols if cols < 2 else 2.9)
+    width = 0.8 + cols * panel_w + (cols - 1) * 0.55
+    ncols = max(1, min(len(colour), 4, int(width / entry_in)))
+    legend_in = 0.45 + 0.24 * math.ceil(len(colour) / ncols)
+    fig, axes = _fixed_grid(rows, cols, panel_w, 1.9, left=0.65, right=0.15,
+                            top=legend_in + 0.35, bottom=0.15, wgap=0.55, hgap=0.45)
     for idx, (title, spec) in enumerate(panels):
         ax = axes[idx // cols][idx % cols]
         ax.set_title(title, fontsize=9)
@@ -291,7 +305,10 @@ def figure_iteration_boxes(runs: Mapping[str, Mapping[str, RunResult]]) -> Figur
         ax.tick_params(axis="y", labelsize=7)
     for idx in range(len(panels), rows * cols):
         axes[idx // cols][idx % cols].set_visible(False)
-    _policy_legend(fig, colour, "policy (box p25-p75, whiskers p5-p95)")
+    fig.legend(handles=[Patch(facecolor=c, alpha=0.75, label=p) for p, c in colour.items()],
+               loc="upper center", bbox_to_anchor=(0.5, 1 - 0.08 / fig.get_figheight()),
+               ncols=ncols, fontsize=9, title="policy (box p25-p75, whiskers p5-p95)",
+               title_fontsize=8)
     return fig
 
 
@@ -458,11 +475,19 @@ def figure_shared_links(run: RunResult, *, plans: Mapping[Any, LinkPlan] | None 
         return None
     rows, cols = _grid(len(named))
     legend_in = 0.25 * (max(len(p.jobs) for p in named.values()) + 1) + 0.2
-    fig = _new_figure(5.4 * cols, (5.4 + legend_in) * rows + 0.6)
-    grid = fig.add_gridspec(2 * rows, cols, height_ratios=[5.4, legend_in] * rows)
+    # a fixed layout (see _fixed_grid): per cell, the panel's two-line title, the
+    # circle with its angle labels around it, and its legend below
+    cell_w, circle, title_in, top_in = 5.4, 4.2, 0.75, 0.75
+    cell_h = title_in + circle + 0.35 + legend_in
+    width, height = cols * cell_w, top_in + rows * cell_h
+    fig = Figure(figsize=(width, height))
+    FigureCanvasAgg(fig)
     for idx, (name, plan) in enumerate(named.items()):
         row, col = divmod(idx, cols)
-        ax = fig.add_subplot(grid[2 * row, col], projection="polar")
+        x0 = col * cell_w + (cell_w - circle) / 2
+        y_top = height - top_in - row * cell_h - title_in
+        ax = fig.add_axes((x0 / width, (y_top - circle) / height, circle / width,
+                           circle / height), projection="polar")
         if plan.base.compatible:
             state = (f"score {plan.result.score:.1f}, xi {plan.utilization:.3f} "
                      f"(unshifted {plan.unshifted_score:.1f}, "
@@ -472,13 +497,15 @@ def figure_shared_links(run: RunResult, *, plans: Mapping[Any, LinkPlan] | None 
         draw_traffic_circle(ax, plan, plan.result.rotations,
                             f"{name}: {plan.capacity_gbps:g} Gbps, "
                             f"T = {plan.base.period_ms:.1f} ms\n{state}")
-        box = fig.add_subplot(grid[2 * row + 1, col])  # the circle's legend, below it
+        box = fig.add_axes(((col * cell_w + 0.2) / width,  # the circle's legend, below it
+                            (y_top - circle - 0.35 - legend_in) / height,
+                            (cell_w - 0.4) / width, legend_in / height))
         box.axis("off")
         box.legend(*ax.get_legend_handles_labels(), loc="upper center", fontsize=8,
                    frameon=False)
     where = f"{title} · " if title else ""
     fig.suptitle(f"{where}{run.policy}\ntraffic circles of the {len(named)} shared "
-                 f"link{'s' if len(named) > 1 else ''}", fontsize=11)
+                 f"link{'s' if len(named) > 1 else ''}", fontsize=11, y=1 - 0.08 / height)
     return fig
 
 
