@@ -8,6 +8,7 @@ is logged and answered 500 with a one-line message -- never a traceback.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
@@ -175,6 +176,27 @@ class _Channel(HTTPChannel):  # type: ignore[misc]
     error_task_class = _JsonErrorTask
 
 
+_GONE = (errno.EBADF, errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.ESHUTDOWN)
+
+
+class _ConnectionGone(logging.Filter):
+    """waitress logs a traceback when a worker thread's response meets a closed socket
+    ("Exception when servicing"): the client went away, or our own :meth:`Server.stop`
+    closed the connection while a response was being finished.  Neither is a fault of
+    the application: one DEBUG line instead (a bridge never logs such a traceback)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, OSError) and exc.errno in _GONE \
+                and str(record.msg).startswith("Exception when servicing"):
+            log.debug("connection gone while answering: %s", exc)
+            return False
+        return True
+
+
+_CONNECTION_GONE = _ConnectionGone()
+
+
 class Server:
     """A waitress server, served from a background thread (:meth:`start`) or the
     calling one (:meth:`run`); :meth:`stop` is safe from any thread, a signal
@@ -190,6 +212,9 @@ class Server:
         # Content-Length (or while reading a chunked one) before the application runs;
         # that refusal, too, is the documented 400 with a JSON message
         self._server.channel_class = _Channel
+        waitress_log = logging.getLogger("waitress")
+        if _CONNECTION_GONE not in waitress_log.filters:
+            waitress_log.addFilter(_CONNECTION_GONE)
         self.port = int(self._server.effective_port)
         self.host = str(self._server.effective_host)
         #: the serving thread of :meth:`start` (None when served by :meth:`run`)

@@ -348,7 +348,7 @@ def test_leader_keeps_the_lease_until_the_renew_deadline_and_logs_quietly(caplog
 def test_takeover_increments_lease_transitions_and_stop_releases():
     with cluster(objects()) as (fake, kube, model, informers):
         first = start_election(Kube.connect(host=fake.url), "tdmcore-controller",
-                               "tdmcore-system", "r1", lease_s=4, renew_deadline_s=3,
+                               "tdmcore-system", "r1", lease_s=12, renew_deadline_s=8,
                                retry_s=1)
         second = None
         try:
@@ -357,12 +357,12 @@ def test_takeover_increments_lease_transitions_and_stop_releases():
                              "tdmcore-system")
             assert lease["spec"]["leaseTransitions"] == 0
             second = start_election(Kube.connect(host=fake.url), "tdmcore-controller",
-                                    "tdmcore-system", "r2", lease_s=4, renew_deadline_s=3,
+                                    "tdmcore-system", "r2", lease_s=12, renew_deadline_s=8,
                                     retry_s=1)
-            first.stop()  # releases: r2 takes over at its next retry, not after 4 s
+            first.stop()  # releases: r2 takes over at its next retry, not after ~11 s
             released = time.monotonic()
-            wait_for(second.leading.is_set, 10, "r2 leads")
-            assert time.monotonic() - released < 3.0
+            wait_for(second.leading.is_set, 15, "r2 leads")
+            assert time.monotonic() - released < 6.0
             lease = fake.get("coordination.k8s.io/v1", "Lease", "tdmcore-controller",
                              "tdmcore-system")
             assert lease["spec"]["holderIdentity"] == "r2"

@@ -308,6 +308,25 @@ def test_async_status_is_written_behind_the_bind(env):
     assert entries["a-0"]["order"] < entries["b-0"]["order"]
 
 
+def test_waitress_traceback_for_a_closed_connection_is_dropped(caplog):
+    """A response meeting a socket closed under it (the client left, or our own stop
+    closed it) is no traceback; any other servicing error still is."""
+    import errno
+    import logging
+
+    Server(JsonApp("t")).stop()  # every Server installs the filter
+    caplog.set_level(logging.DEBUG)
+    waitress_log = logging.getLogger("waitress")
+    for exc in (OSError(errno.EBADF, "Bad file descriptor"), ValueError("a real bug")):
+        try:
+            raise exc
+        except Exception:
+            waitress_log.exception("Exception when servicing %r", "task")
+    records = [r for r in caplog.records if r.name == "waitress"]
+    assert len(records) == 1 and isinstance(records[0].exc_info[1], ValueError)
+    assert any("connection gone" in r.getMessage() for r in caplog.records)
+
+
 def test_go_field_names_are_case_insensitive(env):
     fake, _, _, url, _ = env
     body = {"pod": fake.get("v1", "Pod", "b-0", "default"), "nodenames": ["n0"]}

@@ -27,16 +27,16 @@ def placed(env: Env, extender: Component) -> Iterator[tuple[str, list[str]]]:
         env.clean(ns, nodes)
 
 
-def _label(env: Env, nodes: list[str], value: str | None) -> None:
+def _label(env: Env, nodes: list[str], value: str) -> None:
     for node in nodes:
         env.kube.merge_patch("Node", node, {"metadata": {"labels": {OPEN: value}}})
 
 
 def test_placements_are_the_extenders_top_score(env: Env, extender: Component,
                                                 placed: tuple[str, list[str]]) -> None:
-    """Each pod is created unschedulable (a nodeSelector no node matches yet); the
-    extender's own filter and prioritize answers for it are read; then the nodes are
-    opened and the pod must land on a node of the top extender score."""
+    """Each pod is created unschedulable (a nodeSelector value no node has yet); the
+    extender's own filter and prioritize answers for it are read; then the nodes get
+    that value and the pod must land on a node of the top extender score."""
     ns, nodes = placed
     jobs = {"a": (100.0, 0.5), "b": (100.0, 0.4), "c": (200.0, 0.3)}
     for job, (period, duty) in jobs.items():
@@ -45,7 +45,9 @@ def test_placements_are_the_extenders_top_score(env: Env, extender: Component,
     for job in jobs:
         for i in range(2):
             name = f"{job}-{i}"
-            pod = env.pod(ns, name, gpu=4, labels={JOB: job}, node_selector={OPEN: "yes"})
+            # a selector value of its own: a kube-scheduler cache that still holds an
+            # older label value can never match it
+            pod = env.pod(ns, name, gpu=4, labels={JOB: job}, node_selector={OPEN: name})
             status, scores = extender.post("/prioritize", {"Pod": pod, "NodeNames": nodes})
             assert status == 200, scores
             status, filtered = extender.post("/filter", {"Pod": pod, "NodeNames": nodes})
@@ -54,10 +56,9 @@ def test_placements_are_the_extenders_top_score(env: Env, extender: Component,
             by_node = {s["Host"]: s["Score"] for s in scores if s["Host"] in feasible}
             assert by_node, (name, chosen, filtered)
             top = max(by_node.values())
-            _label(env, nodes, "yes")
+            _label(env, nodes, name)
             chosen[name] = wait_until(lambda: env.node_of(ns, name), 20,
                                       f"{name} bound")
-            _label(env, nodes, None)
             assert by_node[chosen[name]] == top, (name, chosen[name], by_node)
     # NodeBandwidth status as documented: every traffic pod on its node's link, once
     by_link: dict[str, set[str]] = {}

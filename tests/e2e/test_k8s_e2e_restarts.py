@@ -103,8 +103,9 @@ def _lease() -> tuple[str, str]:
 
 
 def test_controller_failover(env: Env, space: tuple[str, list[str]]) -> None:
-    """Two controller replicas: one leads; when it stops, the other takes the Lease
-    over (leaseTransitions + 1) and only the new leader answers reports."""
+    """Two controller replicas: one leads; when it stops (SIGTERM) the other takes the
+    Lease over at once (leaseTransitions + 1); when that one is killed (SIGKILL) the
+    first, back as a standby, takes over once the Lease expires."""
     replicas = [env.component(f"controller-{r}", ["controller", "--leader-elect",
                                                   "--resync-seconds", "1"],
                               "tdmcore-controller", env={"POD_NAME": f"controller-{r}"})
@@ -132,8 +133,18 @@ def test_controller_failover(env: Env, space: tuple[str, list[str]]) -> None:
         assert env.kube.get("Lease", name, ns)["spec"]["leaseTransitions"] == transitions + 1
         wait_until(lambda: standby.metric("tdmcore_controller_leader") == 1.0, 10,
                    "the new leader's gauge")
-        print(f"\ne2e: controller failover in {took:.1f} s")
+        print(f"\ne2e: controller failover in {took:.1f} s (SIGTERM: the Lease released)")
         assert "Traceback" not in (standby.proc.log(200_000) if standby.proc else "")
+        # the old leader comes back as a standby; the new one is killed (no release):
+        # the standby takes over once the Lease expires (15 s)
+        leader.start()
+        t0 = time.monotonic()
+        standby.kill()
+        wait_until(lambda: holder() == leader.name, 40, "the standby to take over")
+        took = time.monotonic() - t0
+        assert env.kube.get("Lease", name, ns)["spec"]["leaseTransitions"] == transitions + 2
+        print(f"e2e: controller failover in {took:.1f} s (SIGKILL: the Lease expired)")
+        assert took >= 10.0, "a killed leader's Lease was taken before it expired"
     finally:
         for comp in replicas:
             comp.stop()
