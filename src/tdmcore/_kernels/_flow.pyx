@@ -38,6 +38,7 @@ work takes).  Here every step works on raw pointers.  Units: ms, Gbit, Gbps
 (:class:`tdmcore.sim.network.FlowEngine`); the functions change them in place.
 """
 
+from cpython.exc cimport PyErr_CheckSignals
 from libc.math cimport sqrt, log, cos, exp, fabs, floor, fmod, copysign, INFINITY, NAN, isnan
 
 ctypedef long long i64
@@ -897,12 +898,23 @@ cdef int _ready(Eng* e, i64 j, double t) noexcept nogil:
     return -1
 
 
-cdef double _advance(Eng* e, double t, double until, i64* out) noexcept nogil:
+#: ``_advance`` returns to ``advance`` after this many events (not a STOP_* code
+#: of the API: ``advance`` goes on at once), so a long run still answers Ctrl-C.
+cdef i64 _EVENTS_PER_CHECK = 1 << 18
+cdef i64 _STOP_BUDGET = -1
+
+
+cdef double _advance(Eng* e, double t, double until, i64* out, i64 budget) noexcept nogil:
     cdef i64 ent, j, lk
+    cdef i64 done = 0
     cdef double te
     cdef int ph, stop
     out[1] = -1
     while True:
+        if done == budget:  # between two events: the caller may look at signals
+            out[0] = _STOP_BUDGET
+            return t
+        done += 1
         if e.hsize[0] == 0:
             out[0] = STOP_IDLE
             return t
@@ -964,10 +976,15 @@ def advance(double t, double until, double sigma, tuple state, i64[::1] out):
     parameters), which is how arrivals and the controller act on the model.
     """
     cdef Eng e = _eng_of(state, sigma)
-    cdef double reached
-    with nogil:
-        reached = _advance(&e, t, until, &out[0])
-    return reached
+    cdef double reached = t
+    while True:
+        with nogil:
+            reached = _advance(&e, reached, until, &out[0], _EVENTS_PER_CHECK)
+        if out[0] != _STOP_BUDGET:
+            return reached
+        # a long stretch of events: let Python run its signal handlers (Ctrl-C
+        # raises KeyboardInterrupt here), then go on exactly where it stopped
+        PyErr_CheckSignals()
 
 
 cdef Eng _heap_eng(double[::1] ev_t, i64[::1] ev_s, double[::1] ht, i64[::1] hid,
