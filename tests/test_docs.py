@@ -24,7 +24,7 @@ DOCS = ROOT / "docs"
 DOCS_MODULES = ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python")
 
 #: Paths outside the repository the product must never depend on.
-OUTSIDE = re.compile(r"\.\./shared|(?<![\w-])shared/")
+OUTSIDE = re.compile(r"\.\./share[d]|(?<![\w-])share[d]/")  # [d]: no match on itself
 
 
 def _pages() -> list[Path]:
