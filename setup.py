@@ -15,8 +15,8 @@ extensions = [
     ),
     # the flow model's event engine: C speed for many small steps on shared state
     Extension(
-        "tdmcore._kernels._flow",
-        ["src/tdmcore/_kernels/_flow.pyx"],
+        "tdmcore.sim.engine._flow",
+        ["src/tdmcore/sim/engine/_flow.pyx"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=["-O3"],
     ),

@@ -14,7 +14,7 @@ import kubernetes
 import yaml
 
 from tdmcore.elastic import ELASTIC_POLICIES
-from tdmcore.policies import POLICIES
+from tdmcore.metronome.policies import POLICIES
 
 from .informer import Informer
 from .kube import Kube

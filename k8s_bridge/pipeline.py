@@ -1,7 +1,7 @@
 """The scheduling front end the extender and the standalone scheduler share.
 
 Both call the same :class:`tdmcore.framework.Scheduler` over the same policy
-objects the simulator uses (``tdmcore.policies.make_policy``) on the
+objects the simulator uses (``tdmcore.metronome.policies.make_policy``) on the
 :class:`~tdmcore.model.ClusterState` that :class:`~k8s_bridge.model.ClusterModel`
 builds from the API: nothing here decides anything a policy does not.
 
@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 
 from tdmcore.framework import CycleState, Decision, GangDecision, ReserveResult, Scheduler, Status
+from tdmcore.metronome.policies import make_policy
 from tdmcore.model import ClusterState, Pod
-from tdmcore.policies import make_policy
 
 from . import convert
 from .kube import ApiError, Kube

@@ -1,6 +1,6 @@
 """The controller over the API: global offsets, recalculation, regulation.
 
-It runs :class:`tdmcore.controller.Controller` -- the simulator's controller, not
+It runs :class:`tdmcore.metronome.controller.Controller` -- the simulator's controller, not
 a second implementation -- on the ClusterState that
 :class:`~k8s_bridge.model.ClusterModel` rebuilds from the API, and writes what it
 decides back into the API:
@@ -37,10 +37,10 @@ from typing import Any
 from prometheus_client import Counter, Gauge
 from werkzeug.wrappers import Request
 
-from tdmcore.controller import Controller, PatternUpdate, Readjustment
+from tdmcore.metronome.controller import Controller, PatternUpdate, Readjustment
+from tdmcore.metronome.policies import make_policy
+from tdmcore.metronome.policies.metronome import link_pods
 from tdmcore.model import ClusterState
-from tdmcore.policies import make_policy
-from tdmcore.policies.metronome import link_pods
 
 from . import convert
 from .kube import ApiError, Kube

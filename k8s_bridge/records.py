@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from tdmcore.base_period import unify_periods
+from tdmcore.metronome.base_period import unify_periods
 from tdmcore.model import ClusterState, Pod
 
 from . import convert
@@ -58,7 +58,7 @@ def pod_entry(key: str, pod: Pod, shift_ms: float, order: int, rotation: int
 
 def link_base_period(state: ClusterState, node: int, config: Any = None) -> float:
     """The base period (ms) of a node's link: its traffic pods' periods unified
-    (``tdmcore.base_period.unify_periods``); 0.0 when no pod on it communicates.
+    (``tdmcore.metronome.base_period.unify_periods``); 0.0 when no pod on it communicates.
 
     **[decision]** Reserve's early exit (a perfect, uncontended fit) and the
     controller (which plans contended links only) leave no base period; the status

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tdmcore.admission import SlotDecision
+from tdmcore.oasis.admission import SlotDecision
 
 
 class Recorder:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tdmcore.controller import Controller, ControllerConfig
 from tdmcore.framework import Scheduler
-from tdmcore.link import LinkPod, compact_rotations, plan_link
+from tdmcore.metronome.controller import Controller, ControllerConfig
+from tdmcore.metronome.link import LinkPod, compact_rotations, plan_link
+from tdmcore.metronome.policies import MetronomeConfig, MetronomePolicy
 from tdmcore.model import Cluster, ClusterState, Node, Pod, TrafficPattern
-from tdmcore.policies import MetronomeConfig, MetronomePolicy
 
 VGG19 = TrafficPattern(422.26, 0.2, 25.0)
 

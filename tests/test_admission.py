@@ -3,7 +3,7 @@
 Every case is small enough to follow by hand; the comments carry the arithmetic.
 Jobs have no gradient traffic and ``tau = 1`` unless stated, so a worker trains
 ``c = 1`` chunk per slot, and ``ps_bw = 10 b`` so one PS serves up to 10 workers.
-The rules under test are the module docstrings of ``tdmcore.admission``.
+The rules under test are the module docstrings of ``tdmcore.oasis.admission``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from slotted_helpers import Recorder
 
-from tdmcore.admission import (
+from tdmcore.oasis.admission import (
     ADMISSION_POLICIES,
     Allocation,
     DormPolicy,
@@ -28,8 +28,8 @@ from tdmcore.admission import (
     make_admission_policy,
     scaled_bounds,
 )
-from tdmcore.admission.base import RoundRobin, dominant_share, fixed_worker_counts, ps_count
-from tdmcore.oasis import Job, OnlineScheduler, PriceBounds, sigmoid_utility
+from tdmcore.oasis.admission.base import RoundRobin, dominant_share, fixed_worker_counts, ps_count
+from tdmcore.oasis.online import Job, OnlineScheduler, PriceBounds, sigmoid_utility
 from tdmcore.sim.oasis_setting import oasis_jobs, oasis_setting
 from tdmcore.sim.slotted import PolicyError, run_slotted
 
@@ -635,7 +635,7 @@ def test_policies_by_name() -> None:
 
 def test_policies_do_not_import_the_simulator() -> None:
     # STYLE.md: no policy imports the simulator
-    import tdmcore.admission as admission
+    import tdmcore.oasis.admission as admission
 
     for path in Path(admission.__file__).parent.glob("*.py"):
         words = {word for line in path.read_text().splitlines()

@@ -6,7 +6,7 @@ import csv
 
 import pytest
 
-from tdmcore.catalog import link_scenarios
+from tdmcore.app.catalog import link_scenarios
 from tdmcore.data import data_files, open_data
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tdmcore.cli import cli, main
+from tdmcore.app.cli import cli, main
 
 
 def test_link_s1_prints_table_and_writes_report(tmp_path: Path) -> None:
@@ -312,7 +312,7 @@ def test_compile_status_line_on_a_terminal_only(terminal: bool) -> None:
 
     from rich.console import Console
 
-    from tdmcore.cli import _compiling_kernels
+    from tdmcore.app.cli import _compiling_kernels
 
     out = io.StringIO()
     console = Console(file=out, force_terminal=terminal, width=100)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tdmcore.cli import _configure_logging, _warn_unfinished, cli, main
+from tdmcore.app.cli import _configure_logging, _warn_unfinished, cli, main
 
 SNAPSHOT = "metronome-snapshots"
 

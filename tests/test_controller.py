@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tdmcore.controller import Controller, ControllerConfig, PatternUpdate, Readjustment
 from tdmcore.framework import Scheduler
-from tdmcore.link import LinkPod, plan_link
+from tdmcore.metronome.controller import Controller, ControllerConfig, PatternUpdate, Readjustment
+from tdmcore.metronome.link import LinkPod, plan_link
+from tdmcore.metronome.policies import MetronomeConfig, MetronomePolicy
 from tdmcore.model import Cluster, ClusterState, Node, Pod, TrafficPattern
-from tdmcore.policies import MetronomeConfig, MetronomePolicy
 
 VGG19 = TrafficPattern(422.26, 0.2, 25.0)
 
@@ -240,7 +240,7 @@ def test_lowcomm_reserve_triggers_no_recalculation() -> None:
 
 
 def test_ablation_policies_configure_their_controller() -> None:
-    from tdmcore.policies import make_policy
+    from tdmcore.metronome.policies import make_policy
 
     state = ClusterState(Cluster([Node("n0", 64, 64, 8, 25.0)]))
     assert not Controller.for_policy(state, make_policy("metronome-no-phase3")) \
@@ -257,7 +257,7 @@ def test_a_link_replanned_unchanged_comes_from_the_plan_cache() -> None:
     # A plan is a pure function of the link's pods, capacity and mode: the same
     # pods give the same plan object; another set of pods is planned afresh, and
     # what comes out always equals planning from scratch.
-    from tdmcore.policies.metronome import link_plan
+    from tdmcore.metronome.policies.metronome import link_plan
 
     state, ctl, _ = s1_on_one_link()
     first = ctl.links[0]

@@ -7,10 +7,10 @@ import copy
 import numpy as np
 import pytest
 
-from tdmcore.controller import Controller, ControllerConfig, PatternUpdate, Readjustment
 from tdmcore.framework import Scheduler
+from tdmcore.metronome.controller import Controller, ControllerConfig, PatternUpdate, Readjustment
+from tdmcore.metronome.policies import MetronomeConfig, MetronomePolicy
 from tdmcore.model import Cluster, ClusterState, Node, Pod, TrafficPattern
-from tdmcore.policies import MetronomeConfig, MetronomePolicy
 
 PERIOD = 400.0
 

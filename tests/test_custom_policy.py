@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from test_readme import DOCS, code_block
 
-from tdmcore.cli import main
+from tdmcore.app.cli import main
 from tdmcore.framework import check_policy
-from tdmcore.policies import make_policy
+from tdmcore.metronome.policies import make_policy
 from tdmcore.sim.cluster import run_cluster
 from tdmcore.sim.scenarios import metronome_snapshots
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tdmcore._kernels import flow as K
-from tdmcore.controller import Controller, ControllerConfig, PatternUpdate, Readjustment
+from tdmcore.sim.engine import flow as K
 from tdmcore.framework import Scheduler
+from tdmcore.metronome.controller import Controller, ControllerConfig, PatternUpdate, Readjustment
+from tdmcore.metronome.policies import MetronomeConfig, MetronomePolicy
 from tdmcore.model import Cluster, ClusterState, Node, Pod, TrafficPattern
-from tdmcore.policies import MetronomeConfig, MetronomePolicy
 from tdmcore.sim.cluster import load_monitor_params
-from tdmcore.sim.network import FlowEngine, MonitorConfig
+from tdmcore.sim.engine.network import FlowEngine, MonitorConfig
 
 
 def setting(rng: np.random.Generator) -> tuple[Controller, dict[str, int], FlowEngine]:

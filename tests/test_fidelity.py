@@ -9,7 +9,7 @@ from functools import cache
 import pytest
 from click.testing import CliRunner
 
-from tdmcore.cli import cli
+from tdmcore.app.cli import cli
 from tdmcore.sim.fidelity import (
     PAPER_TABLE_V,
     PAPER_TABLE_VI,

@@ -15,8 +15,8 @@ import pytest
 from asv_bench.naive_pipeline import _has_cycle as has_cycle
 from asv_bench.naive_pipeline import decide as naive_decide
 from tdmcore.framework import CycleState, Scheduler, Status
+from tdmcore.metronome.policies import MetronomeConfig, MetronomePolicy
 from tdmcore.model import Cluster, ClusterState, Node, Pod, TrafficPattern
-from tdmcore.policies import MetronomeConfig, MetronomePolicy
 from tdmcore.sim.cluster import SimCluster, SimJob, run_cluster
 from tdmcore.snapshot import Snapshot
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from asv_bench.naive_flow import simulate as naive_simulate
-from tdmcore._kernels import flow as K
-from tdmcore.sim.network import FlowEngine, FlowJob, simulate_flows
+from tdmcore.sim.engine import flow as K
+from tdmcore.sim.engine.network import FlowEngine, FlowJob, simulate_flows
 
 
 def job(name="a", period=100.0, duty=0.5, rate=10.0, links=(0,), iters=4, **kw):
@@ -135,8 +135,8 @@ def test_bad_runs_name_the_argument(args, kwargs, name) -> None:
 
 TINY_TRANSFER = """
 import numpy as np
-from tdmcore._kernels import flow as K
-from tdmcore.sim.network import FlowEngine
+from tdmcore.sim.engine import flow as K
+from tdmcore.sim.engine.network import FlowEngine
 t = 1.8e9  # 500 h in ms: one ulp of t is 2.4e-7 ms
 engine = FlowEngine(np.array([25.0]), np.zeros(1), jobs_hint=1)
 j = engine.add(key=0, compute_ms=10.0, iterations=2, start_ms=t, links=[0], cap_gbps=25.0,

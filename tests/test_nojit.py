@@ -45,7 +45,7 @@ import json, sys
 sys.path.insert(0, {bench!r})
 from asv_bench.clusters import random_cluster
 from tdmcore.framework import Scheduler
-from tdmcore.policies import make_policy
+from tdmcore.metronome.policies import make_policy
 from tdmcore import unify_periods
 out = []
 for seed in range(6):

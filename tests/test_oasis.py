@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from asv_bench.naive_oasis import milp_payoff
-from tdmcore.oasis import Job, best_schedule, chunks_per_worker_slot, sigmoid_utility
+from tdmcore.oasis.online import Job, best_schedule, chunks_per_worker_slot, sigmoid_utility
 
 
 def random_instance(seed: int):
@@ -139,7 +139,7 @@ def test_bad_price_arrays_name_the_argument() -> None:
 
 
 # ------------------------------------------------------------- online (Alg. 1)
-from tdmcore.oasis import OnlineScheduler, PriceBounds, min_completion_slots  # noqa: E402
+from tdmcore.oasis.online import OnlineScheduler, PriceBounds, min_completion_slots  # noqa: E402
 
 
 def small_job(arrival=0, chunks=4, utility=(40.0, 0.5, 4.0), epochs=2):
@@ -213,7 +213,7 @@ def test_online_rejects_a_job_whose_payoff_is_not_positive() -> None:
 
 
 # ------------------------------------------------------------ offline optimum
-from tdmcore.oasis import offline_optimum  # noqa: E402
+from tdmcore.oasis.online import offline_optimum  # noqa: E402
 
 
 @pytest.mark.parametrize("seed", range(12))

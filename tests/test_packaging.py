@@ -46,9 +46,9 @@ def test_the_core_install_has_no_kubernetes_stack() -> None:
 
 def test_library_and_simulator_import_without_the_k8s_extra() -> None:
     code = _blocking(K8S_MODULES) + (
-        "import tdmcore, tdmcore.cli, tdmcore.sim.cluster, tdmcore.sim.scenarios\n"
+        "import tdmcore, tdmcore.app.cli, tdmcore.sim.cluster, tdmcore.sim.scenarios\n"
         "from click.testing import CliRunner\n"
-        "r = CliRunner().invoke(tdmcore.cli.cli, ['simulate', '--help'])\n"
+        "r = CliRunner().invoke(tdmcore.app.cli.cli, ['simulate', '--help'])\n"
         "assert r.exit_code == 0, r.output\n"
         f"assert not any(m in sys.modules and sys.modules[m] for m in {K8S_MODULES!r})\n"
         "print('ok')\n")
@@ -146,7 +146,7 @@ def test_simulate_runs_from_an_unrelated_folder(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": ""}
     env.pop("TDMCORE_DATA", None)
     done = subprocess.run(
-        [sys.executable, "-m", "tdmcore.cli", "simulate", "--example", "--policies",
+        [sys.executable, "-m", "tdmcore.app.cli", "simulate", "--example", "--policies",
          "default", "--no-plots", "--out", str(tmp_path / "r")],
         capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -11,14 +11,14 @@ from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.text import Text
 
-from tdmcore.cli import _example_path
-from tdmcore.sim.cluster import CLUSTER_POLICIES, run_cluster
-from tdmcore.sim.plots import (
+from tdmcore.app.cli import _example_path
+from tdmcore.app.plots import (
     figure_iteration_boxes,
     figure_jct,
     figure_link_utilization,
     figure_shared_links,
 )
+from tdmcore.sim.cluster import CLUSTER_POLICIES, run_cluster
 from tdmcore.sim.scenario_file import load_scenario_file
 from tdmcore.sim.scenarios import metronome_snapshots, metronome_trace, philly
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tdmcore.admission import OasisPolicy
+from tdmcore.oasis.admission import OasisPolicy
 from tdmcore.sim.cluster import RunResult, run_cluster
 from tdmcore.sim.oasis_setting import oasis_setting
 from tdmcore.sim.oasis_study import compare_admission

@@ -13,12 +13,12 @@ import pytest
 
 from asv_bench.clusters import random_cluster
 from asv_bench.naive_pipeline import _has_cycle as brute_force_has_cycle
-from tdmcore.affinity import AffinityGraph, loop_free_nodes
 from tdmcore.framework import CycleState, Scheduler, Status
-from tdmcore.link import LinkPod, plan_link
+from tdmcore.metronome.affinity import AffinityGraph, loop_free_nodes
+from tdmcore.metronome.link import LinkPod, plan_link
+from tdmcore.metronome.policies import POLICIES, MetronomeConfig, MetronomePolicy, make_policy
+from tdmcore.metronome.policies.metronome import latency_scores, link_pods, normalized_latency
 from tdmcore.model import Cluster, ClusterState, Node, Pod, TrafficPattern, Workload
-from tdmcore.policies import POLICIES, MetronomeConfig, MetronomePolicy, make_policy
-from tdmcore.policies.metronome import latency_scores, link_pods, normalized_latency
 from tdmcore.snapshot import Snapshot
 
 VGG19 = TrafficPattern(422.26, 0.2, 25.0)

@@ -14,14 +14,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from tdmcore.link import LinkPlan  # noqa: E402
-from tdmcore.plots import plot_traffic_circle  # noqa: E402
-from tdmcore.sim.cluster import RunResult, run_cluster  # noqa: E402
-from tdmcore.sim.plots import (  # noqa: E402
+from tdmcore.app.circle_plot import plot_traffic_circle  # noqa: E402
+from tdmcore.app.plots import (  # noqa: E402
     plot_iteration_boxes,
     plot_link_utilization,
     plot_shared_links,
 )
+from tdmcore.metronome.link import LinkPlan  # noqa: E402
+from tdmcore.sim.cluster import RunResult, run_cluster  # noqa: E402
 from tdmcore.sim.scenarios import metronome_snapshots  # noqa: E402
 
 POLICIES = ("default", "metronome", "ideal")

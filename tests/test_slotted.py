@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from slotted_helpers import Recorder
 
-from tdmcore.admission import (
+from tdmcore.data import open_data
+from tdmcore.oasis.admission import (
     ADMISSION_POLICIES,
     Allocation,
     DrfPolicy,
@@ -25,8 +26,7 @@ from tdmcore.admission import (
     SlottedCluster,
     make_admission_policy,
 )
-from tdmcore.data import open_data
-from tdmcore.oasis import (
+from tdmcore.oasis.online import (
     Job,
     PriceBounds,
     chunks_per_worker_slot,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tdmcore.cli import cli, main
+from tdmcore.app.cli import cli, main
 from tdmcore.data import open_data
 from tdmcore.sim.scenarios import philly
 from tdmcore.sim.traces import DEFAULT_MODEL, read_trace, trace_scenario

@@ -7,7 +7,7 @@ baselines").
 
 from __future__ import annotations
 
-from tdmcore.admission import make_admission_policy
+from tdmcore.oasis.admission import make_admission_policy
 from tdmcore.sim.oasis_setting import oasis_setting
 from tdmcore.sim.slotted import run_slotted
 

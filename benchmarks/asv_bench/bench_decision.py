@@ -10,8 +10,8 @@ import time
 import numpy as np
 
 from tdmcore.framework import Scheduler
+from tdmcore.metronome.policies import make_policy
 from tdmcore.model import Pod
-from tdmcore.policies import make_policy
 
 from . import naive_pipeline
 from .clusters import random_cluster

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from tdmcore.sim.network import FlowJob, simulate_flows
+from tdmcore.sim.engine.network import FlowJob, simulate_flows
 
 from . import naive_flow
 

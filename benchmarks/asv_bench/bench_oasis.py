@@ -14,7 +14,7 @@ import timeit
 
 import numpy as np
 
-from tdmcore.oasis import Job, best_schedule
+from tdmcore.oasis.online import Job, best_schedule
 
 from . import naive_oasis
 

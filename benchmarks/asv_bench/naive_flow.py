@@ -1,6 +1,6 @@
 """Brute-force peer and oracle of the flow-level network model (docs/simulator.md).
 
-Written independently of ``tdmcore._kernels.flow``: max-min fairness by the textbook
+Written independently of ``tdmcore.sim.engine.flow``: max-min fairness by the textbook
 iteration (saturate every transfer whose cap is below the equal share, repeat), and
 a plain event loop over dictionaries.  Slow and obvious on purpose.
 """

@@ -5,7 +5,7 @@ COST_t(v) computed by the greedy for every (t, v) pair, in Python and numpy.
 ``milp_payoff`` / ``milp_solve``: problem (27) as an independent MILP per end
 slot (scipy.optimize.milp, HiGHS), constraints (2)-(7) written straight from
 docs/oasis.md; also the oracle of tests/test_oasis.py.
-All return the best payoff, to be compared with :func:`tdmcore.oasis.best_schedule`.
+All return the best payoff, to be compared with :func:`tdmcore.oasis.online.best_schedule`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_array
 
-from tdmcore.oasis import Job, chunks_per_worker_slot, sigmoid_utility
+from tdmcore.oasis.online import Job, chunks_per_worker_slot, sigmoid_utility
 
 
 def _cost(price, cap, ps_price, ps_cap, v, c, job):

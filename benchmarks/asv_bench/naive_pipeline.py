@@ -2,7 +2,7 @@
 
 What a first implementation looks like: a Python loop over nodes for PreFilter
 and Filter, a fresh union-find for the loop check of every node, and for every
-feasible node the full single-link computation (:func:`tdmcore.link.plan_link`:
+feasible node the full single-link computation (:func:`tdmcore.metronome.link.plan_link`:
 unify, discretize, search with exact scores), then NormalizeScore in Python.  Its
 decision must equal tdmcore's; the suites check that before timing.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from tdmcore.link import LinkPod, plan_link
+from tdmcore.metronome.link import LinkPod, plan_link
 from tdmcore.model import ClusterState, Pod
 
 

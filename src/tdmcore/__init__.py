@@ -6,10 +6,10 @@ or lives in its own module.
 
 from __future__ import annotations
 
-from .base_period import BasePeriod, unify_periods
-from .rotation import RotationResult, search_rotations
-from .scoring import average_bandwidth_utilization, excess, link_utilization, score
-from .traffic import (
+from .metronome.base_period import BasePeriod, unify_periods
+from .metronome.rotation import RotationResult, search_rotations
+from .metronome.scoring import average_bandwidth_utilization, excess, link_utilization, score
+from .metronome.traffic import (
     CircleRows,
     comm_midpoints,
     discretize,

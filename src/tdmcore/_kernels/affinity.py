@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._config import jit
+from ._jit import jit
 
 
 @jit

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._config import jit
+from ._jit import jit
 
 # Float allowance on the G_T / E_T comparisons (ms): real inputs never sit this close.
 EPS_MS = 1e-9

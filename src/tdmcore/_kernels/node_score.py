@@ -5,7 +5,7 @@ node is empty, when the waiting pod adds no row to n's link, or when the summed
 bandwidth fits; otherwise unify the base period of the link's job rows and the
 waiting pod (§4), draw them on the circle, put the reference job first (Eq. 16)
 and run the ``first`` rotation search (§5).  The same kernels as the single-link
-API, so a node's score here equals :func:`tdmcore.link.plan_link` on that node.
+API, so a node's score here equals :func:`tdmcore.metronome.link.plan_link` on that node.
 
 The rows come from the snapshot, one per job crossing the link (the cluster
 state's :meth:`~tdmcore.model.ClusterState.job_links` owns that rule: one pod's
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._config import jit
+from ._jit import jit
 from .base_period import STEP_INCOMPATIBLE, unify_kernel
 from .circle import discretize_rows, excess_and_carried
 from .rotation_search import MODE_FIRST, search_rotations_kernel

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._config import jit
+from ._jit import jit
 
 
 @jit

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._config import jit
+from ._jit import jit
 
 MODE_FIRST = 0
 MODE_OPTIMAL = 1

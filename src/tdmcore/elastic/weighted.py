@@ -29,7 +29,7 @@ from collections.abc import Mapping
 
 from .. import _validation as v
 from ..model import ClusterState, Pod
-from ..oasis import sigmoid_utility
+from ..oasis.online import sigmoid_utility
 from .base import (
     ElasticView,
     Plan,

@@ -3,8 +3,8 @@
 docs/simulator.md.  Jobs arrive; the policy places each job's pods all or nothing
 through :class:`tdmcore.framework.Scheduler` (a job that does not fit waits and is
 retried whenever a job leaves); the flow-level kernel
-(:mod:`tdmcore._kernels._flow`) runs their iterations on the nodes' host
-links; for the Metronome policies the stop-and-wait :class:`tdmcore.controller.
+(:mod:`tdmcore.sim.engine._flow`) runs their iterations on the nodes' host
+links; for the Metronome policies the stop-and-wait :class:`tdmcore.metronome.controller.
 Controller` receives every iteration report the moment the iteration ends, and
 its shifts, pauses, idle injections and pattern updates act on the running model
 (the engine takes the quiet reports and the pauses itself, with the controller's
@@ -14,7 +14,7 @@ behind the Kubernetes bridge: domain objects -> snapshot -> kernels -> decision.
 Queue: waiting gangs are retried kube-scheduler style (back-off, default) or in
 strict head-of-line order (``queue="fifo"``), see :func:`run_cluster`.
 
-Policies: the placement policies of :data:`tdmcore.policies.POLICIES` and
+Policies: the placement policies of :data:`tdmcore.metronome.policies.POLICIES` and
 ``ideal``.  **[decision]** ``ideal`` places like ``metronome`` and then gives every
 pod a private, uncongested link of exactly its rate ``r_p``: every job runs as if
 alone, which is the reference the paper's "ideal time" means.
@@ -37,20 +37,20 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import _validation as v
-from .._kernels import flow as K
-from .._kernels.flow import (
+from ..framework import Policy, Scheduler, Status, check_policy
+from ..metronome.controller import Controller, PatternUpdate, Readjustment
+from ..metronome.link import LinkPlan
+from ..metronome.policies import POLICIES, MetronomeConfig, make_policy
+from ..model import Cluster, ClusterState, Pod, TrafficPattern
+from .engine import flow as K
+from .engine.flow import (
     DONE_GBIT,
     noise_factor,
     stretch_commit,
     stretch_locate,
     stretch_summary,
 )
-from ..controller import Controller, PatternUpdate, Readjustment
-from ..framework import Policy, Scheduler, Status, check_policy
-from ..link import LinkPlan
-from ..model import Cluster, ClusterState, Pod, TrafficPattern
-from ..policies import POLICIES, MetronomeConfig, make_policy
-from .network import FlowEngine, MonitorConfig
+from .engine.network import FlowEngine, MonitorConfig
 
 __all__ = [
     "CLUSTER_POLICIES",
@@ -313,10 +313,10 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
         :class:`tdmcore.framework.Policy` (its ``name`` labels the result).  An
         object is used as it is for this run: pass a fresh one to each run.  The
         stop-and-wait controller runs for Metronome's policies, and for an object
-        that carries a :class:`~tdmcore.policies.MetronomeConfig` as ``config``.
+        that carries a :class:`~tdmcore.metronome.policies.MetronomeConfig` as ``config``.
     seed : int
         Compute noise of job ``k`` (its index in ``jobs``) at iteration ``i`` is
-        the counter-based draw ``(seed, k, i)`` (:mod:`tdmcore.sim.network`), so
+        the counter-based draw ``(seed, k, i)`` (:mod:`tdmcore.sim.engine.network`), so
         every policy sees the same noise for the same job and iteration.
     noise_sigma : float
         Lognormal compute noise, mean 1 (1 % by default).

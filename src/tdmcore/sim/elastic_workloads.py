@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _validation as v
-from ..admission.base import as_seed
 from ..elastic.job import ElasticJob
 from ..model import Cluster, Node
+from ..oasis.admission.base import as_seed
 
 __all__ = ["DRAGON_TABLE1", "MAX_GAP_S", "dragon_poisson", "dragon_table1", "gpu_cluster",
            "kubeflow_deadlock"]

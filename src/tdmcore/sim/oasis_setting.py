@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _validation as v
-from ..admission.base import SlottedCluster, as_seed
-from ..oasis import Job, min_completion_slots
+from ..oasis.admission.base import SlottedCluster, as_seed
+from ..oasis.online import Job, min_completion_slots
 
 __all__ = ["GRADIENT_MB", "SLOT_S", "OasisSetting", "oasis_cluster", "oasis_jobs",
            "oasis_setting"]
@@ -81,7 +81,7 @@ def oasis_jobs(n_jobs: int = 100, n_slots: int = 200, seed: int = 0,
     ``mix``: shares of time-insensitive, -sensitive and -critical jobs (docs/oasis.md);
     ``priority``: range of ``g1``; ``epochs``, ``chunks``: ranges of ``E_i``, ``N_i``
     (small ones make instances the offline MILP can solve); ``slot_s``: slot length.
-    Units follow :class:`tdmcore.oasis.Job`: ``tau`` and ``grad_size / worker_bw`` in
+    Units follow :class:`tdmcore.oasis.online.Job`: ``tau`` and ``grad_size / worker_bw`` in
     slots, resources in GPUs, vCPUs, GB, GB and Gbps.
     """
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1:

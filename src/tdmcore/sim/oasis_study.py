@@ -8,14 +8,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from .. import _validation as v
-from ..admission import (
+from ..oasis.admission import (
     ADMISSION_POLICIES,
     AdmissionPolicy,
     OasisPolicy,
     make_admission_policy,
 )
-from ..admission.base import as_seed
-from ..oasis import PriceBounds, offline_optimum
+from ..oasis.admission.base import as_seed
+from ..oasis.online import PriceBounds, offline_optimum
 from .oasis_setting import OasisSetting, oasis_setting
 from .slotted import SlottedRun, run_slotted
 

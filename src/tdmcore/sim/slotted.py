@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from ..admission.base import AdmissionPolicy, Allocation, SlottedCluster, SlotView, ps_count
-from ..oasis import Job, chunks_per_worker_slot, sigmoid_utility
+from ..oasis.admission.base import AdmissionPolicy, Allocation, SlottedCluster, SlotView, ps_count
+from ..oasis.online import Job, chunks_per_worker_slot, sigmoid_utility
 
 __all__ = ["JobOutcome", "PolicyError", "SlottedRun", "job_class", "run_slotted"]
 

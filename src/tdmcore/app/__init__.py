@@ -1,0 +1,2 @@
+"""The command line (``tdmcore``): commands, the link catalog, the report
+folder and the plots."""

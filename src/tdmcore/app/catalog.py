@@ -1,0 +1,152 @@
+"""Shipped link scenarios (the paper's snapshots) and loading of user pod files.
+
+The numbers live in ``data/snapshots.json`` with the source of each one; the test
+suite re-derives them from the shipped data (:mod:`tdmcore.data`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from ..metronome.link import LinkPod
+
+__all__ = ["LinkScenario", "link_scenarios", "load_link_file", "parse_pod"]
+
+
+@dataclass(frozen=True)
+class LinkScenario:
+    name: str
+    title: str
+    capacity_gbps: float
+    pods: tuple[LinkPod, ...]
+    sources: dict[str, str]
+
+
+def _pod_from_mapping(raw: Any, where: str) -> LinkPod:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: expected an object with name, period_ms, duty_cycle, "
+                         "bandwidth_gbps")
+    unknown = set(raw) - {"name", "job", "priority", "period_ms", "duty_cycle",
+                          "bandwidth_gbps"}
+    if unknown:
+        raise ValueError(f"{where}: unknown field(s) {sorted(unknown)}")
+    values: dict[str, Any] = {}
+    for key in ("period_ms", "duty_cycle", "bandwidth_gbps"):
+        if key not in raw:
+            raise ValueError(f"{where}.{key}: missing")
+        x = raw[key]
+        if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+            raise ValueError(f"{where}.{key}: expected a finite number, got {x!r}")
+        values[key] = float(x)
+    if values["period_ms"] <= 0:
+        raise ValueError(f"{where}.period_ms: must be > 0")
+    if not 0 <= values["duty_cycle"] <= 1:
+        raise ValueError(f"{where}.duty_cycle: must lie in [0, 1]")
+    if values["bandwidth_gbps"] < 0:
+        raise ValueError(f"{where}.bandwidth_gbps: must be >= 0")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{where}.name: expected a non-empty string")
+    job = raw.get("job")
+    if job is not None and (not isinstance(job, str) or not job):
+        raise ValueError(f"{where}.job: expected a non-empty string")
+    priority = raw.get("priority", 0)
+    if isinstance(priority, str) and priority.lower() in ("high", "low"):
+        priority = 1 if priority.lower() == "high" else 0
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise ValueError(f"{where}.priority: expected an integer or 'high'/'low'")
+    return LinkPod(name=name, job=job, priority=priority, **values)
+
+
+def _parse_link(raw: Any, where: str) -> tuple[float, tuple[LinkPod, ...]]:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: expected an object with capacity_gbps and pods")
+    cap = raw.get("capacity_gbps")
+    if isinstance(cap, bool) or not isinstance(cap, int | float) or not cap > 0 \
+            or not math.isfinite(cap):
+        raise ValueError(f"{where}.capacity_gbps: expected a number > 0, got {cap!r}")
+    pods_raw = raw.get("pods")
+    if not isinstance(pods_raw, list) or not pods_raw:
+        raise ValueError(f"{where}.pods: expected a non-empty list")
+    pods = tuple(_pod_from_mapping(p, f"{where}.pods[{i}]") for i, p in enumerate(pods_raw))
+    return float(cap), pods
+
+
+def link_scenarios() -> dict[str, LinkScenario]:
+    """The shipped link scenarios, by name."""
+    text = resources.files("tdmcore").joinpath("data/snapshots.json").read_text("utf-8")
+    data = json.loads(text)
+    out = {}
+    for name, raw in data["links"].items():
+        cap, pods = _parse_link(raw, name)
+        out[name] = LinkScenario(name, raw["title"], cap, pods, dict(raw.get("sources", {})))
+    return out
+
+
+def load_link_file(path: str | Path) -> tuple[float, tuple[LinkPod, ...]]:
+    """Read a link file: ``{"capacity_gbps": B, "pods": [{name, period_ms, ...}]}``.
+
+    JSON, or YAML when the name ends in ``.yaml``/``.yml`` (read with PyYAML's
+    ``safe_load``).  Errors name the file and the field.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text("utf-8")
+    except OSError as exc:
+        raise ValueError(f"file: cannot read {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"file: {path} is not UTF-8 text") from exc
+    if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            raw = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"line {mark.line + 1}" if mark is not None else "syntax"
+            raise ValueError(f"file: {path} is not valid YAML ({where}: "
+                             f"{getattr(exc, 'problem', None) or exc})") from exc
+    else:
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"file: {path} is not valid JSON (line {exc.lineno}: "
+                             f"{exc.msg})") from exc
+    try:
+        return _parse_link(raw, "$")
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
+def parse_pod(text: str, index: int) -> LinkPod:
+    """``NAME:PERIOD_MS:DUTY:GBPS[:PRIORITY[:JOB]]`` as given to ``--pod``."""
+    parts = text.split(":")
+    where = f"--pod[{index + 1}]"
+    if not 4 <= len(parts) <= 6:
+        raise ValueError(f"{where}: expected NAME:PERIOD_MS:DUTY:GBPS[:PRIORITY[:JOB]], "
+                         f"got {text!r}")
+    raw: dict[str, Any] = {"name": parts[0]}
+    for key, part in zip(("period_ms", "duty_cycle", "bandwidth_gbps"), parts[1:4],
+                         strict=True):
+        try:
+            raw[key] = float(part)
+        except ValueError:
+            raise ValueError(f"{where}.{key}: expected a number, got {part!r}") from None
+    if len(parts) >= 5:
+        p = parts[4]
+        if p.lower() in ("high", "low"):
+            raw["priority"] = p
+        else:
+            try:
+                raw["priority"] = int(p)
+            except ValueError:
+                raise ValueError(f"{where}.priority: expected an integer or 'high'/'low', "
+                                 f"got {p!r}") from None
+    if len(parts) == 6:
+        raw["job"] = parts[5]
+    return _pod_from_mapping(raw, where)

@@ -1,0 +1,111 @@
+"""The affinity graph of jobs and contended links, and global offsets (§III-B/C)."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from .._kernels.affinity import loop_filter_kernel
+from ..snapshot import Snapshot
+
+__all__ = ["AffinityGraph", "loop_free_nodes"]
+
+
+@dataclass(frozen=True)
+class AffinityGraph:
+    """Bipartite graph: job ids ``0..J-1`` and links (= nodes) ``0..N-1``.
+
+    ``edges`` lists ``(job_id, node)`` for every job with a row on a contended
+    link (the rows' summed bandwidth above capacity; a job's row is one pod's
+    demand and a job wholly on one node has none, docs/traffic-circle.md).
+    """
+
+    n_jobs: int
+    n_links: int
+    edges: NDArray[np.int64]  # (E, 2)
+    contended: NDArray[np.bool_]
+    comp_job: NDArray[np.int64]
+    comp_link: NDArray[np.int64]
+
+    @classmethod
+    def of(cls, snap: Snapshot) -> AffinityGraph:
+        n_links = snap.capacity.shape[0]
+        n_jobs = len(snap.job_ids)
+        contended = snap.sum_bw > snap.capacity
+        counts = np.diff(snap.node_ptr)
+        pod_node = np.repeat(np.arange(n_links), counts)
+        keep = contended[pod_node]
+        edges = np.unique(np.stack([snap.job[keep], pod_node[keep]], axis=1), axis=0) \
+            if keep.any() else np.zeros((0, 2), dtype=np.int64)
+        comp_job = np.full(n_jobs, -1, dtype=np.int64)
+        comp_link = np.full(n_links, -1, dtype=np.int64)
+        if edges.shape[0]:
+            size = n_jobs + n_links
+            graph = coo_matrix((np.ones(edges.shape[0]), (edges[:, 0], n_jobs + edges[:, 1])),
+                               shape=(size, size))
+            _, labels = connected_components(graph, directed=False)
+            has_edge = np.zeros(size, dtype=bool)
+            has_edge[edges[:, 0]] = True
+            has_edge[n_jobs + edges[:, 1]] = True
+            labels = np.where(has_edge, labels, -1)
+            comp_job = labels[:n_jobs].astype(np.int64)
+            comp_link = labels[n_jobs:].astype(np.int64)
+        return cls(n_jobs, n_links, edges.astype(np.int64), contended, comp_job, comp_link)
+
+    def has_cycle(self) -> bool:
+        """A forest has ``vertices - components`` edges; more means a cycle."""
+        if self.edges.shape[0] == 0:
+            return False
+        vertices = np.unique(self.edges[:, 0]).size + np.unique(self.edges[:, 1]).size
+        components = np.unique(self.comp_job[self.comp_job >= 0]).size
+        return bool(self.edges.shape[0] > vertices - components)
+
+    def bfs_order(self, root_job: int) -> list[tuple[int, int, int]]:
+        """``(job, via_link, parent_job)`` in BFS order from ``root_job`` (-1: root)."""
+        by_job: dict[int, list[int]] = {}
+        by_link: dict[int, list[int]] = {}
+        for j, n in self.edges.tolist():
+            by_job.setdefault(j, []).append(n)
+            by_link.setdefault(n, []).append(j)
+        out = [(root_job, -1, -1)]
+        seen_jobs = {root_job}
+        seen_links: set[int] = set()
+        queue = deque([root_job])
+        while queue:
+            j = queue.popleft()
+            for n in by_job.get(j, ()):
+                if n in seen_links:
+                    continue
+                seen_links.add(n)
+                for other in by_link[n]:
+                    if other not in seen_jobs:
+                        seen_jobs.add(other)
+                        out.append((other, n, j))
+                        queue.append(other)
+        return out
+
+
+def loop_free_nodes(snap: Snapshot, graph: AffinityGraph, candidates: NDArray[np.int64],
+                    job_id: int, bandwidth_gbps: float,
+                    adds: NDArray[np.bool_] | None = None) -> NDArray[np.bool_]:
+    """Mask of nodes where placing a pod of ``job_id`` closes no cycle.
+
+    ``adds[n]``: whether the pod would add a row to n's link
+    (:meth:`~tdmcore.model.ClusterState.waiting_link_gbps` > 0); where it adds
+    none, the graph gains no edge.  None: it adds one everywhere.
+    """
+    n_links = snap.capacity.shape[0]
+    ok = np.ones(n_links, dtype=np.bool_)
+    if adds is None:
+        adds = np.ones(n_links, dtype=np.bool_)
+    elif adds.shape != (n_links,):
+        raise ValueError(f"adds: expected {n_links} flags (one per node), got {adds.shape}")
+    loop_filter_kernel(candidates, snap.node_ptr, snap.job, snap.sum_bw, snap.capacity,
+                       graph.contended, graph.comp_job, graph.comp_link, job_id,
+                       float(bandwidth_gbps), np.ascontiguousarray(adds, dtype=np.bool_), ok)
+    return ok

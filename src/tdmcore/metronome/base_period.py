@@ -1,0 +1,141 @@
+"""Base-period unification of the pods sharing a link (docs/traffic-circle.md).
+
+Metronome paper §III-B: the LCM of real periods is impractical, so periods whose
+small multiples agree within ``G_T`` share their mean as the base period; failing
+that, idle time (at most ``E_T`` per iteration) is injected into low-priority pods
+only; failing that, the pods are incompatible on that link.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .. import _validation as v
+from .._kernels.base_period import STEP_INCOMPATIBLE, unify_kernel
+
+__all__ = ["BasePeriod", "unify_periods"]
+
+_PRIORITY_NAMES = {"high": 1, "low": 0}
+
+
+@dataclass(frozen=True)
+class BasePeriod:
+    """A link's unified base period.
+
+    Attributes
+    ----------
+    period_ms : float
+        The base period ``T`` (the traffic circle's perimeter).
+    multiples : ndarray of int (k,)
+        ``mul_p``: comm units of pod p per circle.
+    idle_ms : ndarray (k,)
+        Idle time injected per iteration into each pod's computation phase (0 for
+        high-priority pods, always).
+    compatible : bool
+        False when neither step 1 nor step 2 applies (step 3): then ``T`` is the
+        longest period, every ``mul_p`` is 1 and no perfect score is possible by
+        construction of the policy (paper §IV-B1, snapshot 0).
+    """
+
+    period_ms: float
+    multiples: NDArray[np.int64]
+    idle_ms: NDArray[np.float64]
+    compatible: bool
+
+
+def _priorities(priorities: Any, k: int) -> NDArray[np.int64]:
+    if isinstance(priorities, str | bytes) or not isinstance(priorities, Sequence | np.ndarray):
+        raise ValueError(f"priorities: expected a sequence of {k} priorities")
+    values = []
+    for i, p in enumerate(priorities):
+        if isinstance(p, str):
+            if p.lower() not in _PRIORITY_NAMES:
+                raise ValueError(
+                    f"priorities[{i}]: expected 'high', 'low' or an integer, got {p!r}"
+                )
+            values.append(_PRIORITY_NAMES[p.lower()])
+        elif isinstance(p, bool | np.bool_) or not isinstance(p, int | np.integer):
+            raise ValueError(f"priorities[{i}]: expected 'high', 'low' or an integer, got {p!r}")
+        else:
+            values.append(int(p))
+    if len(values) != k:
+        raise ValueError(f"priorities: expected {k} priorities (one per period), got {len(values)}")
+    return np.array(values, dtype=np.int64)
+
+
+def unify_periods(
+    periods_ms: Any,
+    priorities: Any,
+    *,
+    gt_ms: float = 5.0,
+    et_frac: float = 0.10,
+    max_multiple: int = 8,
+) -> BasePeriod:
+    """Unify the periods of the pods on one link into a base period (docs/traffic-circle.md).
+
+    Parameters
+    ----------
+    periods_ms : array_like (k,)
+        Each pod's iteration period ``t_p`` (ms), > 0.
+    priorities : sequence (k,)
+        ``"high"``/``"low"`` or integers (larger = higher).  The pods with the
+        largest priority are the high-priority ones; idle is never injected there.
+    gt_ms : float, default 5.0
+        ``G_T``: how far a multiple may sit from the common period (ms).
+    et_frac : float, default 0.10
+        ``E_T`` as a fraction of each low-priority pod's own period: the most idle
+        that may be injected per iteration.
+    max_multiple : int, default 8
+        ``M``: largest multiple considered **[decision, docs/traffic-circle.md]**.
+
+    Returns
+    -------
+    BasePeriod
+
+    Notes
+    -----
+    1. The smallest ``T = mean(m_p t_p)`` over multiples ``m_p <= M`` with every
+       ``|m_p t_p - T| <= G_T``; real periods are kept (the gap is drift).
+    2. Else, with ``T`` taken from step 1 over the high-priority pods alone
+       (smallest first), every low-priority pod either already fits within
+       ``G_T`` of some ``m t`` or gets ``idle = T / m - t`` with
+       ``0 < idle <= E_T`` (the smallest such idle), so that ``m (t + idle) = T``
+       exactly.  Implementation choice: idle aligns the stretched period exactly.
+    3. Else incompatible: ``T`` = the longest period, every multiple 1, no idle.
+
+    The search is exact: anchored on the first pod's multiple, every other pod's
+    product must lie within ``2 G_T`` of it (see
+    :func:`tdmcore._kernels.base_period.common_multiples`).  That leaves one or two
+    candidates per pod for realistic periods (tens of ms and more); periods far
+    shorter than ``G_T`` make the candidate count grow like ``M^k`` (k = 6 pods of
+    ~1 ms take seconds).
+    """
+    periods = v.as_float_array("periods_ms", np.atleast_1d(np.asarray(periods_ms)), ndim=1)
+    k = periods.shape[0]
+    if k == 0:
+        raise ValueError("periods_ms: at least one period is required")
+    if np.any(periods <= 0):
+        raise ValueError("periods_ms: every period must be > 0 ms")
+    prio = _priorities(priorities, k)
+    gt = v.real_number("gt_ms", gt_ms)
+    if gt < 0:
+        raise ValueError(f"gt_ms: must be >= 0, got {gt}")
+    et = v.real_number("et_frac", et_frac)
+    if et < 0:
+        raise ValueError(f"et_frac: must be >= 0, got {et}")
+    if isinstance(max_multiple, bool) or not isinstance(max_multiple, int | np.integer):
+        raise ValueError(f"max_multiple: expected an integer >= 1, got {max_multiple!r}")
+    m_max = int(max_multiple)
+    if m_max < 1:
+        raise ValueError(f"max_multiple: expected an integer >= 1, got {m_max}")
+
+    multiples = np.empty(k, dtype=np.int64)
+    idle = np.empty(k)
+    base, step = unify_kernel(np.ascontiguousarray(periods), prio, gt, et, m_max, multiples,
+                              idle)
+    return BasePeriod(float(base), multiples, idle, step != STEP_INCOMPATIBLE)

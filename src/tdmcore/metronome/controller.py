@@ -1,0 +1,709 @@
+"""The stop-and-wait controller (paper §III-C, docs/scheduler.md).
+
+Front-end independent: the simulator feeds it iteration reports from its
+network model, the Kubernetes bridge from the agents; both apply what it returns
+(time shifts, pauses, pattern updates).  It keeps, per contended link, the
+rotations of the jobs on it; turns them into one global offset per job; runs the
+offline recalculation (``optimal`` search, 3rd stage); and regulates pods whose
+iterations keep running long.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .. import _validation as v
+from ..framework import ReserveResult
+from ..model import ClusterState, TrafficPattern
+from ..snapshot import Snapshot
+from .affinity import AffinityGraph
+from .link import LinkPlan
+from .policies.metronome import MetronomeConfig, link_plan, link_pods
+
+#: Batches shorter than this are taken report by report (same result, less overhead).
+SMALL_BATCH = 16
+#: Link plans kept by :class:`Controller` (oldest dropped first).
+PLAN_CACHE = 1024
+
+__all__ = ["Controller", "ControllerConfig", "PatternUpdate", "Readjustment", "Thresholds"]
+
+
+def _quartiles(values: NDArray[np.float64]) -> tuple[Any, Any]:
+    """25th and 75th percentiles along the last axis, linear interpolation
+    (numpy's default method), computed the same way for one window or many."""
+    v_sorted = np.sort(values, axis=-1)
+    n = v_sorted.shape[-1]
+    out = []
+    for q in (0.25, 0.75):
+        pos = q * (n - 1)
+        lo = int(np.floor(pos))
+        hi = min(lo + 1, n - 1)
+        frac = pos - lo
+        a, b = v_sorted[..., lo], v_sorted[..., hi]
+        out.append(a + (b - a) * frac)
+    return out[0], out[1]
+
+
+def _quartiles_of(values: list[float]) -> tuple[float, float]:
+    """:func:`_quartiles` of one short window in plain floats: the same arithmetic
+    (float64 either way), without numpy's per-call overhead."""
+    v_sorted = sorted(values)
+    n = len(v_sorted)
+    out = []
+    for q in (0.25, 0.75):
+        pos = q * (n - 1)
+        lo = int(pos // 1)
+        hi = min(lo + 1, n - 1)
+        a, b = v_sorted[lo], v_sorted[hi]
+        out.append(a + (b - a) * (pos - lo))
+    return out[0], out[1]
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    """Thresholds with the paper's defaults (§IV-A, §III-C).
+
+    window : iterations kept per pod (10).
+    o_t : more than this many slow iterations in the window trigger a readjustment (5).
+    a_t : an iteration is slow above ``a_t`` x its baseline (1.10): the pattern's
+        period plus the idle the controller injects into the pod.
+    drift_tol : a pod's own iteration time (without its communication) whose middle
+        half moves this share of the baseline away counts as a changed traffic
+        pattern, and a re-measured period closer than this share to the current
+        one changes nothing (0.10; the paper gives no number).  **[decision]**
+        equal to ``a_t - 1``.
+    readjust_limit, readjust_horizon : this many readjustments within that many
+        iterations make the controller re-measure the pattern (3 in 50; the paper:
+        "frequent").
+    phase_three, monitor : the ablations ``metronome-no-phase3`` (compact
+        rotations instead of the offline recalculation, :meth:`Controller.
+        _recalc_mode`) and ``metronome-no-monitor`` (never regulate).
+    """
+
+    window: int = 10
+    o_t: int = 5
+    a_t: float = 1.10
+    drift_tol: float = 0.10
+    readjust_limit: int = 3
+    readjust_horizon: int = 50
+    phase_three: bool = True
+    monitor: bool = True
+    scheduler: MetronomeConfig = field(default_factory=MetronomeConfig)
+
+    def __post_init__(self) -> None:
+        for name in ("window", "o_t", "readjust_limit", "readjust_horizon"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
+        if self.o_t >= self.window:
+            raise ValueError("o_t: must be below the window length (more than o_t of "
+                             "window iterations trigger)")
+        if not isinstance(self.scheduler, MetronomeConfig):
+            raise ValueError("scheduler: expected a MetronomeConfig")
+        if v.real_number("a_t", self.a_t) < 1.0:
+            raise ValueError("a_t: must be >= 1")
+        if v.real_number("drift_tol", self.drift_tol) <= 0.0:
+            raise ValueError("drift_tol: must be > 0")
+
+    @classmethod
+    def for_policy(cls, config: MetronomeConfig) -> ControllerConfig:
+        return cls(phase_three=config.phase_three, monitor=config.monitor, scheduler=config)
+
+
+@dataclass(frozen=True)
+class Readjustment:
+    """Pause ``pod`` for ``pause_ms`` before its next iteration (low priority only)."""
+
+    pod: str
+    pause_ms: float
+    slow_iterations: int
+
+
+@dataclass(frozen=True)
+class PatternUpdate:
+    """The controller replaced the pattern of ``pods`` (one job) and recomputed."""
+
+    job: str
+    pods: tuple[str, ...]
+    old: TrafficPattern
+    new: TrafficPattern
+    reason: str
+
+
+@dataclass
+class _PodWatch:
+    durations: deque[float]  # window of iteration times (slow count)
+    own: deque[float]  # window of their own parts: without communication (drift)
+    history: deque[float]  # iteration times, longer memory (re-measuring the pattern)
+    history_own: deque[float]  # their own parts, as long
+    iterations: int = 0
+    readjusted_at: list[int] = field(default_factory=list)
+
+
+def _median(values: list[float]) -> float:
+    """The median as plain floats: the middle value, or the mean of the two middle
+    ones (the same arithmetic as the simulator's event engine)."""
+    v_sorted = sorted(values)
+    n = len(v_sorted)
+    mid = n // 2
+    return v_sorted[mid] if n % 2 else (v_sorted[mid - 1] + v_sorted[mid]) / 2.0
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """One pod's regulation thresholds under the current plans (ms).
+
+    ``slow``: an iteration above is slow (``a_t x baseline``); ``own_lo``/``own_hi``:
+    the band of its own part (without communication) outside which a window's
+    middle half means a changed pattern; ``idle``: what the plans inject into it;
+    ``comm``: the pattern's communication time, kept when the pattern is re-measured.
+    """
+
+    slow: float
+    own_lo: float
+    own_hi: float
+    idle: float
+    comm: float
+    period: float
+    tol_ms: float
+
+
+class Controller:
+    """Global offsets, offline recalculation and continuous regulation."""
+
+    def __init__(self, state: ClusterState, config: ControllerConfig | None = None) -> None:
+        if not isinstance(state, ClusterState):
+            raise ValueError(f"state: expected a ClusterState, got {type(state).__name__}")
+        if config is not None and not isinstance(config, ControllerConfig):
+            raise ValueError(f"config: expected a ControllerConfig, got {type(config).__name__}")
+        self.state = state
+        self.config = config or ControllerConfig()
+        self.links: dict[int, LinkPlan] = {}
+        self.offsets_ms: dict[str, float] = {}
+        self.recalculations = 0
+        #: link plans by (pods on the link, capacity, mode): planning is a pure
+        #: function of these, and the optimal search is the controller's costliest
+        #: step (a link's pods are often replanned unchanged, e.g. a gang retried)
+        self._plans: dict[tuple[Any, ...], LinkPlan] = {}
+        self._watch: dict[str, _PodWatch] = {}
+        #: job -> the reference job of its affinity component (offset 0)
+        self.roots: dict[str, str] = {}
+        #: job -> start of its latest reported iteration (ms)
+        self.anchors_ms: dict[str, float] = {}
+
+    @classmethod
+    def for_policy(cls, state: ClusterState, policy: object) -> Controller:
+        """The controller of a Metronome policy, with its ablation flags.
+
+        ``metronome-no-phase3`` never runs the offline recalculation and
+        ``metronome-no-monitor`` never regulates; other policies get the defaults.
+        """
+        config = getattr(policy, "config", None)
+        if isinstance(config, MetronomeConfig):
+            return cls(state, ControllerConfig.for_policy(config))
+        return cls(state)
+
+    # ------------------------------------------------------------ scheduling side
+    def on_reserve(self, result: ReserveResult) -> dict[str, float]:
+        """Take the scheduler's Reserve output; return every pod's global shift (ms).
+
+        With ``SkipPhaseThree = 0`` (and the 3rd stage enabled) the link's rotations
+        are recalculated in ``optimal`` mode first.
+        """
+        self._take_reserve(result)
+        return self.update_offsets()
+
+    def _recalc_mode(self, optimal: bool) -> str:
+        """The plan mode of a link: the offline recalculation (``optimal``) when
+        asked for and the 3rd stage is enabled, else the scheduler's ``first``;
+        without the 3rd stage (``metronome-no-phase3``) always ``compact``, the
+        paper's ablation (§IV-C: each low-priority comm phase starts where the
+        previous one ends, no cushion slots; docs/scheduler.md)."""
+        if not self.config.phase_three:
+            return "compact"
+        return "optimal" if optimal else "first"
+
+    def _take_reserve(self, result: ReserveResult) -> None:
+        if result.shifts_ms:
+            mode = self._recalc_mode(not result.skip_phase_three)
+            self.links[result.node] = self._plan(result.node, mode)
+        # Without shifts (EarlyReturn, LowComm) the link's rotations stand as they are.
+
+    def on_reserve_gang(self, results: Sequence[ReserveResult]) -> dict[str, float]:
+        """:meth:`on_reserve` for every pod of a gang, with one offset update.
+
+        The gang's pods are all in the state before the first Reserve is taken,
+        so each link's plan is the one :meth:`on_reserve` would make (the last
+        Reserve on a node decides its mode), and the offsets after the last
+        are the same.  The intermediate offset updates are skipped, and with
+        them the recalculations they would run on links that a later Reserve
+        of the gang plans again (so :attr:`recalculations` can be lower than
+        pod by pod).
+        """
+        for result in results:
+            if not isinstance(result, ReserveResult):
+                raise ValueError("results: expected ReserveResult values, got "
+                                 f"{type(result).__name__}")
+        for result in results:
+            self._take_reserve(result)
+        return self.update_offsets()
+
+    def on_removed(self, node: int) -> dict[str, float]:
+        """A pod left ``node``: recompute that link (``optimal`` if enabled)."""
+        self.links.pop(node, None)
+        return self.update_offsets()
+
+    def plan_link(self, node: int, *, optimal: bool) -> None:
+        """(Re)plan ``node``'s link as :meth:`on_reserve` would.
+
+        ``optimal=True`` asks for the offline recalculation (``SkipPhaseThree = 0``);
+        it runs only when the 3rd stage is enabled, else the ``first`` mode does.
+        A front end that rebuilds the controller from recorded state (the
+        Kubernetes controller after a restart) uses this to restore each link.
+        """
+        if not 0 <= node < len(self.state.cluster):
+            raise ValueError(f"node: expected a node index in [0, {len(self.state.cluster)})")
+        self.links[node] = self._plan(node, self._recalc_mode(optimal))
+
+    def _plan(self, node: int, mode: str) -> LinkPlan:
+        if mode == "optimal":
+            self.recalculations += 1
+        pods = tuple(link_pods(self.state, node))
+        key = (pods, float(self.state.cluster.link_gbps[node]), mode)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = link_plan(self.state, node, self.config.scheduler, mode=mode)
+            if len(self._plans) >= PLAN_CACHE:
+                del self._plans[next(iter(self._plans))]  # the oldest
+            self._plans[key] = plan
+        return plan
+
+    def update_offsets(self) -> dict[str, float]:
+        """Global offsets by BFS over the affinity graph (§III-C "Global offset").
+
+        Each connected component starts from its highest-priority job (ties: the
+        earliest deployed) at shift 0; a job reached over link l gets its parent's
+        shift plus the difference of their shifts on l, modulo its own period.
+        Jobs on no contended link keep shift 0.  Returns pod -> shift (ms).
+        """
+        state = self.state
+        snap = Snapshot.of(state)
+        graph = AffinityGraph.of(snap)
+        names = {i: j for j, i in snap.job_ids.items()}
+        contended = set(graph.edges[:, 1].tolist())
+        for node in list(self.links):
+            current = tuple(state.link_rows[node])
+            stale = tuple(p.name for p in self.links[node].pods) != current
+            if node not in contended or stale:
+                del self.links[node]
+        for node in contended:
+            if node not in self.links:
+                self.links[node] = self._plan(node, self._recalc_mode(True))
+        rel: dict[tuple[int, str], float] = {}
+        for node, plan in self.links.items():
+            for job, rot in plan.job_rotations.items():
+                rel[(node, job)] = rot / plan.bins * plan.base.period_ms
+        offsets: dict[str, float] = {job: 0.0 for job in state.job_members}
+        roots: dict[str, str] = {}
+        done: set[int] = set()
+        first_order = {job: state.placed[m[0]].order for job, m in state.job_members.items()}
+        jobs_on_edges = sorted(set(graph.edges[:, 0].tolist()),
+                               key=lambda j: (-self._priority(names[j]),
+                                              first_order[names[j]]))
+        for root in jobs_on_edges:
+            if root in done:
+                continue
+            for job_id, via, parent in graph.bfs_order(root):
+                done.add(job_id)
+                roots[names[job_id]] = names[root]
+                if parent < 0:
+                    continue
+                job, up = names[job_id], names[parent]
+                period = self._period(job)
+                offsets[job] = (offsets[up] + rel[(via, job)] - rel[(via, up)]) % period
+        self.offsets_ms = offsets
+        self.roots = roots
+        self.anchors_ms = {r: a for r, a in self.anchors_ms.items() if r in state.job_members}
+        shifts = {name: offsets[p.pod.job] for name, p in state.placed.items()}
+        state.set_shifts(shifts)
+        return shifts
+
+    def _priority(self, job: str) -> int:
+        return self.state.placed[self.state.job_members[job][0]].pod.priority
+
+    def _pattern(self, job: str) -> TrafficPattern | None:
+        """The traffic pattern of the job's first pod that has one (LowComm: None)."""
+        for name in self.state.job_members[job]:
+            pattern = self.state.placed[name].pod.pattern
+            if pattern is not None:
+                return pattern
+        return None
+
+    def _period(self, job: str) -> float:
+        pattern = self._pattern(job)
+        return pattern.period_ms if pattern is not None else 1.0
+
+    def target_phase(self, job: str) -> float | None:
+        """Where ``job``'s iterations should start, as a time modulo its period.
+
+        Offsets are relative to the reference job of the job's affinity component
+        (offset 0) and place comm phases: the target comm start is the reference
+        job's latest reported comm start (iteration start + compute) plus the job's
+        offset, and the job's iteration must start its compute time before that.
+        Drift of the reference job is thereby followed.
+        ``None`` when the job is the reference or on no contended link, or the
+        reference has not reported yet (then nothing needs aligning).
+        """
+        root = self.roots.get(job)
+        if root is None or root == job or root not in self.anchors_ms:
+            return None
+        # Offsets place comm phases (the traffic circle puts a unit's comm first);
+        # an iteration computes first, so its start is its comm start minus compute.
+        comm_start = self.anchors_ms[root] + self._compute_ms(root) \
+            + self.offsets_ms.get(job, 0.0) - self.offsets_ms.get(root, 0.0)
+        return comm_start - self._compute_ms(job)
+
+    def _compute_ms(self, job: str) -> float:
+        pattern = self._pattern(job)
+        return 0.0 if pattern is None else pattern.period_ms - pattern.comm_ms
+
+    def is_high(self, job: str) -> bool:
+        """High priority: no job sharing a contended link with it ranks above it
+        (such a job is never paused).
+
+        **[decision]** Jobs rank by priority, then by deploy order: the paper's
+        "unless stated otherwise, jobs deployed earlier have higher priority"
+        (§IV-A) and its reference pod, "the one deployed earlier" among equal
+        priorities (§III-B).  Without this, jobs of equal priority would all be
+        "high" and a collision between them would never be regulated.
+        """
+        rank = self._rank(job)
+        for plan in self.links.values():
+            if job in plan.jobs and any(self._rank(j) > rank for j in plan.jobs):
+                return False
+        return True
+
+    _is_high = is_high
+
+    def _rank(self, job: str) -> tuple[int, int]:
+        members = self.state.job_members[job]
+        return (self._priority(job), -self.state.placed[members[0]].order)
+
+    def high_jobs(self) -> set[str]:
+        """Every placed job that :meth:`is_high` holds for, in one pass over the
+        link plans (``O(pods on planned links)`` instead of per job)."""
+        low: set[str] = set()
+        for plan in self.links.values():
+            ranks = {j: self._rank(j) for j in plan.jobs}
+            top = max(ranks.values(), default=(0, 0))
+            low.update(j for j, r in ranks.items() if r < top)
+        return {job for job in self.state.job_members if job not in low}
+
+    def idle_ms(self, job: str) -> float:
+        """Idle injected into ``job``'s compute phase: the most any of its links'
+        plans injects (base period unification, docs/traffic-circle.md step 2)."""
+        idle = 0.0
+        for plan in self.links.values():
+            for pod, value in zip(plan.pods, plan.base.idle_ms, strict=True):
+                if pod.job == job:
+                    idle = max(idle, float(value))
+        return idle
+
+    def idle_map(self) -> dict[str, float]:
+        """:meth:`idle_ms` of every job that has idle injected, in one pass."""
+        out: dict[str, float] = {}
+        for plan in self.links.values():
+            for pod, value in zip(plan.pods, plan.base.idle_ms, strict=True):
+                if pod.job is not None and value > 0:
+                    out[pod.job] = max(out.get(pod.job, 0.0), float(value))
+        return out
+
+    def thresholds(self, job: str, idle_ms: float | None = None) -> Thresholds | None:
+        """The regulation thresholds of ``job``'s pods (None for a LowComm job).
+
+        **[decision]** The baseline is the pattern's period plus the injected idle
+        (the paper's "ideal duration without communication contention", §III-C):
+        idle the controller asks for is no slowdown.  A changed pattern is judged
+        on the iteration's own part, its time without communication: contention
+        stretches communication, not computation, so it is regulated (pauses)
+        and never taken for a new pattern.
+        """
+        pattern = self._pattern(job)
+        if pattern is None:
+            return None
+        cfg = self.config
+        idle = self.idle_ms(job) if idle_ms is None else idle_ms
+        base = pattern.period_ms + idle
+        own = pattern.period_ms - pattern.comm_ms + idle
+        band = cfg.drift_tol * base
+        return Thresholds(cfg.a_t * base, own - band, own + band, idle, pattern.comm_ms,
+                          pattern.period_ms, cfg.drift_tol * pattern.period_ms)
+
+    def watch_state(self, pod: str) -> tuple[list[float], list[float], list[float],
+                                              list[float], int, list[int]] | None:
+        """What the monitor holds for ``pod``: its windows of iteration times and
+        of their own parts, the longer histories of both (oldest first), the
+        reports taken, and the report indices of its recent readjustments.  None
+        before its first report."""
+        watch = self._watch.get(pod)
+        if watch is None:
+            return None
+        return (list(watch.durations), list(watch.own), list(watch.history),
+                list(watch.history_own), watch.iterations, list(watch.readjusted_at))
+
+    def set_watch_state(self, pod: str, durations: list[float], own: list[float],
+                        history: list[float], history_own: list[float], iterations: int,
+                        readjusted_at: list[int]) -> None:
+        """Replace the monitor's view of ``pod`` (a front end that takes the reports
+        elsewhere, like the simulator's event engine, hands it back this way)."""
+        if pod not in self.state.placed:
+            raise ValueError(f"pod: {pod!r} is not placed")
+        cfg = self.config
+        self._watch[pod] = _PodWatch(
+            deque(durations, maxlen=cfg.window), deque(own, maxlen=cfg.window),
+            deque(history, maxlen=cfg.readjust_horizon),
+            deque(history_own, maxlen=cfg.readjust_horizon), int(iterations),
+            list(readjusted_at))
+
+    def absorb_quiet(self, pod: str, count: int, starts_ms: ArrayLike,
+                     durations_ms: ArrayLike, comms_ms: ArrayLike | None = None) -> None:
+        """``count`` finished iterations of ``pod``, of which the caller knows that
+        none triggers anything (no slow count over ``o_t``, no drifted window);
+        only the last ones are given (at least the history's length when ``count``
+        is larger).  The result is what ``count`` calls of :meth:`report_iteration`
+        would leave.
+        """
+        if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
+            raise ValueError(f"count: expected an integer >= 0, got {count!r}")
+        starts = v.as_float_array("starts_ms", starts_ms, ndim=1)
+        durations = v.as_float_array("durations_ms", durations_ms, ndim=1)
+        if starts.shape != durations.shape or durations.size > count:
+            raise ValueError("durations_ms: expected at most `count` values, one per start")
+        if durations.size < min(count, self.config.readjust_horizon):
+            raise ValueError("durations_ms: give at least the last readjust_horizon values")
+        entry = self.state.placed.get(pod)
+        if entry is None:
+            raise ValueError(f"pod: {pod!r} is not placed")
+        skipped = count - durations.size
+        if skipped and self.config.monitor and entry.pod.pattern is not None:
+            self._new_watch(pod).iterations += skipped  # marks are pruned by the reports below
+        actions = self.report_iterations(pod, starts, durations, comms_ms)
+        if actions:
+            raise ValueError(f"durations_ms: these reports are not quiet ({actions[0][1]})")
+
+    def _new_watch(self, pod: str) -> _PodWatch:
+        cfg = self.config
+        return self._watch.setdefault(pod, _PodWatch(
+            deque(maxlen=cfg.window), deque(maxlen=cfg.window),
+            deque(maxlen=cfg.readjust_horizon), deque(maxlen=cfg.readjust_horizon)))
+
+    def slow_in_window(self, pod: str) -> int:
+        """Iterations of ``pod`` in the current window that count as slow."""
+        watch = self._watch.get(pod)
+        entry = self.state.placed.get(pod)
+        if watch is None or entry is None or entry.pod.pattern is None:
+            return 0
+        limits = self.thresholds(entry.pod.job)
+        assert limits is not None
+        return sum(d > limits.slow for d in watch.durations)
+
+    # --------------------------------------------------------------- monitoring
+    def report_iteration(self, pod: str, start_ms: float, duration_ms: float,
+                         comm_ms: float | None = None) -> list[Readjustment | PatternUpdate]:
+        """One finished iteration of ``pod``; returns what the front end must apply.
+
+        Continuous regulation: in the last ``window`` iterations, more than ``o_t``
+        slower than ``a_t`` x the baseline -> pause a low-priority pod so that its
+        next iteration starts on its assigned offset (:meth:`target_phase`;
+        high-priority pods are never paused).  Otherwise, with a full window of
+        own parts (``duration - comm_ms``; without ``comm_ms``, the pattern's
+        communication time is taken off) whose middle half (25th to 75th
+        percentile) lies outside the band of :meth:`thresholds`, or after
+        ``readjust_limit`` readjustments within ``readjust_horizon`` iterations,
+        the pattern is re-measured (:meth:`_remeasure`).
+        """
+        entry = self.state.placed.get(pod)
+        if entry is None:
+            raise ValueError(f"pod: {pod!r} is not placed")
+        start = v.real_number("start_ms", start_ms)
+        duration = v.real_number("duration_ms", duration_ms)
+        if duration <= 0:
+            raise ValueError("duration_ms: must be > 0")
+        if comm_ms is not None and not 0 <= v.real_number("comm_ms", comm_ms) <= duration:
+            raise ValueError("comm_ms: must lie in [0, duration_ms]")
+        pattern = entry.pod.pattern
+        job = entry.pod.job
+        self.anchors_ms[job] = max(start, self.anchors_ms.get(job, start))
+        if not self.config.monitor or pattern is None:
+            return []
+        cfg = self.config
+        limits = self.thresholds(job)
+        assert limits is not None
+        watch = self._new_watch(pod)
+        own = duration - (float(comm_ms) if comm_ms is not None else limits.comm)
+        watch.durations.append(duration)
+        watch.own.append(own)
+        watch.history.append(duration)
+        watch.history_own.append(own)
+        watch.iterations += 1
+        watch.readjusted_at = [i for i in watch.readjusted_at
+                               if watch.iterations - i < cfg.readjust_horizon]
+        out: list[Readjustment | PatternUpdate] = []
+        slow = sum(d > limits.slow for d in watch.durations)
+        if slow <= cfg.o_t or self._is_high(job):
+            # No readjustment due (or allowed): has the pattern itself changed?
+            if len(watch.own) == cfg.window:
+                lo, hi = _quartiles_of(list(watch.own))
+                if lo > limits.own_hi or hi < limits.own_lo:
+                    update = self._remeasure(job, pattern, watch, limits, "pattern drift")
+                    if update is not None:
+                        return [update]
+            return out
+        target = self.target_phase(job)
+        if target is None:
+            target = self.offsets_ms.get(job, 0.0)
+        pause = (target - (start + duration)) % pattern.period_ms
+        out.append(Readjustment(pod, float(pause), int(slow)))
+        watch.durations.clear()
+        watch.own.clear()
+        watch.readjusted_at.append(watch.iterations)
+        if len(watch.readjusted_at) >= cfg.readjust_limit:
+            update = self._remeasure(job, pattern, watch, limits, "repeated readjustments")
+            if update is not None:
+                out.append(update)
+        return out
+
+    def report_iterations(self, pod: str, starts_ms: ArrayLike, durations_ms: ArrayLike,
+                          comms_ms: ArrayLike | None = None
+                          ) -> list[tuple[int, Readjustment | PatternUpdate]]:
+        """Several finished iterations of ``pod`` at once, oldest first.
+
+        Exactly the same as calling :meth:`report_iteration` for each in turn (the
+        test suite checks this), but the stretches where nothing can trigger are
+        taken in one vectorised step.  Returns ``(index, action)`` pairs: the
+        action the index-th report caused.
+        """
+        entry = self.state.placed.get(pod)
+        if entry is None:
+            raise ValueError(f"pod: {pod!r} is not placed")
+        starts = v.as_float_array("starts_ms", starts_ms, ndim=1)
+        durations = v.as_float_array("durations_ms", durations_ms, ndim=1)
+        if durations.shape != starts.shape:
+            raise ValueError("durations_ms: expected one value per start")
+        if np.any(durations <= 0):
+            raise ValueError("durations_ms: must be > 0")
+        comms = None
+        if comms_ms is not None:
+            comms = v.as_float_array("comms_ms", comms_ms, ndim=1)
+            if comms.shape != starts.shape or np.any(comms < 0) or np.any(comms > durations):
+                raise ValueError("comms_ms: expected one value in [0, duration] per start")
+        out: list[tuple[int, Readjustment | PatternUpdate]] = []
+        n = starts.shape[0]
+        if n == 0:
+            return out
+        job = entry.pod.job
+        cfg = self.config
+        k = 0
+        while k < n:
+            pattern = self.state.placed[pod].pod.pattern
+            if not cfg.monitor or pattern is None:
+                self.anchors_ms[job] = max(float(starts[k:].max()),
+                                           self.anchors_ms.get(job, -np.inf))
+                return out
+            watch = self._new_watch(pod)
+            limits = self.thresholds(job)
+            assert limits is not None
+            own = durations[k:] - (comms[k:] if comms is not None else limits.comm)
+            # Short batches: one by one is cheaper than the vectorised check.
+            m = 0 if n - k < SMALL_BATCH else self._quiet_prefix(
+                job, watch, limits, durations[k:], own)
+            if m:
+                self.anchors_ms[job] = max(float(starts[k:k + m].max()),
+                                           self.anchors_ms.get(job, -np.inf))
+                watch.durations.extend(durations[k:k + m].tolist())
+                watch.own.extend(own[:m].tolist())
+                watch.history.extend(durations[k:k + m].tolist())
+                watch.history_own.extend(own[:m].tolist())
+                watch.iterations += m
+                watch.readjusted_at = [i for i in watch.readjusted_at
+                                       if watch.iterations - i < cfg.readjust_horizon]
+                k += m
+            if k < n:
+                actions = self.report_iteration(pod, float(starts[k]), float(durations[k]),
+                                                None if comms is None else float(comms[k]))
+                out.extend((k, a) for a in actions)
+                k += 1
+        return out
+
+    def _quiet_prefix(self, job: str, watch: _PodWatch, limits: Thresholds,
+                      durations: NDArray[np.float64], own: NDArray[np.float64]) -> int:
+        """How many of these reports, taken in order, trigger nothing."""
+        cfg = self.config
+        w = cfg.window
+        n = durations.shape[0]
+        fire = np.zeros(n, dtype=np.bool_)
+        if not self._is_high(job):
+            old = np.asarray(watch.durations, dtype=np.float64)
+            seq = np.concatenate([old, durations])
+            ends = old.shape[0] + np.arange(1, n + 1)  # window i is seq[end - w:end]
+            slow = np.concatenate([[0], np.cumsum(seq > limits.slow)])
+            fire |= slow[ends] - slow[np.maximum(ends - w, 0)] > cfg.o_t
+        old_own = np.asarray(watch.own, dtype=np.float64)
+        seq_own = np.concatenate([old_own, own])
+        ends = old_own.shape[0] + np.arange(1, n + 1)
+        full = ends >= w
+        if full.any():
+            views = np.lib.stride_tricks.sliding_window_view(seq_own, w)[ends[full] - w]
+            lo, hi = _quartiles(views)
+            fire[full] |= (lo > limits.own_hi) | (hi < limits.own_lo)
+        hits = np.flatnonzero(fire)
+        return int(hits[0]) if hits.size else n
+
+    def _remeasure(self, job: str, pattern: TrafficPattern, watch: _PodWatch,
+                   limits: Thresholds, reason: str) -> PatternUpdate | None:
+        """Re-measure ``job``'s pattern from its history.
+
+        **[decision]** After a drift of its own part (no pause involved), the
+        period is the median own part, less the injected idle, plus the pattern's
+        communication time: a measured comm phase cannot tell a larger gradient
+        from a contended link, so the declared all-reduce time is kept (the duty
+        cycle follows the period).  After repeated readjustments (pauses do not
+        cure the slowdown, as on a link with steady background traffic) the pattern
+        is measured as the job runs: the median iteration time less the idle, and
+        the median communication time.  A period within ``drift_tol`` of the
+        current one changes nothing: the evidence that prompted the check is
+        consumed (the window of own parts after a drift, the readjustment marks
+        after repeated readjustments) and the pattern stands.
+        """
+        if reason == "pattern drift":
+            period = _median(list(watch.history_own)) - limits.idle + limits.comm
+            comm = limits.comm
+        else:
+            period = _median(list(watch.history)) - limits.idle
+            comm = _median([d - o for d, o in zip(watch.history, watch.history_own,
+                                                   strict=True)])
+        if abs(period - pattern.period_ms) <= limits.tol_ms or period <= 0.0:
+            if reason == "pattern drift":
+                watch.own.clear()
+            else:
+                watch.readjusted_at.clear()
+            return None
+        new = TrafficPattern(period, min(1.0, max(comm, 0.0) / period), pattern.bandwidth_gbps)
+        if new == pattern:
+            return None
+        members = tuple(self.state.job_members[job])
+        nodes = set()
+        for name in members:
+            self.state.update_pattern(name, new)
+            nodes.add(self.state.placed[name].node)
+            self._watch.pop(name, None)
+        for node in nodes:
+            self.links.pop(node, None)
+        self.update_offsets()
+        return PatternUpdate(job, members, pattern, new, reason)

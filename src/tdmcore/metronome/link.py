@@ -1,0 +1,201 @@
+"""One shared link end to end: pods -> base period -> circle -> rotations -> shifts.
+
+This is the Score-phase computation of Algorithm 1 (lines 14-16) for one link, and
+the offline recalculation of §III-C when run in ``optimal`` mode.  It knows nothing
+about clusters or front ends; the scheduler pipeline and the CLI both call it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .. import _validation as v
+from .._kernels.node_score import INCOMPATIBLE_MAX_SCORE
+from .base_period import BasePeriod, unify_periods
+from .rotation import RotationResult, search_rotations
+from .scoring import PERFECT_RTOL, excess, link_utilization, score, score_from_excess
+from .traffic import discretize_unified, rotations_to_shifts
+
+__all__ = ["LinkPlan", "LinkPod", "compact_rotations", "plan_link"]
+
+
+@dataclass(frozen=True)
+class LinkPod:
+    """A pod's periodic traffic on one link (docs/traffic-circle.md).
+
+    ``job`` names the pod's job; it defaults to the pod's own name.  A link has
+    at most one :class:`LinkPod` per job: **[decision, docs/traffic-circle.md,
+   ]** a job's row on a link is one pod's demand (one ring
+    segment per node, however many of its pods the node holds), which
+    :meth:`tdmcore.model.ClusterState.job_links` picks.  ``priority``: larger is
+    higher.
+    """
+
+    name: str
+    period_ms: float
+    duty_cycle: float
+    bandwidth_gbps: float
+    priority: int = 0
+    job: str | None = None
+
+    @property
+    def job_name(self) -> str:
+        return self.job if self.job is not None else self.name
+
+
+@dataclass(frozen=True)
+class LinkPlan:
+    """The rotations and time shifts chosen for the pods on one link.
+
+    Attributes
+    ----------
+    pods : tuple of LinkPod
+        In the caller's order (= deploy order).
+    jobs : tuple of str
+        One name per search row: row 0 is the reference job (highest priority,
+        earliest deployed), then the others by priority, then deploy order.
+    base : BasePeriod
+    demand : ndarray (jobs, bins)
+        Each job's demand at rotation 0 (one row per job and pod).
+    result : RotationResult
+    shifts_ms : dict
+        Pod name -> time shift in ms (its job's rotation / N x T).
+    unshifted_score, unshifted_utilization : float
+        The same link with every rotation 0 (what a TDM-unaware scheduler gets).
+    utilization : float
+        ``xi`` of the link at the chosen rotations (Eq. 6).
+    """
+
+    pods: tuple[LinkPod, ...]
+    jobs: tuple[str, ...]
+    capacity_gbps: float
+    bins: int
+    base: BasePeriod
+    demand: NDArray[np.float64]
+    midpoints: tuple[NDArray[np.float64], ...]
+    result: RotationResult
+    shifts_ms: dict[str, float] = field(default_factory=dict)
+    utilization: float = 0.0
+    unshifted_score: float = 0.0
+    unshifted_utilization: float = 0.0
+    result_mode: str = "first"
+
+    @property
+    def job_rotations(self) -> dict[str, int]:
+        return {job: int(r) for job, r in zip(self.jobs, self.result.rotations, strict=True)}
+
+
+def compact_rotations(arcs_bins: NDArray[np.float64], bins: int) -> NDArray[np.int64]:
+    """Compact rotations: each row's comm starts where the previous row's ends.
+
+    The paper's ablation "without third-stage optimisation" (§IV-C, Table VII):
+    "we adjust the start point of the low priority pods' communication phase to
+    align with the end point of the previous pods' communication phase" — no
+    cushion slots.  Row 0 (the reference) stays at 0 (Eq. 16); row i starts at
+    the first whole bin at or after the end of row i-1's first comm unit
+    (``arcs_bins``: each row's comm arc per unit, in bins), modulo ``bins``.
+    **[decision]** Whole bins, rounded up, so that no two arcs overlap on the
+    circle; a row with several units is packed by its first unit.
+    """
+    rot = np.zeros(arcs_bins.shape[0], dtype=np.int64)
+    end = float(arcs_bins[0]) if arcs_bins.shape[0] else 0.0
+    for i in range(1, arcs_bins.shape[0]):
+        start = int(np.ceil(end - 1e-9))
+        rot[i] = start % bins
+        end = start + float(arcs_bins[i])
+    return rot
+
+
+def plan_link(
+    pods: Sequence[LinkPod],
+    capacity_gbps: float,
+    *,
+    bins: int = 72,
+    mode: Literal["first", "optimal", "compact"] = "first",
+    gt_ms: float = 5.0,
+    et_frac: float = 0.10,
+    max_multiple: int = 8,
+) -> LinkPlan:
+    """Interleave the comm phases of ``pods`` sharing a link of ``capacity_gbps``.
+
+    Unifies the periods (docs/traffic-circle.md), draws every pod on the circle as its job's
+    row, puts the reference job in row 0 (Eq. 16), searches the rotations
+    (docs/traffic-circle.md; ``mode="compact"``: :func:`compact_rotations`, the paper's
+    ablation without the third stage) and converts them into shifts in ms.
+
+    Raises
+    ------
+    ValueError
+        ``pods``: empty, names not unique, two pods of one job (a job's row on a
+        link is one pod's demand: pass one pod per job), or a pod faster than
+        the link (Eq. 14).
+    """
+    if not pods:
+        raise ValueError("pods: at least one pod is required")
+    names = [p.name for p in pods]
+    if len(set(names)) != len(names):
+        raise ValueError("pods: pod names must be unique")
+    jobs_seen: set[str] = set()
+    for p in pods:
+        if p.job_name in jobs_seen:
+            raise ValueError(f"pods: job {p.job_name!r} has two pods on the link; its row is "
+                             "one pod's demand (docs/traffic-circle.md), so give one pod per job")
+        jobs_seen.add(p.job_name)
+    cap = v.positive_float("capacity_gbps", capacity_gbps)
+    n_bins = v.bins_count(bins)
+    for p in pods:
+        if p.bandwidth_gbps > cap:
+            raise ValueError(
+                f"pods: {p.name} needs {p.bandwidth_gbps} Gbps, above the link's {cap} Gbps "
+                "(Eq. 14)"
+            )
+    periods = [p.period_ms for p in pods]
+    base = unify_periods(periods, [p.priority for p in pods], gt_ms=gt_ms, et_frac=et_frac,
+                         max_multiple=max_multiple)
+    rows = discretize_unified(base, periods, [p.duty_cycle for p in pods],
+                              [p.bandwidth_gbps for p in pods], n_bins)
+
+    # Rows (one per job) in order: highest priority first, ties by deploy order.
+    order = sorted(range(len(pods)), key=lambda i: (-pods[i].priority, i))
+    jobs = [pods[i].job_name for i in order]
+    demand = rows.demand[order]
+    mids = tuple(rows.midpoints[i] for i in order)
+    limits = rows.limits[order]
+
+    if mode == "compact":
+        multiples = base.multiples if base.compatible else np.ones(len(pods), dtype=np.int64)
+        arcs = rows.circle_duty[order] * n_bins / multiples[order]
+        rot = compact_rotations(arcs, n_bins)
+        exc = float(excess(demand, rot, cap))
+        result = RotationResult(rot, score_from_excess(exc, cap, n_bins),
+                                exc <= PERFECT_RTOL * cap, None, 1)
+    else:
+        result = search_rotations(demand, cap, limits, mode=mode, mids=mids)
+    if not base.compatible:
+        # docs/traffic-circle.md step 3: incompatible periods get no perfect score; the circle of
+        # truncated patterns only ranks such links (ceiling just below 100).
+        result = RotationResult(result.rotations, min(result.score, INCOMPATIBLE_MAX_SCORE),
+                                False, None, result.evaluated)
+    job_shift = dict(zip(jobs, rotations_to_shifts(result.rotations, base.period_ms, n_bins),
+                         strict=True))
+    zero = np.zeros(len(jobs), dtype=np.int64)
+    return LinkPlan(
+        pods=tuple(pods),
+        jobs=tuple(jobs),
+        capacity_gbps=cap,
+        bins=n_bins,
+        base=base,
+        demand=demand,
+        midpoints=mids,
+        result=result,
+        shifts_ms={p.name: float(job_shift[p.job_name]) for p in pods},
+        utilization=link_utilization(demand, result.rotations, cap),
+        unshifted_score=score(demand, zero, cap),
+        unshifted_utilization=link_utilization(demand, zero, cap),
+        result_mode=mode,
+    )

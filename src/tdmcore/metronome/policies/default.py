@@ -1,0 +1,74 @@
+"""``default``: Kubernetes' default scheduler, network-unaware (paper §IV-A "De").
+
+Filter: NodeResourcesFit (CPU, memory, GPU; Eq. 13).  Score: the mean of
+NodeResourcesLeastAllocated (free share of CPU and memory after placement) and
+NodeResourcesBalancedAllocation (1 - standard deviation of the used shares), both
+0..100.  Ties: first node in cluster order (kube-scheduler picks at random; a
+simulator needs determinism).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ...framework import CycleState, ReserveResult, Status
+from ...model import ClusterState
+
+NAME = "default"
+_EPS = 1e-9
+
+
+def resource_fit(state: ClusterState, cycle: CycleState) -> NDArray[np.bool_]:
+    """Nodes with enough free CPU, memory and GPU for the pod (Eq. 13), and, for a
+    pod with ``spread`` (required pod anti-affinity on its job), without a pod of
+    its job (InterPodAffinity's Filter)."""
+    pod, snap = cycle.pod, cycle.snapshot
+    fits = ((snap.free_cpu + _EPS >= pod.cpu) & (snap.free_mem + _EPS >= pod.mem_gib)
+            & (snap.free_gpu + _EPS >= pod.gpu))
+    dropped = int((~fits).sum())
+    if dropped:
+        cycle.reasons["Insufficient resources"] = dropped
+    if pod.spread:
+        taken = np.zeros(fits.shape[0], dtype=np.bool_)
+        taken[[p.node for p in state.job_pods(pod.job)]] = True
+        dropped = int((fits & taken).sum())
+        if dropped:
+            cycle.reasons["A pod of the job is on the node (anti-affinity)"] = dropped
+        fits &= ~taken
+    return fits
+
+
+def resource_scores(state: ClusterState, cycle: CycleState) -> NDArray[np.float64]:
+    """LeastAllocated and BalancedAllocation, averaged (0..100)."""
+    pod, cluster = cycle.pod, state.cluster
+    shares = []
+    for alloc, used, req in ((cluster.cpu, state.used_cpu, pod.cpu),
+                             (cluster.mem_gib, state.used_mem, pod.mem_gib)):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            shares.append(np.where(alloc > 0, np.clip((used + req) / alloc, 0, 1), 0.0))
+    used_share = np.stack(shares)
+    least = 100.0 * (1.0 - used_share.mean(axis=0))
+    balanced = 100.0 * (1.0 - used_share.std(axis=0))
+    return np.asarray((least + balanced) / 2.0, dtype=np.float64)
+
+
+class DefaultPolicy:
+    name = NAME
+
+    def pre_filter(self, state: ClusterState, cycle: CycleState) -> Status:
+        return Status.SUCCESS
+
+    def filter(self, state: ClusterState, cycle: CycleState) -> NDArray[np.bool_]:
+        return resource_fit(state, cycle)
+
+    def score(self, state: ClusterState, cycle: CycleState) -> NDArray[np.float64]:
+        return resource_scores(state, cycle)
+
+    def normalize_score(self, state: ClusterState, cycle: CycleState) -> NDArray[np.float64]:
+        assert cycle.raw_scores is not None
+        return cycle.raw_scores
+
+    def reserve(self, state: ClusterState, cycle: CycleState, node: int) -> ReserveResult:
+        state.place(cycle.pod, node)
+        return ReserveResult(node, {}, True, tuple(state.node_pods[node]))

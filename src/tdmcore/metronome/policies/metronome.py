@@ -1,0 +1,240 @@
+"""``metronome``: the network- and priority-aware TDM scheduler (Algorithm 1).
+
+docs/scheduler.md, paper §III-B.  Every extension point works on arrays over
+all nodes; the Score phase runs one compiled call for all candidate nodes
+(:mod:`tdmcore._kernels.node_score`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ... import _validation as v
+from ..._kernels.node_score import score_nodes_kernel
+from ...framework import CycleState, ReserveResult, Status
+from ...model import ClusterState, Pod
+from ..affinity import AffinityGraph, loop_free_nodes
+from ..link import LinkPlan, LinkPod, plan_link
+from ..scoring import PERFECT_RTOL
+from .default import resource_fit
+
+NAME = "metronome"
+#: Two node scores are the same maximum when their excesses differ by at most
+#: 1e-9 B (docs/traffic-circle.md): 100 x 1e-9 B / (B N) in score units, N >= 8.
+SCORE_TIE_PER_BIN = 1e-7
+
+
+@dataclass(frozen=True)
+class MetronomeConfig:
+    """Thresholds with the paper's defaults (§IV-A).
+
+    ``phase_three`` and ``monitor`` are read by the controller (the ablations
+    ``metronome-no-phase3`` and ``metronome-no-monitor``); ``exact_scores`` makes
+    the Score phase compute every node's exact score even when it cannot change
+    the decision (for reporting).
+    """
+
+    bins: int = 72
+    gt_ms: float = 5.0
+    et_frac: float = 0.10
+    max_multiple: int = 8
+    phase_three: bool = True
+    monitor: bool = True
+    exact_scores: bool = False
+
+    def __post_init__(self) -> None:
+        v.bins_count(self.bins)
+        if v.real_number("gt_ms", self.gt_ms) < 0:
+            raise ValueError("gt_ms: must be >= 0")
+        if v.real_number("et_frac", self.et_frac) < 0:
+            raise ValueError("et_frac: must be >= 0")
+        if not isinstance(self.max_multiple, int) or self.max_multiple < 1:
+            raise ValueError("max_multiple: expected an integer >= 1")
+
+
+def dependency_nodes(state: ClusterState, pod: Pod) -> list[int]:
+    """Nodes of the deployed pods that ``pod`` depends on, one entry per pod: every
+    pod of its job, then the pods of jobs declared dependent in its workload."""
+    nodes = [p.node for p in state.job_pods(pod.job)]
+    for other in sorted(state.cluster.dependent_jobs(pod.workload, pod.job)):
+        nodes.extend(p.node for p in state.job_pods(other))
+    return nodes
+
+
+def latency_scores(state: ClusterState, pod: Pod) -> NDArray[np.float64]:
+    """PreFilter's ``Delta_n`` for every node n (CalculateLatencyScore).
+
+    ``Delta_n = sum_q tau[n, node(q)]`` over deployed pods q that depend on the
+    pod: every pod of its job, and the pods of jobs declared dependent in its
+    workload (AppGroup).  A LowComm pod, or one with no dependent pod deployed,
+    gets the mean latency of n to all nodes instead.
+    """
+    cluster = state.cluster
+    if pod.low_comm:
+        return cluster.mean_latency.copy()
+    nodes = dependency_nodes(state, pod)
+    if not nodes:
+        return cluster.mean_latency.copy()
+    # only the nodes that hold dependents contribute: O(nodes x k), not O(nodes^2)
+    used, counts = np.unique(np.asarray(nodes), return_counts=True)
+    total = cluster.latency[:, used] @ counts.astype(np.float64)
+    # "If that sum is 0": per node, literally (possible when tau has zero entries).
+    return np.asarray(np.where(total == 0.0, cluster.mean_latency, total), dtype=np.float64)
+
+
+def normalized_latency(delta: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Eq. (19): ``100 - floor(100 (D - Dmin) / (Dmax - Dmin))``, or ``100 - (D - Dmin)``.
+
+    ``Dmin``/``Dmax`` are taken over all cached ``Delta_n`` (all nodes), as the
+    paper's text says.
+    """
+    lo, hi = float(delta.min()), float(delta.max())
+    if hi != lo:
+        return np.asarray(100.0 - np.floor(100.0 * (delta - lo) / (hi - lo)), dtype=np.float64)
+    return np.asarray(100.0 - (delta - lo), dtype=np.float64)
+
+
+class MetronomePolicy:
+    """The extension points of Algorithm 1."""
+
+    def __init__(self, config: MetronomeConfig | None = None, name: str = NAME) -> None:
+        self.config = config or MetronomeConfig()
+        self.name = name
+
+    # PreFilter (lines 1-3) ------------------------------------------------------
+    def pre_filter(self, state: ClusterState, cycle: CycleState) -> Status:
+        cycle.latency = latency_scores(state, cycle.pod)
+        return Status.SUCCESS
+
+    # Filter (lines 4-13) --------------------------------------------------------
+    def filter(self, state: ClusterState, cycle: CycleState) -> NDArray[np.bool_]:
+        pod, snap = cycle.pod, cycle.snapshot
+        feasible = resource_fit(state, cycle)
+        bw_ok = snap.capacity >= pod.bandwidth_gbps  # Eq. (14)
+        dropped = int((feasible & ~bw_ok).sum())
+        if dropped:
+            cycle.reasons["Insufficient link bandwidth (Eq. 14)"] = dropped
+        feasible &= bw_ok
+        if not pod.low_comm and feasible.any():
+            graph = AffinityGraph.of(snap)
+            candidates = np.flatnonzero(feasible).astype(np.int64)
+            no_loop = loop_free_nodes(snap, graph, candidates, snap.job_id(pod.job),
+                                      pod.bandwidth_gbps, self._adds(state, cycle))
+            dropped = int((feasible & ~no_loop).sum())
+            if dropped:
+                cycle.reasons["Dependency loop in the affinity graph"] = dropped
+            feasible &= no_loop
+        return np.asarray(feasible)
+
+    @staticmethod
+    def _adds(state: ClusterState, cycle: CycleState) -> NDArray[np.bool_]:
+        """Per node: would the waiting pod add a row to that node's link?
+
+        :meth:`ClusterState.waiting_link_gbps` decides (one pod's demand per job
+        and link; a job completed wholly on one node is LowComm), once per cycle.
+        """
+        if cycle.adds is None:
+            cycle.adds = np.asarray(state.waiting_link_gbps(cycle.pod) > 0.0)
+        return cycle.adds
+
+    # Score (lines 14-16) --------------------------------------------------------
+    def score(self, state: ClusterState, cycle: CycleState) -> NDArray[np.float64]:
+        """Eq. (18) per feasible node, EarlyReturn where no contention can arise.
+
+        **[decision, docs/traffic-circle.md]** A node
+        where the waiting pod adds no row to the link — its job already crosses
+        that link (a job's row is one pod's demand), or the pod completes its job
+        wholly on that node (the job is LowComm there) — leaves the link's load as
+        it is, so it scores as EarlyReturn: 100, no rotation.
+        """
+        pod, snap = cycle.pod, cycle.snapshot
+        assert cycle.feasible is not None
+        n_nodes = snap.capacity.shape[0]
+        scores = np.zeros(n_nodes)
+        early = np.zeros(n_nodes, dtype=np.bool_)
+        if pod.low_comm:  # LowComm: 100, no rotation (EarlyReturn)
+            scores[cycle.feasible] = 100.0
+            early[cycle.feasible] = True
+            cycle.early = early
+            return scores
+        pattern = pod.pattern
+        assert pattern is not None
+        perfect = np.zeros(n_nodes, dtype=np.bool_)
+        cfg = self.config
+        candidates = np.flatnonzero(cycle.feasible).astype(np.int64)
+        if not cfg.exact_scores:
+            # NormalizeScore's preference among perfect nodes: best Eq. (19) latency
+            # score first, then node order (a stable sort keeps node order).
+            assert cycle.latency is not None
+            preference = normalized_latency(cycle.latency)[candidates]
+            candidates = candidates[np.argsort(-preference, kind="stable")]
+        score_nodes_kernel(
+            candidates, snap.node_ptr, snap.period,
+            snap.duty, snap.bandwidth, snap.priority, snap.order, snap.n_pods,
+            snap.sum_bw, snap.capacity, self._adds(state, cycle), pattern.period_ms,
+            pattern.duty_cycle, pattern.bandwidth_gbps, pod.priority, state.next_order,
+            cfg.bins, cfg.gt_ms, cfg.et_frac, cfg.max_multiple, PERFECT_RTOL,
+            cfg.exact_scores, scores, perfect, early,
+        )
+        cycle.early = early
+        return scores
+
+    # NormalizeScore (lines 17-29) -----------------------------------------------
+    def normalize_score(self, state: ClusterState, cycle: CycleState) -> NDArray[np.float64]:
+        assert cycle.raw_scores is not None and cycle.feasible is not None
+        assert cycle.latency is not None
+        raw, feasible = cycle.raw_scores, cycle.feasible
+        best = float(raw[feasible].max())
+        cycle.max_score = best
+        at_max = feasible & (raw >= best - SCORE_TIE_PER_BIN / self.config.bins)
+        cycle.finalists = at_max  # only a node at the maximum may win
+        if int(at_max.sum()) == 1:
+            return np.where(at_max, raw, np.where(feasible, np.maximum(raw, 0.0), 0.0))
+        latency = normalized_latency(cycle.latency)
+        if cycle.pod.low_comm:
+            latency = 100.0 - latency
+        return np.asarray(np.where(at_max, latency, 0.0), dtype=np.float64)
+
+    # Reserve (lines 30-40) ------------------------------------------------------
+    def reserve(self, state: ClusterState, cycle: CycleState, node: int) -> ReserveResult:
+        pod = cycle.pod
+        state.place(pod, node)
+        early = pod.low_comm or bool(cycle.early is not None and cycle.early[node])
+        link_names = tuple(state.link_rows[node])  # one pod per job crossing the link
+        perfect_max = cycle.max_score >= 100.0 - SCORE_TIE_PER_BIN / self.config.bins
+        skip = early or not perfect_max or len(link_names) == 2
+        if early:
+            return ReserveResult(node, {}, True, link_names)
+        plan = link_plan(state, node, self.config, mode="first")
+        state.set_shifts(plan.shifts_ms)
+        return ReserveResult(node, dict(plan.shifts_ms), skip, link_names,
+                             rotations=plan.job_rotations, base_period_ms=plan.base.period_ms)
+
+
+def link_pods(state: ClusterState, node: int) -> list[LinkPod]:
+    """The rows of a node's link, one pod per job crossing it (in deploy order,
+    :attr:`ClusterState.link_rows`), as :class:`LinkPod`."""
+    out = []
+    for name in state.link_rows[node]:
+        p = state.placed[name].pod
+        assert p.pattern is not None
+        out.append(LinkPod(name=p.name, job=p.job, priority=p.priority,
+                           period_ms=p.pattern.period_ms, duty_cycle=p.pattern.duty_cycle,
+                           bandwidth_gbps=p.pattern.bandwidth_gbps))
+    return out
+
+
+def link_plan(state: ClusterState, node: int, config: MetronomeConfig,
+              mode: str = "first") -> LinkPlan:
+    """:func:`tdmcore.metronome.link.plan_link` for the pods on ``node`` (first, optimal or
+    compact)."""
+    pods = link_pods(state, node)
+    kind: Literal["first", "optimal", "compact"] = \
+        "optimal" if mode == "optimal" else "compact" if mode == "compact" else "first"
+    return plan_link(pods, float(state.cluster.link_gbps[node]), bins=config.bins,
+                     mode=kind, gt_ms=config.gt_ms,
+                     et_frac=config.et_frac, max_multiple=config.max_multiple)

@@ -1,0 +1,201 @@
+"""Rotation search on one link: the Score phase and the offline recalculation.
+
+docs/traffic-circle.md; Metronome paper §III-B (Score) and §III-C (offline
+recalculation, 3rd-stage objective Psi of Eq. 9).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .. import _validation as v
+from .._kernels.circle import excess_and_carried
+from .._kernels.rotation_search import (
+    MODE_FIRST,
+    MODE_OPTIMAL,
+    pair_distance,
+    search_rotations_kernel,
+)
+from .scoring import PERFECT_RTOL, check_demand, score_from_excess
+
+__all__ = ["PSI_ATOL_BINS", "RotationResult", "search_rotations"]
+
+#: Two Psi values tie when they differ by at most this many bins (docs/traffic-circle.md).
+PSI_ATOL_BINS = 1e-9
+#: Peak demands of two rows "contend" when they sum to >= B (1 - CONTEND_RTOL).
+CONTEND_RTOL = 1e-9
+_MODES = {"first": MODE_FIRST, "optimal": MODE_OPTIMAL}
+
+
+@dataclass(frozen=True)
+class RotationResult:
+    """Outcome of :func:`search_rotations`.
+
+    Attributes
+    ----------
+    rotations : ndarray of int (k,)
+        Rotation of each row in bins; ``rotations[0] == 0`` (Eq. 16).
+    score : float
+        Eq. (18) score of that vector, in [0, 100].
+    perfect : bool
+        Whether its excess is within ``1e-9 B`` (then ``score == 100``).
+    psi : float or None
+        Psi (Eq. 9) of the vector in bins, ``inf`` when no two rows contend;
+        ``None`` when the vector is not perfect, or in ``first`` mode without ``mids``.
+    evaluated : int
+        Rotation vectors whose excess was computed (at least in part); the naive
+        enumeration's count is ``prod(limits[1:])``.
+    """
+
+    rotations: NDArray[np.int64]
+    score: float
+    perfect: bool
+    psi: float | None
+    evaluated: int
+
+
+def _check_limits(limits: Any, k: int, n_bins: int) -> NDArray[np.int64]:
+    lim = v.as_int_array("limits", np.atleast_1d(np.asarray(limits)))
+    if lim.shape != (k,):
+        raise ValueError(f"limits: expected {k} values (one per row), got {lim.shape[0]}")
+    if np.any(np.abs(lim) > np.iinfo(np.int32).max):
+        raise ValueError("limits: values out of range")
+    free = lim[1:]
+    if np.any(free < 1) or np.any(free > n_bins):
+        raise ValueError(f"limits: allowed rotations per row must lie in [1, {n_bins}]")
+    lim = lim.copy()
+    lim[0] = 1  # the reference row never rotates (Eq. 16)
+    return lim
+
+
+def _check_mids(mids: Any, k: int, n_bins: int) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    if isinstance(mids, Sequence | np.ndarray) and not isinstance(mids, str | bytes):
+        rows = list(mids)
+    else:
+        raise ValueError(f"mids: expected a sequence of {k} 1-D arrays, got {type(mids).__name__}")
+    if len(rows) != k:
+        raise ValueError(f"mids: expected {k} arrays (one per row), got {len(rows)}")
+    arrays = []
+    for i, row in enumerate(rows):
+        arr = np.atleast_1d(v.as_float_array(f"mids[{i}]", row))
+        if arr.ndim != 1:
+            raise ValueError(f"mids[{i}]: expected a 1-D array, got shape {arr.shape}")
+        arrays.append(np.mod(arr, n_bins))
+    offsets = np.zeros(k + 1, dtype=np.int64)
+    np.cumsum([a.size for a in arrays], out=offsets[1:])
+    flat = np.ascontiguousarray(np.concatenate(arrays) if offsets[-1] else np.zeros(0))
+    # np.mod can return exactly n_bins for tiny negative inputs; fold it back.
+    flat[flat >= n_bins] = 0.0
+    return flat, offsets
+
+
+def contending_pairs(demand: NDArray[np.float64], capacity_gbps: float) -> NDArray[np.bool_]:
+    """Rows i != j whose peak demands sum to >= B (1 - 1e-9) (Eq. 9's contending tasks)."""
+    peaks = demand.max(axis=1)
+    pairs = (peaks[:, None] + peaks[None, :]) >= capacity_gbps * (1.0 - CONTEND_RTOL)
+    np.fill_diagonal(pairs, False)
+    return np.ascontiguousarray(pairs)
+
+
+def search_rotations(
+    demand: Any,
+    capacity_gbps: float,
+    limits: Any,
+    *,
+    mode: Literal["first", "optimal"] = "first",
+    mids: Sequence[Any] | None = None,
+) -> RotationResult:
+    """Find the rotation of every row that interleaves the link's traffic.
+
+    Parameters
+    ----------
+    demand : array_like (k, bins)
+        One row per job on the link (pods of a job summed, Eq. 17); row 0 is the
+        reference (highest-priority job, earliest deployed) and stays at 0 (Eq. 16).
+    capacity_gbps : float
+        Link capacity ``B`` > 0.
+    limits : array_like of int (k,)
+        Allowed rotations per row, ``ceil(N / mul)`` (Eq. 15); ``limits[0]`` is ignored.
+    mode : {"first", "optimal"}
+        ``first`` (Score phase): the middle of the first perfect-score interval met
+        in enumeration order.  ``optimal`` (offline recalculation): among the
+        middles of all perfect intervals, the one maximizing Psi (Eq. 9).
+    mids : sequence of k 1-D arrays, optional
+        Midpoints (bins, rotation 0) of each row's comm units; required for
+        ``optimal``.  In ``first`` mode, given mids make the result carry Psi.
+
+    Returns
+    -------
+    RotationResult
+
+    Notes
+    -----
+    Enumeration order is lexicographic over rows 1..k-1, last row fastest.  A
+    perfect-score interval is a maximal circular run of perfect rotations of the
+    last row with the others fixed; its middle is ``(start + (len - 1) // 2) mod L``.
+    With no perfect vector, both modes return the highest score, ties first in
+    enumeration order.  Excess ties within ``1e-9 B`` and Psi ties within 1e-9
+    bins (docs/traffic-circle.md).  The answer is exactly the brute force's; the
+    speed comes from pruning and incremental sums (see
+    :mod:`tdmcore._kernels.rotation_search`).
+    """
+    arr = check_demand(demand)
+    k, n_bins = arr.shape
+    cap = v.positive_float("capacity_gbps", capacity_gbps)
+    lim = _check_limits(limits, k, n_bins)
+    if not isinstance(mode, str) or mode not in _MODES:
+        raise ValueError(f"mode: expected 'first' or 'optimal', got {mode!r}")
+    if mode == "optimal" and mids is None:
+        raise ValueError("mids: required for mode='optimal' (midpoints of each row's comm units)")
+    if mids is not None:
+        flat_mids, mid_offsets = _check_mids(mids, k, n_bins)
+    else:
+        flat_mids, mid_offsets = np.zeros(0), np.zeros(k + 1, dtype=np.int64)
+    contend = contending_pairs(arr, cap)
+    tol_excess = PERFECT_RTOL * cap
+    # Rounding allowance for the pruning bounds: far above float error, far below
+    # any excess difference the tie rules can see.
+    margin = 1e-12 * (float(arr.sum()) + cap * n_bins)
+    rotations = np.zeros(k, dtype=np.int64)
+    perfect, psi, evaluated = search_rotations_kernel(
+        arr, cap, lim, _MODES[mode], flat_mids, mid_offsets, contend,
+        tol_excess, PSI_ATOL_BINS, margin, rotations,
+    )
+    exc, _ = excess_and_carried(arr, rotations, cap)
+    result_psi: float | None = None
+    if perfect:
+        if mode == "optimal":
+            result_psi = float(psi)
+        elif mids is not None:
+            result_psi = psi_of(rotations, flat_mids, mid_offsets, contend, n_bins)
+    return RotationResult(
+        rotations=rotations,
+        score=score_from_excess(float(exc), cap, n_bins),
+        perfect=bool(perfect),
+        psi=result_psi,
+        evaluated=int(evaluated),
+    )
+
+
+def psi_of(
+    rotations: NDArray[np.int64],
+    flat_mids: NDArray[np.float64],
+    mid_offsets: NDArray[np.int64],
+    contend: NDArray[np.bool_],
+    n_bins: int,
+) -> float:
+    """Psi (Eq. 9) of one rotation vector, in bins; inf when no pair contends."""
+    psi = float("inf")
+    k = rotations.shape[0]
+    rot = rotations % n_bins
+    for i in range(k):
+        for j in range(i + 1, k):
+            if contend[i, j]:
+                psi = min(psi, float(pair_distance(flat_mids, mid_offsets, i, rot[i], j, rot[j],
+                                                   n_bins)))
+    return psi

@@ -1,0 +1,124 @@
+"""Node score (Eq. 18), link utilization (Eq. 6) and average utilization (Eq. 5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .. import _validation as v
+from .._kernels.circle import excess_and_carried
+
+__all__ = [
+    "PERFECT_RTOL",
+    "average_bandwidth_utilization",
+    "excess",
+    "link_utilization",
+    "score",
+    "score_from_excess",
+]
+
+#: Perfect-score tolerance relative to the capacity (docs/traffic-circle.md).
+PERFECT_RTOL = 1e-9
+
+
+def check_demand(demand: Any, name: str = "demand") -> NDArray[np.float64]:
+    """A (k, bins) array of non-negative finite demands with k >= 1, bins >= 8."""
+    arr = v.as_float_array(name, demand)
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2:
+        raise ValueError(f"{name}: expected shape (k, bins), got {arr.shape}")
+    if arr.shape[0] < 1:
+        raise ValueError(f"{name}: needs at least one row")
+    if arr.shape[1] < v.MIN_BINS:
+        raise ValueError(f"{name}: needs at least {v.MIN_BINS} bins, got {arr.shape[1]}")
+    if np.any(arr < 0):
+        raise ValueError(f"{name}: demands must be >= 0")
+    return np.ascontiguousarray(arr)
+
+
+def _check_rotations(rotations: Any, k: int) -> NDArray[np.int64]:
+    rot = v.as_int_array("rotations", np.atleast_1d(np.asarray(rotations)))
+    if rot.shape != (k,):
+        raise ValueError(f"rotations: expected {k} rotations (one per row), got {rot.shape[0]}")
+    return rot
+
+
+def excess(demand: Any, rotations: Any, capacity_gbps: float) -> float:
+    """``Excess = sum_b max(0, S[b] - B)`` with rows rolled by ``rotations`` (Eq. 18).
+
+    Rotations are in bins and taken modulo the number of bins.
+    """
+    arr = check_demand(demand)
+    rot = _check_rotations(rotations, arr.shape[0])
+    cap = v.positive_float("capacity_gbps", capacity_gbps)
+    exc, _ = excess_and_carried(arr, rot, cap)
+    return float(exc)
+
+
+def score_from_excess(excess_gbps: float, capacity_gbps: float, bins: int) -> float:
+    """``100 (1 - Excess / (B N))`` clipped to [0, 100] (Eq. 18).
+
+    **[decision, docs/traffic-circle.md]** The printed formula lacks the factor 100.
+    An excess within the perfect tolerance (``1e-9 B``) scores exactly 100, so
+    ``score == 100`` and "perfect" always agree.
+    """
+    if excess_gbps <= PERFECT_RTOL * capacity_gbps:
+        return 100.0
+    return float(min(100.0, max(0.0, 100.0 * (1.0 - excess_gbps / (capacity_gbps * bins)))))
+
+
+def score(demand: Any, rotations: Any, capacity_gbps: float) -> float:
+    """Bandwidth score of a link for one rotation vector, in [0, 100] (Eq. 18).
+
+    Parameters
+    ----------
+    demand : array_like (k, bins)
+        One row per pod or job, at rotation 0.
+    rotations : array_like of int (k,)
+        Rotation of each row in bins (``D'[b] = D[(b - s) mod N]``).
+    capacity_gbps : float
+        Link capacity ``B`` > 0.
+    """
+    arr = check_demand(demand)
+    rot = _check_rotations(rotations, arr.shape[0])
+    cap = v.positive_float("capacity_gbps", capacity_gbps)
+    exc, _ = excess_and_carried(arr, rot, cap)
+    return score_from_excess(float(exc), cap, arr.shape[1])
+
+
+def link_utilization(demand: Any, rotations: Any, capacity_gbps: float) -> float:
+    """``xi = sum_b min(S[b], B) / (B N)``, in [0, 1] (Eq. 6, discretized)."""
+    arr = check_demand(demand)
+    rot = _check_rotations(rotations, arr.shape[0])
+    cap = v.positive_float("capacity_gbps", capacity_gbps)
+    _, carried = excess_and_carried(arr, rot, cap)
+    return float(min(1.0, carried / (cap * arr.shape[1])))
+
+
+def average_bandwidth_utilization(capacities_gbps: Any, utilizations: Any) -> float:
+    """``Gamma = mean_l B_l xi_l / B_max`` over the links (Eq. 5).
+
+    Parameters
+    ----------
+    capacities_gbps : array_like (L,)
+        Capacity of each link, > 0.
+    utilizations : array_like (L,)
+        Link utilization ``xi_l`` in [0, 1] of each link.
+    """
+    caps = v.as_float_array("capacities_gbps", np.atleast_1d(np.asarray(capacities_gbps)),
+                            ndim=1)
+    xi = v.as_float_array("utilizations", np.atleast_1d(np.asarray(utilizations)), ndim=1)
+    if caps.size == 0:
+        raise ValueError("capacities_gbps: at least one link is required")
+    if caps.shape != xi.shape:
+        raise ValueError(
+            f"utilizations: expected {caps.shape[0]} values (one per link), got {xi.shape[0]}"
+        )
+    if np.any(caps <= 0):
+        raise ValueError("capacities_gbps: every capacity must be > 0")
+    if np.any((xi < 0) | (xi > 1)):
+        raise ValueError("utilizations: every utilization must lie in [0, 1]")
+    return float(np.mean(caps * xi / caps.max()))

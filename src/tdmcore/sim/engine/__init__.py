@@ -1,0 +1,2 @@
+"""The flow-level network model's event engine (:mod:`.network` over the
+compiled :mod:`._flow`)."""
