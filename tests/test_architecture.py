@@ -1,0 +1,113 @@
+"""The layers are enforced: import-linter's contracts (``pyproject.toml``) hold.
+
+docs/architecture.md draws the layers: Kernels < Core < Sim < App, and the Kubernetes
+bridge beside Sim on Core.  Here the contracts run on the code as it is (all kept),
+on a copy with one forbidden import planted per contract (each one broken), and every
+module of tdmcore is checked to sit in exactly one layer, so that a new module cannot
+slip past the contracts unnamed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "pyproject.toml"
+
+
+def _contracts() -> dict[str, dict[str, object]]:
+    with CONFIG.open("rb") as fh:
+        data = tomllib.load(fh)
+    return {c["id"]: c for c in data["tool"]["importlinter"]["contracts"]}
+
+
+def _lint(config: Path, cwd: Path, pythonpath: str | None = None
+          ) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
+    code = ("import sys; from importlinter.cli import lint_imports; "
+            f"sys.exit(lint_imports(config_filename={str(config)!r}, no_cache=True, "
+            "no_logo=True))")
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_contracts_hold() -> None:
+    run = _lint(CONFIG, ROOT)
+    assert run.returncode == 0, run.stdout + run.stderr
+    kept = [line for line in run.stdout.splitlines() if line.endswith(" KEPT")]
+    assert len(kept) == len(_contracts()) >= 5, run.stdout
+
+
+def test_the_named_arrows_are_forbidden() -> None:
+    """Kernels -/-> Core, Core -/-> Sim/App/Bridge, Sim <-/-> Bridge, as written."""
+    c = _contracts()
+    assert "tdmcore.metronome" in c["kernels"]["forbidden_modules"]
+    for layer in ("tdmcore.sim", "tdmcore.app", "k8s_bridge"):
+        assert layer in c["core"]["forbidden_modules"]
+    assert "k8s_bridge" in c["sim"]["forbidden_modules"]
+    assert "tdmcore.sim" in c["bridge"]["forbidden_modules"]
+    assert all(contract["type"] == "forbidden" for contract in c.values())
+
+
+def test_every_module_sits_in_one_layer() -> None:
+    c = _contracts()
+    core = set(c["core"]["source_modules"])  # type: ignore[arg-type]
+    layers = {"tdmcore._kernels": "kernels", "tdmcore.sim": "sim", "tdmcore.app": "app",
+              "tdmcore.__main__": "app"}  # `python -m tdmcore` is the App's entry
+    layers.update(dict.fromkeys(core, "core"))
+    src = ROOT / "src" / "tdmcore"
+    found = []
+    for entry in sorted(src.iterdir()):
+        if entry.name.startswith("__pycache__") or entry.name == "__init__.py":
+            continue
+        if entry.is_dir() and (entry / "__init__.py").exists():
+            found.append(f"tdmcore.{entry.name}")
+        elif entry.suffix in (".py", ".pyx"):
+            found.append(f"tdmcore.{entry.stem}")
+    missing = [name for name in found if name not in layers]
+    assert not missing, f"not in any layer of pyproject.toml's contracts: {missing}"
+    assert set(c["kernels"]["forbidden_modules"]) >= core  # type: ignore[arg-type]
+
+
+#: One planted import per contract: (file under the copy, the line, the contracts it
+#: breaks).  Core -> Sim also breaks Bridge -/-> Sim: the bridge imports Core, and the
+#: contracts forbid indirect imports too.
+PLANTED = [
+    ("src/tdmcore/_kernels/circle.py", "from tdmcore.model import Cluster", ("kernels",)),
+    ("src/tdmcore/metronome/link.py", "from tdmcore.sim import cluster", ("core", "bridge")),
+    ("src/tdmcore/__init__.py", "from tdmcore.app import cli", ("api",)),
+    ("src/tdmcore/sim/report.py", "import k8s_bridge.kube", ("sim",)),
+    ("k8s_bridge/records.py", "from tdmcore.sim.scenarios import Scenario", ("bridge",)),
+]
+
+
+def _only_python(folder: str, names: list[str]) -> list[str]:
+    """copytree's ignore: the Python sources and their folders, nothing else."""
+    return [n for n in names
+            if n == "__pycache__" or not (n.endswith(".py") or (Path(folder) / n).is_dir())]
+
+
+@pytest.mark.parametrize("path, line, contracts", PLANTED)
+def test_a_forbidden_import_breaks_its_contract(tmp_path: Path, path: str, line: str,
+                                                 contracts: tuple[str, ...]) -> None:
+    for tree in ("src/tdmcore", "k8s_bridge"):
+        shutil.copytree(ROOT / tree, tmp_path / tree, ignore=_only_python)
+    shutil.copy(CONFIG, tmp_path / "pyproject.toml")
+    target = tmp_path / path
+    target.write_text(target.read_text() + f"\n{line}  # planted\n")
+    run = _lint(tmp_path / "pyproject.toml", tmp_path,
+                os.pathsep.join([str(tmp_path / "src"), str(tmp_path)]))
+    assert run.returncode != 0, run.stdout
+    broken = [line for line in run.stdout.splitlines() if line.endswith(" BROKEN")]
+    names = _contracts()
+    assert broken == [f"{names[c]['name']} BROKEN" for c in names if c in contracts], \
+        run.stdout
