@@ -13,6 +13,13 @@ extensions = [
         include_dirs=[np.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     ),
+    # the controller's regulation rule (regulation.pxd), for Python callers; the
+    # event engine compiles the same inline functions into its loop
+    Extension(
+        "tdmcore._kernels.regulation",
+        ["src/tdmcore/_kernels/regulation.pyx"],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    ),
     # the flow model's event engine: C speed for many small steps on shared state
     Extension(
         "tdmcore.sim.engine._flow",

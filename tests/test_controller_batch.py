@@ -61,14 +61,14 @@ def test_batch_equals_one_by_one(seed: int) -> None:
         assert [(k, normalise(a)) for k, a in got] == [(k, normalise(a)) for k, a in want]
         assert batch.anchors_ms == single.anchors_ms
         assert batch.offsets_ms == pytest.approx(single.offsets_ms)
-    wb, ws = batch._watch.get(pod), single._watch.get(pod)
+    wb, ws = batch.watch_state(pod), single.watch_state(pod)
     assert (wb is None) == (ws is None)
-    if wb is not None:
-        assert list(wb.durations) == list(ws.durations)
-        assert list(wb.history) == list(ws.history)
-        assert list(wb.own) == list(ws.own)
-        assert wb.iterations == ws.iterations
-        assert wb.readjusted_at == ws.readjusted_at
+    if wb is not None and ws is not None:
+        assert wb.durations() == ws.durations()
+        assert wb.history() == ws.history()
+        assert wb.own_parts() == ws.own_parts()
+        assert wb.reports == ws.reports
+        assert wb.readjusted_at() == ws.readjusted_at()
 
 
 def test_the_batch_actually_triggers() -> None:

@@ -1,14 +1,17 @@
-"""The event engine's in-loop monitor is the controller's regulation, report by report.
+"""The event engine's in-loop monitor acts as the controller would, report by report.
 
-The engine takes quiet reports, pauses and re-measured patterns that stand itself,
-and stops before any other report (``REPORT_CONTROLLER``) so that the controller
-takes it (docs/scheduler.md).  Here both see the same random report streams
-(iteration times and comm phases), on random thresholds and injected idle, for a
-high- and a low-priority job sharing a link: after every report the engine's outcome
-must be the controller's (quiet = no action; pause = the same pause, to the bit;
-``*_KEEP`` = the controller re-measured and the pattern stood; a stop = a pattern
-update, or a target the controller owns), and the engine's windows, history, report
-count and readjustment marks must equal the controller's.
+Both run the one regulation rule (:mod:`tdmcore._kernels.regulation`, checked against
+its oracle in tests/test_regulation.py); what this checks is the engine's wiring of
+it: the thresholds and windows the simulator loads (``load_monitor_params``), the
+stop before a report only the controller can take (``REPORT_CONTROLLER``: a new
+pattern, or a target phase that depends on a job outside the engine), and the
+pause's target phase computed in the loop from the reference job's anchor.  Both
+see the same random report streams (iteration times and comm phases), on random
+thresholds and injected idle, for a high- and a low-priority job sharing a link:
+after every report the engine's outcome must be the controller's (quiet = no action;
+pause = the same pause, to the bit; ``*_KEEP`` = the pattern stood; a stop = a
+pattern update, or a target the controller owns), and the engine's windows must
+equal the controller's.
 """
 
 from __future__ import annotations
@@ -16,13 +19,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tdmcore.sim.engine import flow as K
+from tdmcore._kernels import regulation as R
 from tdmcore.framework import Scheduler
-from tdmcore.metronome.controller import Controller, ControllerConfig, PatternUpdate, Readjustment
+from tdmcore.metronome.controller import (
+    Controller,
+    ControllerConfig,
+    PatternUpdate,
+    Readjustment,
+    Watch,
+)
 from tdmcore.metronome.policies import MetronomeConfig, MetronomePolicy
 from tdmcore.model import Cluster, ClusterState, Node, Pod, TrafficPattern
 from tdmcore.sim.cluster import load_monitor_params
-from tdmcore.sim.engine.network import FlowEngine, MonitorConfig
+from tdmcore.sim.engine import _flow as K
+from tdmcore.sim.engine.network import FlowEngine
 
 
 def setting(rng: np.random.Generator) -> tuple[Controller, dict[str, int], FlowEngine]:
@@ -46,9 +56,8 @@ def setting(rng: np.random.Generator) -> tuple[Controller, dict[str, int], FlowE
             else float(rng.uniform(.1, .4))
         pod = Pod(f"{job}-0", job, pattern=TrafficPattern(period, duty, 25.0), priority=prio)
         ctrl.on_reserve(sched.schedule(state, pod).reserve)
-    engine = FlowEngine(np.array([25.0]), np.zeros(1),
-                        monitor=MonitorConfig(cfg.window, cfg.o_t, cfg.readjust_horizon,
-                                              cfg.readjust_limit), jobs_hint=2)
+    engine = FlowEngine(np.array([25.0]), np.zeros(1), window=cfg.window, o_t=cfg.o_t,
+                        horizon=cfg.readjust_horizon, limit=cfg.readjust_limit, jobs_hint=2)
     slots = {}
     for job in ("a", "b"):
         slots[job] = engine.add(key=0, compute_ms=1.0, iterations=10**6, start_ms=0.0,
@@ -57,7 +66,7 @@ def setting(rng: np.random.Generator) -> tuple[Controller, dict[str, int], FlowE
     if rng.random() < 0.7:  # the reference job has a phase (else: the offset is the target)
         root = next(iter(set(ctrl.roots.values())), "a")
         ctrl.anchors_ms[root] = float(rng.uniform(0, 1000))
-        engine.jf[K.F_ANCHOR, slots[root]] = ctrl.anchors_ms[root]
+        engine.set_anchor(slots[root], ctrl.anchors_ms[root])
     load(ctrl, slots, engine)
     return ctrl, slots, engine
 
@@ -67,8 +76,8 @@ def load(ctrl: Controller, slots: dict[str, int], engine: FlowEngine) -> None:
     high = ctrl.high_jobs()
     for job, j in slots.items():
         load_monitor_params(engine, j, ctrl, job, high, slots, monitor=True)
-        state = ctrl.watch_state(f"{job}-0") or ([], [], [], [], 0, [])
-        engine.set_monitor_state(j, *state)
+        watch = ctrl.watch_state(f"{job}-0") or Watch.empty(ctrl.config)
+        engine.set_watch(j, *watch)
 
 
 def stream(rng: np.random.Generator, period: float, comm: float, n: int
@@ -97,8 +106,8 @@ def stream(rng: np.random.Generator, period: float, comm: float, n: int
 
 @pytest.mark.parametrize("chunk", range(10))
 def test_engine_monitor_equals_the_controller(chunk: int) -> None:
-    outcomes = dict.fromkeys([K.REPORT_QUIET, K.REPORT_PAUSE, K.REPORT_CONTROLLER,
-                              K.REPORT_QUIET_KEEP, K.REPORT_PAUSE_KEEP], 0)
+    outcomes = dict.fromkeys([R.QUIET, R.PAUSE, K.REPORT_CONTROLLER, R.QUIET_KEEP,
+                              R.PAUSE_KEEP], 0)
     with_idle = {True: 0, False: 0}
     for seed in range(chunk * 200, chunk * 200 + 200):
         rng = np.random.default_rng(seed)
@@ -107,15 +116,6 @@ def test_engine_monitor_equals_the_controller(chunk: int) -> None:
         job = str(rng.choice(["a", "b"]))
         pod, j = f"{job}-0", slots[job]
         with_comm = bool(rng.random() < 0.8)
-        remeasured: list[object] = []
-        original = ctrl._remeasure
-
-        def spy(*args, _orig=original, _log=remeasured):  # type: ignore[no-untyped-def]
-            result = _orig(*args)
-            _log.append(result)
-            return result
-
-        ctrl._remeasure = spy  # type: ignore[method-assign]
         pattern = ctrl._pattern(job)
         assert pattern is not None
         t = float(rng.uniform(0, 500))
@@ -127,38 +127,35 @@ def test_engine_monitor_equals_the_controller(chunk: int) -> None:
             limits = ctrl.thresholds(job)
             assert limits is not None
             comm = float(c) if with_comm else None
-            engine.jf[K.F_LAST_DUR, j] = d
-            engine.jf[K.F_LAST_OWN, j] = float(d) - (comm if comm is not None
-                                                     else limits.comm)
-            engine.jf[K.F_LAST_START, j] = start
-            engine.jf[K.F_ANCHOR, j] = max(engine.jf[K.F_ANCHOR, j], start)
-            outcome = K.monitor_outcome(j, 0.0, engine._state())
-            pause_before = float(engine.jf[K.F_PAUSE_MS, j])
-            remeasured.clear()
+            engine.set_last_report(j, start, float(d),
+                                   float(d) - (comm if comm is not None else limits.comm))
+            outcome = engine.report_outcome(j)
+            pause_before = engine.pause_taken(j)[0]
             actions = ctrl.report_iteration(pod, start, float(d), comm)
             pauses = [a for a in actions if isinstance(a, Readjustment)]
             updates = [a for a in actions if isinstance(a, PatternUpdate)]
             outcomes[outcome] += 1
             if outcome == K.REPORT_CONTROLLER:
                 # a pattern that changes, or a target only the controller can compute
-                assert updates or engine.ji[K.I_ROOT, j] == -2, where
+                # (both jobs run in the engine: no target is the controller's own)
+                assert updates, where
                 load(ctrl, slots, engine)
                 continue
             assert not updates, where
-            keep = outcome in (K.REPORT_QUIET_KEEP, K.REPORT_PAUSE_KEEP)
-            assert remeasured == ([None] if keep else []), where
-            K.monitor_apply(j, t, outcome, 0.0, engine._state())
-            if outcome in (K.REPORT_PAUSE, K.REPORT_PAUSE_KEEP):
+            engine.take_report(j, t, outcome)
+            pause_after, hold_phase, hold_period = engine.pause_taken(j)
+            if outcome in (R.PAUSE, R.PAUSE_KEEP):
                 assert len(pauses) == 1, where
-                assert engine.jf[K.F_PAUSE_MS, j] - pause_before == pytest.approx(
+                assert pause_after - pause_before == pytest.approx(
                     pauses[0].pause_ms, rel=1e-12, abs=1e-9), where
-                assert engine.jf[K.F_HOLD_PHASE, j] == pytest.approx(
-                    (t + pauses[0].pause_ms) % engine.jf[K.F_JOB_PERIOD, j], abs=1e-9)
+                assert hold_phase == pytest.approx(
+                    (t + pauses[0].pause_ms) % hold_period, abs=1e-9)
             else:
                 assert not pauses, where
             want = ctrl.watch_state(pod)
             assert want is not None
-            assert engine.monitor_state(j) == want, where
+            got = Watch(*engine.watch(j))
+            assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True)), where
     # the streams reach every outcome, many times, with and without injected idle
     assert min(outcomes.values()) >= 20, outcomes
     assert min(with_idle.values()) >= 10, with_idle

@@ -73,7 +73,7 @@ def simulate(jobs, capacity, background=None, sigma=0.0, seed=0, until=math.inf)
         j = jobs[i]
         base = j.period_ms * (1 - j.duty_cycle) if any(x is not None for x in j.links) \
             else j.period_ms
-        return base * noise[i, len(ends[i])] + j.stretch_ms
+        return base * noise[i, len(ends[i])] + j.idle_ms
 
     while True:
         progress = True

@@ -10,15 +10,15 @@ iterations keep running long.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .. import _validation as v
+from .._kernels import regulation as R
 from ..framework import ReserveResult
 from ..model import ClusterState, TrafficPattern
 from ..snapshot import Snapshot
@@ -26,43 +26,11 @@ from .affinity import AffinityGraph
 from .link import LinkPlan
 from .policies.metronome import MetronomeConfig, link_plan, link_pods
 
-#: Batches shorter than this are taken report by report (same result, less overhead).
-SMALL_BATCH = 16
 #: Link plans kept by :class:`Controller` (oldest dropped first).
 PLAN_CACHE = 1024
 
-__all__ = ["Controller", "ControllerConfig", "PatternUpdate", "Readjustment", "Thresholds"]
-
-
-def _quartiles(values: NDArray[np.float64]) -> tuple[Any, Any]:
-    """25th and 75th percentiles along the last axis, linear interpolation
-    (numpy's default method), computed the same way for one window or many."""
-    v_sorted = np.sort(values, axis=-1)
-    n = v_sorted.shape[-1]
-    out = []
-    for q in (0.25, 0.75):
-        pos = q * (n - 1)
-        lo = int(np.floor(pos))
-        hi = min(lo + 1, n - 1)
-        frac = pos - lo
-        a, b = v_sorted[..., lo], v_sorted[..., hi]
-        out.append(a + (b - a) * frac)
-    return out[0], out[1]
-
-
-def _quartiles_of(values: list[float]) -> tuple[float, float]:
-    """:func:`_quartiles` of one short window in plain floats: the same arithmetic
-    (float64 either way), without numpy's per-call overhead."""
-    v_sorted = sorted(values)
-    n = len(v_sorted)
-    out = []
-    for q in (0.25, 0.75):
-        pos = q * (n - 1)
-        lo = int(pos // 1)
-        hi = min(lo + 1, n - 1)
-        a, b = v_sorted[lo], v_sorted[hi]
-        out.append(a + (b - a) * (pos - lo))
-    return out[0], out[1]
+__all__ = ["Controller", "ControllerConfig", "PatternUpdate", "Readjustment", "Thresholds",
+           "Watch"]
 
 
 @dataclass(frozen=True)
@@ -136,23 +104,56 @@ class PatternUpdate:
     reason: str
 
 
-@dataclass
-class _PodWatch:
-    durations: deque[float]  # window of iteration times (slow count)
-    own: deque[float]  # window of their own parts: without communication (drift)
-    history: deque[float]  # iteration times, longer memory (re-measuring the pattern)
-    history_own: deque[float]  # their own parts, as long
-    iterations: int = 0
-    readjusted_at: list[int] = field(default_factory=list)
+class Watch(NamedTuple):
+    """One pod's regulation windows, as the regulation rule keeps them
+    (:mod:`tdmcore._kernels.regulation`): rings of its last ``window`` iteration
+    times (``win``) and own parts (``own``), of its last ``readjust_horizon`` of both
+    (``hist``, ``hown``), its readjustment marks (report indices, oldest first) and
+    the counters of all these (entries, write positions, reports taken)."""
 
+    win: NDArray[np.float64]
+    own: NDArray[np.float64]
+    hist: NDArray[np.float64]
+    hown: NDArray[np.float64]
+    marks: NDArray[np.int64]
+    counters: NDArray[np.int64]
 
-def _median(values: list[float]) -> float:
-    """The median as plain floats: the middle value, or the mean of the two middle
-    ones (the same arithmetic as the simulator's event engine)."""
-    v_sorted = sorted(values)
-    n = len(v_sorted)
-    mid = n // 2
-    return v_sorted[mid] if n % 2 else (v_sorted[mid - 1] + v_sorted[mid]) / 2.0
+    @classmethod
+    def empty(cls, config: ControllerConfig) -> Watch:
+        w, h = config.window, config.readjust_horizon
+        return cls(np.zeros(w), np.zeros(w), np.zeros(h), np.zeros(h),
+                   np.zeros(h + 1, dtype=np.int64), np.zeros(R.N_COUNTERS, dtype=np.int64))
+
+    def copy(self) -> Watch:
+        return Watch(self.win.copy(), self.own.copy(), self.hist.copy(), self.hown.copy(),
+                     self.marks.copy(), self.counters.copy())
+
+    @property
+    def reports(self) -> int:
+        """Reports taken."""
+        return int(self.counters[R.REPORTS])
+
+    def durations(self) -> list[float]:
+        """The window of iteration times, oldest first."""
+        return self._ring(self.win, R.W_N, R.W_POS)
+
+    def own_parts(self) -> list[float]:
+        """The window of own parts, oldest first."""
+        return self._ring(self.own, R.O_N, R.O_POS)
+
+    def history(self) -> list[float]:
+        return self._ring(self.hist, R.H_N, R.H_POS)
+
+    def history_own(self) -> list[float]:
+        return self._ring(self.hown, R.H_N, R.H_POS)
+
+    def readjusted_at(self) -> list[int]:
+        """Report indices of the readjustments still within the horizon."""
+        return [int(x) for x in self.marks[:int(self.counters[R.MARKS_N])]]
+
+    def _ring(self, buf: NDArray[np.float64], n_at: int, pos_at: int) -> list[float]:
+        n, pos, size = int(self.counters[n_at]), int(self.counters[pos_at]), buf.shape[0]
+        return [float(buf[(pos - n + k) % size]) for k in range(n)]
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,14 @@ class Thresholds:
     period: float
     tol_ms: float
 
+    def as_limits(self) -> NDArray[np.float64]:
+        """The thresholds in the regulation rule's order (``N_LIMITS`` values)."""
+        out = np.empty(R.N_LIMITS)
+        out[R.SLOW], out[R.OWN_LO], out[R.OWN_HI] = self.slow, self.own_lo, self.own_hi
+        out[R.IDLE], out[R.COMM], out[R.PERIOD] = self.idle, self.comm, self.period
+        out[R.TOL_MS] = self.tol_ms
+        return out
+
 
 class Controller:
     """Global offsets, offline recalculation and continuous regulation."""
@@ -191,7 +200,7 @@ class Controller:
         #: function of these, and the optimal search is the controller's costliest
         #: step (a link's pods are often replanned unchanged, e.g. a gang retried)
         self._plans: dict[tuple[Any, ...], LinkPlan] = {}
-        self._watch: dict[str, _PodWatch] = {}
+        self._watch: dict[str, Watch] = {}
         #: job -> the reference job of its affinity component (offset 0)
         self.roots: dict[str, str] = {}
         #: job -> start of its latest reported iteration (ms)
@@ -445,31 +454,46 @@ class Controller:
         return Thresholds(cfg.a_t * base, own - band, own + band, idle, pattern.comm_ms,
                           pattern.period_ms, cfg.drift_tol * pattern.period_ms)
 
-    def watch_state(self, pod: str) -> tuple[list[float], list[float], list[float],
-                                              list[float], int, list[int]] | None:
-        """What the monitor holds for ``pod``: its windows of iteration times and
-        of their own parts, the longer histories of both (oldest first), the
-        reports taken, and the report indices of its recent readjustments.  None
-        before its first report."""
+    def watch_state(self, pod: str) -> Watch | None:
+        """What the monitor holds for ``pod`` (a copy), None before its first report."""
         watch = self._watch.get(pod)
-        if watch is None:
-            return None
-        return (list(watch.durations), list(watch.own), list(watch.history),
-                list(watch.history_own), watch.iterations, list(watch.readjusted_at))
+        return None if watch is None else watch.copy()
 
-    def set_watch_state(self, pod: str, durations: list[float], own: list[float],
-                        history: list[float], history_own: list[float], iterations: int,
-                        readjusted_at: list[int]) -> None:
+    def set_watch_state(self, pod: str, watch: Watch) -> None:
         """Replace the monitor's view of ``pod`` (a front end that takes the reports
         elsewhere, like the simulator's event engine, hands it back this way)."""
         if pod not in self.state.placed:
             raise ValueError(f"pod: {pod!r} is not placed")
+        if not isinstance(watch, Watch):
+            raise ValueError(f"watch: expected a Watch, got {type(watch).__name__}")
+        empty = Watch.empty(self.config)
+        if any(a.shape != b.shape for a, b in zip(watch, empty, strict=True)):
+            raise ValueError("watch: its arrays do not fit this controller's window and "
+                             "horizon")
+        self._watch[pod] = watch.copy()
+
+    @property
+    def rules(self) -> NDArray[np.int64]:
+        """The regulation's rules in the rule's order (``N_RULES`` values)."""
         cfg = self.config
-        self._watch[pod] = _PodWatch(
-            deque(durations, maxlen=cfg.window), deque(own, maxlen=cfg.window),
-            deque(history, maxlen=cfg.readjust_horizon),
-            deque(history_own, maxlen=cfg.readjust_horizon), int(iterations),
-            list(readjusted_at))
+        out = np.empty(R.N_RULES, dtype=np.int64)
+        out[R.WINDOW], out[R.O_T] = cfg.window, cfg.o_t
+        out[R.HORIZON], out[R.LIMIT] = cfg.readjust_horizon, cfg.readjust_limit
+        return out
+
+    def quiet_bounds(self, job: str, watch: Watch | None) -> tuple[float, float, float] | None:
+        """``(own_lo, own_hi, longest)``: reports of ``job`` whose own part lies in
+        ``[own_lo, own_hi]`` and whose time is at most ``longest`` make the
+        controller do nothing, given ``watch`` (its pod's windows; None: empty);
+        None when the windows themselves rule that out.  Unbounded when nothing is
+        regulated (no monitor, or a LowComm job)."""
+        limits = self.thresholds(job)
+        if not self.config.monitor or limits is None:
+            return -np.inf, np.inf, np.inf
+        x = Watch.empty(self.config) if watch is None else watch
+        bounds: tuple[float, float, float] | None = R.bounds(
+            *x, limits.as_limits(), self.rules, self.is_high(job))
+        return bounds
 
     def absorb_quiet(self, pod: str, count: int, starts_ms: ArrayLike,
                      durations_ms: ArrayLike, comms_ms: ArrayLike | None = None) -> None:
@@ -492,41 +516,34 @@ class Controller:
             raise ValueError(f"pod: {pod!r} is not placed")
         skipped = count - durations.size
         if skipped and self.config.monitor and entry.pod.pattern is not None:
-            self._new_watch(pod).iterations += skipped  # marks are pruned by the reports below
+            # reports counted, their marks pruned by the reports below
+            self._new_watch(pod).counters[R.REPORTS] += skipped
         actions = self.report_iterations(pod, starts, durations, comms_ms)
         if actions:
             raise ValueError(f"durations_ms: these reports are not quiet ({actions[0][1]})")
 
-    def _new_watch(self, pod: str) -> _PodWatch:
-        cfg = self.config
-        return self._watch.setdefault(pod, _PodWatch(
-            deque(maxlen=cfg.window), deque(maxlen=cfg.window),
-            deque(maxlen=cfg.readjust_horizon), deque(maxlen=cfg.readjust_horizon)))
-
-    def slow_in_window(self, pod: str) -> int:
-        """Iterations of ``pod`` in the current window that count as slow."""
+    def _new_watch(self, pod: str) -> Watch:
         watch = self._watch.get(pod)
-        entry = self.state.placed.get(pod)
-        if watch is None or entry is None or entry.pod.pattern is None:
-            return 0
-        limits = self.thresholds(entry.pod.job)
-        assert limits is not None
-        return sum(d > limits.slow for d in watch.durations)
+        if watch is None:
+            watch = self._watch[pod] = Watch.empty(self.config)
+        return watch
 
     # --------------------------------------------------------------- monitoring
     def report_iteration(self, pod: str, start_ms: float, duration_ms: float,
                          comm_ms: float | None = None) -> list[Readjustment | PatternUpdate]:
         """One finished iteration of ``pod``; returns what the front end must apply.
 
-        Continuous regulation: in the last ``window`` iterations, more than ``o_t``
-        slower than ``a_t`` x the baseline -> pause a low-priority pod so that its
-        next iteration starts on its assigned offset (:meth:`target_phase`;
-        high-priority pods are never paused).  Otherwise, with a full window of
-        own parts (``duration - comm_ms``; without ``comm_ms``, the pattern's
-        communication time is taken off) whose middle half (25th to 75th
-        percentile) lies outside the band of :meth:`thresholds`, or after
-        ``readjust_limit`` readjustments within ``readjust_horizon`` iterations,
-        the pattern is re-measured (:meth:`_remeasure`).
+        Continuous regulation, by the rule of :mod:`tdmcore._kernels.regulation`
+        (the simulator's event engine runs the same lines): in the last ``window``
+        iterations, more than ``o_t`` slower than ``a_t`` x the baseline -> pause a
+        low-priority pod so that its next iteration starts on its assigned offset
+        (:meth:`target_phase`; high-priority pods are never paused).  Otherwise,
+        with a full window of own parts (``duration - comm_ms``; without
+        ``comm_ms``, the pattern's communication time is taken off) whose middle
+        half (25th to 75th percentile) lies outside the band of
+        :meth:`thresholds`, or after ``readjust_limit`` readjustments within
+        ``readjust_horizon`` iterations, the pattern is re-measured
+        (:meth:`_update_pattern`).
         """
         entry = self.state.placed.get(pod)
         if entry is None:
@@ -542,39 +559,25 @@ class Controller:
         self.anchors_ms[job] = max(start, self.anchors_ms.get(job, start))
         if not self.config.monitor or pattern is None:
             return []
-        cfg = self.config
         limits = self.thresholds(job)
         assert limits is not None
         watch = self._new_watch(pod)
         own = duration - (float(comm_ms) if comm_ms is not None else limits.comm)
-        watch.durations.append(duration)
-        watch.own.append(own)
-        watch.history.append(duration)
-        watch.history_own.append(own)
-        watch.iterations += 1
-        watch.readjusted_at = [i for i in watch.readjusted_at
-                               if watch.iterations - i < cfg.readjust_horizon]
-        out: list[Readjustment | PatternUpdate] = []
-        slow = sum(d > limits.slow for d in watch.durations)
-        if slow <= cfg.o_t or self._is_high(job):
-            # No readjustment due (or allowed): has the pattern itself changed?
-            if len(watch.own) == cfg.window:
-                lo, hi = _quartiles_of(list(watch.own))
-                if lo > limits.own_hi or hi < limits.own_lo:
-                    update = self._remeasure(job, pattern, watch, limits, "pattern drift")
-                    if update is not None:
-                        return [update]
-            return out
+        outcome, period, comm, slow = R.report(*watch, limits.as_limits(), self.rules,
+                                               duration, own, self._is_high(job))
+        if outcome == R.DRIFT_UPDATE:
+            update = self._update_pattern(job, pattern, period, comm, "pattern drift")
+            return [] if update is None else [update]
+        if outcome not in (R.PAUSE, R.PAUSE_KEEP, R.PAUSE_UPDATE):
+            return []
         target = self.target_phase(job)
         if target is None:
             target = self.offsets_ms.get(job, 0.0)
-        pause = (target - (start + duration)) % pattern.period_ms
-        out.append(Readjustment(pod, float(pause), int(slow)))
-        watch.durations.clear()
-        watch.own.clear()
-        watch.readjusted_at.append(watch.iterations)
-        if len(watch.readjusted_at) >= cfg.readjust_limit:
-            update = self._remeasure(job, pattern, watch, limits, "repeated readjustments")
+        out: list[Readjustment | PatternUpdate] = [Readjustment(
+            pod, float(R.pause_ms(target, start + duration, pattern.period_ms)), int(slow))]
+        if outcome == R.PAUSE_UPDATE:
+            update = self._update_pattern(job, pattern, period, comm,
+                                          "repeated readjustments")
             if update is not None:
                 out.append(update)
         return out
@@ -585,9 +588,9 @@ class Controller:
         """Several finished iterations of ``pod`` at once, oldest first.
 
         Exactly the same as calling :meth:`report_iteration` for each in turn (the
-        test suite checks this), but the stretches where nothing can trigger are
-        taken in one vectorised step.  Returns ``(index, action)`` pairs: the
-        action the index-th report caused.
+        test suite checks this); the reports that lead to nothing are taken in one
+        compiled loop.  Returns ``(index, action)`` pairs: the action the index-th
+        report caused.
         """
         entry = self.state.placed.get(pod)
         if entry is None:
@@ -608,31 +611,21 @@ class Controller:
         if n == 0:
             return out
         job = entry.pod.job
-        cfg = self.config
         k = 0
         while k < n:
             pattern = self.state.placed[pod].pod.pattern
-            if not cfg.monitor or pattern is None:
+            if not self.config.monitor or pattern is None:
                 self.anchors_ms[job] = max(float(starts[k:].max()),
                                            self.anchors_ms.get(job, -np.inf))
                 return out
-            watch = self._new_watch(pod)
             limits = self.thresholds(job)
             assert limits is not None
             own = durations[k:] - (comms[k:] if comms is not None else limits.comm)
-            # Short batches: one by one is cheaper than the vectorised check.
-            m = 0 if n - k < SMALL_BATCH else self._quiet_prefix(
-                job, watch, limits, durations[k:], own)
+            m = R.take_quiet(*self._new_watch(pod), limits.as_limits(), self.rules,
+                             durations[k:], own, self._is_high(job))
             if m:
                 self.anchors_ms[job] = max(float(starts[k:k + m].max()),
                                            self.anchors_ms.get(job, -np.inf))
-                watch.durations.extend(durations[k:k + m].tolist())
-                watch.own.extend(own[:m].tolist())
-                watch.history.extend(durations[k:k + m].tolist())
-                watch.history_own.extend(own[:m].tolist())
-                watch.iterations += m
-                watch.readjusted_at = [i for i in watch.readjusted_at
-                                       if watch.iterations - i < cfg.readjust_horizon]
                 k += m
             if k < n:
                 actions = self.report_iteration(pod, float(starts[k]), float(durations[k]),
@@ -641,33 +634,9 @@ class Controller:
                 k += 1
         return out
 
-    def _quiet_prefix(self, job: str, watch: _PodWatch, limits: Thresholds,
-                      durations: NDArray[np.float64], own: NDArray[np.float64]) -> int:
-        """How many of these reports, taken in order, trigger nothing."""
-        cfg = self.config
-        w = cfg.window
-        n = durations.shape[0]
-        fire = np.zeros(n, dtype=np.bool_)
-        if not self._is_high(job):
-            old = np.asarray(watch.durations, dtype=np.float64)
-            seq = np.concatenate([old, durations])
-            ends = old.shape[0] + np.arange(1, n + 1)  # window i is seq[end - w:end]
-            slow = np.concatenate([[0], np.cumsum(seq > limits.slow)])
-            fire |= slow[ends] - slow[np.maximum(ends - w, 0)] > cfg.o_t
-        old_own = np.asarray(watch.own, dtype=np.float64)
-        seq_own = np.concatenate([old_own, own])
-        ends = old_own.shape[0] + np.arange(1, n + 1)
-        full = ends >= w
-        if full.any():
-            views = np.lib.stride_tricks.sliding_window_view(seq_own, w)[ends[full] - w]
-            lo, hi = _quartiles(views)
-            fire[full] |= (lo > limits.own_hi) | (hi < limits.own_lo)
-        hits = np.flatnonzero(fire)
-        return int(hits[0]) if hits.size else n
-
-    def _remeasure(self, job: str, pattern: TrafficPattern, watch: _PodWatch,
-                   limits: Thresholds, reason: str) -> PatternUpdate | None:
-        """Re-measure ``job``'s pattern from its history.
+    def _update_pattern(self, job: str, pattern: TrafficPattern, period: float,
+                        comm: float, reason: str) -> PatternUpdate | None:
+        """Give ``job`` the pattern the regulation rule re-measured.
 
         **[decision]** After a drift of its own part (no pause involved), the
         period is the median own part, less the injected idle, plus the pattern's
@@ -677,23 +646,11 @@ class Controller:
         cure the slowdown, as on a link with steady background traffic) the pattern
         is measured as the job runs: the median iteration time less the idle, and
         the median communication time.  A period within ``drift_tol`` of the
-        current one changes nothing: the evidence that prompted the check is
-        consumed (the window of own parts after a drift, the readjustment marks
-        after repeated readjustments) and the pattern stands.
+        current one changes nothing (the rule's ``*_KEEP`` outcomes: the evidence
+        that prompted the check is consumed, the window of own parts after a drift,
+        the readjustment marks after repeated readjustments, and the pattern
+        stands).
         """
-        if reason == "pattern drift":
-            period = _median(list(watch.history_own)) - limits.idle + limits.comm
-            comm = limits.comm
-        else:
-            period = _median(list(watch.history)) - limits.idle
-            comm = _median([d - o for d, o in zip(watch.history, watch.history_own,
-                                                   strict=True)])
-        if abs(period - pattern.period_ms) <= limits.tol_ms or period <= 0.0:
-            if reason == "pattern drift":
-                watch.own.clear()
-            else:
-                watch.readjusted_at.clear()
-            return None
         new = TrafficPattern(period, min(1.0, max(comm, 0.0) / period), pattern.bandwidth_gbps)
         if new == pattern:
             return None

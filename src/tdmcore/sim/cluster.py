@@ -38,19 +38,29 @@ from numpy.typing import NDArray
 
 from .. import _validation as v
 from ..framework import Policy, Scheduler, Status, check_policy
-from ..metronome.controller import Controller, PatternUpdate, Readjustment
+from ..metronome.controller import (
+    Controller,
+    ControllerConfig,
+    PatternUpdate,
+    Readjustment,
+    Watch,
+)
 from ..metronome.link import LinkPlan
 from ..metronome.policies import POLICIES, MetronomeConfig, make_policy
 from ..model import Cluster, ClusterState, Pod, TrafficPattern
-from .engine import flow as K
-from .engine.flow import (
+from .engine._flow import (
     DONE_GBIT,
+    STOP_FINISHED,
+    STOP_IDLE,
+    STOP_REPORT,
+    STOP_SAMPLES,
+    STOP_SOLO,
+    FlowEngine,
     noise_factor,
     stretch_commit,
     stretch_locate,
     stretch_summary,
 )
-from .engine.network import FlowEngine, MonitorConfig
 
 __all__ = [
     "CLUSTER_POLICIES",
@@ -251,32 +261,21 @@ def load_monitor_params(engine: FlowEngine, j: int, ctrl: Controller, name: str,
     and the offsets; a reference outside the engine leaves the pause to the
     controller).
     """
-    jf, ji = engine.jf, engine.ji
     limits = ctrl.thresholds(name, None if idle is None else idle.get(name, 0.0))
-    ji[K.I_MON, j] = int(monitor and limits is not None)
-    if limits is not None:
-        jf[K.F_SLOW, j] = limits.slow
-        jf[K.F_OLO, j] = limits.own_lo
-        jf[K.F_OHI, j] = limits.own_hi
-        jf[K.F_PPAT, j] = limits.period
-        jf[K.F_IDLE, j] = limits.idle
-        jf[K.F_CPAT, j] = limits.comm
-        jf[K.F_TOL_MS, j] = limits.tol_ms
-    ji[K.I_HIGH, j] = int(name in high)
     # target_phase: anchor(root) + compute(root) + off(job) - off(root) - compute(job)
     root = ctrl.roots.get(name)
     off = ctrl.offsets_ms
-    jf[K.F_TFIX, j] = off.get(name, 0.0)  # target_phase None: the offset itself
-    if root is None or root == name:
-        ji[K.I_ROOT, j] = -1
-    elif root in slot_of:
-        ji[K.I_ROOT, j] = slot_of[root]
-        jf[K.F_T_CR, j] = ctrl._compute_ms(root)
-        jf[K.F_T_OJ, j] = off.get(name, 0.0)
-        jf[K.F_T_OR, j] = off.get(root, 0.0)
-        jf[K.F_T_CJ, j] = ctrl._compute_ms(name)
-    else:  # the reference runs outside the engine: the controller computes the target
-        ji[K.I_ROOT, j] = -2
+    slot, terms = -1, None  # target_phase None: the offset itself
+    if root is not None and root != name:
+        if root in slot_of:
+            slot = slot_of[root]
+            terms = (ctrl._compute_ms(root), off.get(name, 0.0), off.get(root, 0.0),
+                     ctrl._compute_ms(name))
+        else:  # the reference runs outside the engine: the controller computes the target
+            slot = -2
+    engine.set_regulation(j, monitor and limits is not None, name in high,
+                          None if limits is None else limits.as_limits(), off.get(name, 0.0),
+                          slot, terms)
 
 
 @dataclass
@@ -284,14 +283,14 @@ class _Solo:
     """A networked job alone on all its links, computed in closed form.
 
     Iteration ``i`` (from ``i0``, which starts at ``s0``) lasts
-    ``compute x noise_i + stretch + comm + tail`` with ``comm`` fixed (its transfers
+    ``compute x noise_i + idle + comm + tail`` with ``comm`` fixed (its transfers
     share no link with anyone): exactly what the engine would compute.
     """
 
     i0: int
     s0: float
     comm: float
-    stretch: float
+    idle: float
     end: float
     version: int
 
@@ -472,11 +471,11 @@ class _Run:
                                      np.zeros(n_private)])
         self.private_next = k
         cfg = self.controller.config if self.controller is not None else None
-        monitor = MonitorConfig() if cfg is None else MonitorConfig(
-            cfg.window, cfg.o_t, cfg.readjust_horizon, cfg.readjust_limit)
+        rules = cfg if cfg is not None else ControllerConfig()
         self.engine = FlowEngine(capacity, background, seed=seed, sigma=sigma,
-                                 monitor=monitor, samples_per_job=SAMPLE_BUFFER,
-                                 jobs_hint=16)
+                                 window=rules.window, o_t=rules.o_t,
+                                 horizon=rules.readjust_horizon, limit=rules.readjust_limit,
+                                 samples_per_job=SAMPLE_BUFFER, jobs_hint=16)
         self.slot: dict[str, int] = {}
         self.name_of: dict[int, str] = {}
         self.job_by_name = {j.name: j for j in jobs}
@@ -534,7 +533,7 @@ class _Run:
         if self.controller is not None:
             if shifts:
                 self._apply_offsets(t, before, exclude=job.name)
-            self._update_stretch(t)
+            self._update_idle(t)
             self._refresh_params()
             for node, plan in self.controller.links.items():  # kept: links empty later
                 self.link_plans[self.cluster.nodes[node].name] = plan
@@ -557,7 +556,7 @@ class _Run:
         out = []
         for _ in spread:
             out.append(self.private_next)
-            self.engine.lf[K.L_CAP, self.private_next] = job.pattern.bandwidth_gbps
+            self.engine.set_capacity(self.private_next, job.pattern.bandwidth_gbps)
             self.private_next += 1
         return out
 
@@ -570,7 +569,7 @@ class _Run:
                 if other in self.solo:  # it shares a link from now on: back to the engine
                     self._solo_to_kernel(other, t)
                 elif other in self.slot:  # no longer alone: stays in the engine
-                    self.engine.ji[K.I_LEAVE, self.slot[other]] = 0
+                    self.engine.set_leave(self.slot[other], False)
         period = job.period_ms
         duty = pattern.duty_cycle if pattern is not None else 0.0
         compute = period * (1.0 - duty) if networked else period
@@ -599,13 +598,13 @@ class _Run:
         self.networked.add(job.name)
         for link in set(links):
             self.link_jobs.setdefault(link, set()).add(job.name)
-        stretch = self._stretch_map().get(job.name, 0.0)
+        idle = self._idle_map().get(job.name, 0.0)
         if self.skip_ahead and self._alone(job.name) \
-                and self._solo_begin(job.name, 0, start, stretch):
+                and self._solo_begin(job.name, 0, start, idle):
             return
-        self._enter(job.name, 0, start, stretch)
+        self._enter(job.name, 0, start, idle)
 
-    def _enter(self, name: str, done: int, start: float, stretch: float) -> int:
+    def _enter(self, name: str, done: int, start: float, idle: float) -> int:
         """Put a networked job in the engine, its next iteration ``done`` due at
         ``start``; load the controller's view of it."""
         job = self.job_by_name[name]
@@ -613,13 +612,13 @@ class _Run:
         j = self.engine.add(key=self.index[name], compute_ms=compute,
                             iterations=job.iterations, start_ms=start, links=links,
                             cap_gbps=rate, volume_gbit=volume, tail_ms=tail,
-                            stretch_ms=stretch, done=done, step=self.step[name],
+                            idle_ms=idle, done=done, step=self.step[name],
                             job_period_ms=job.period_ms)
         self.slot[name] = j
         self.name_of[j] = name
         if self.controller is not None:
             anchor = self.controller.anchors_ms.get(name)
-            self.engine.jf[K.F_ANCHOR, j] = -np.inf if anchor is None else anchor
+            self.engine.set_anchor(j, -np.inf if anchor is None else anchor)
             self._params_of(name, j, self.controller.high_jobs())
             self._load_watch(name)
         return j
@@ -631,19 +630,19 @@ class _Run:
         del self.name_of[j]
         eng = self.engine
         res = self.results[name]
-        res.done += int(eng.ji[K.I_DONE, j])
-        res.busy_ms += float(eng.jf[K.F_BUSY, j])
-        res.readjustments += int(eng.ji[K.I_READJ, j])
-        res.pause_ms += float(eng.jf[K.F_PAUSE_MS, j])
+        done, busy, readjustments, pause = eng.totals(j)
+        res.done += done
+        res.busy_ms += busy
+        res.readjustments += readjustments
+        res.pause_ms += pause
         self.durations[name].append(eng.take_samples(j))
-        np.add.at(self.sent_by_node, self.pod_node_links[name],
-                  eng.pf[K.P_SENT, eng.pods(j)])
+        np.add.at(self.sent_by_node, self.pod_node_links[name], eng.pod_sent(j))
         if self.monitor and self.controller is not None:
             pod = self.state.job_members[name][0]
-            self.controller.set_watch_state(pod, *eng.monitor_state(j))
-        if self.controller is not None and eng.jf[K.F_ANCHOR, j] > -np.inf:
+            self.controller.set_watch_state(pod, Watch(*eng.watch(j)))
+        if self.controller is not None and eng.anchor(j) > -np.inf:
             self.controller.anchors_ms[name] = max(
-                float(eng.jf[K.F_ANCHOR, j]), self.controller.anchors_ms.get(name, -np.inf))
+                eng.anchor(j), self.controller.anchors_ms.get(name, -np.inf))
         eng.remove(j)
         return j
 
@@ -653,9 +652,8 @@ class _Run:
         if self.controller is None:
             return
         anchors = self.controller.anchors_ms
-        jf = self.engine.jf
         for name, j in self.slot.items():
-            a = float(jf[K.F_ANCHOR, j])
+            a = self.engine.anchor(j)
             if a > anchors.get(name, -np.inf):
                 anchors[name] = a
 
@@ -664,10 +662,10 @@ class _Run:
         assert self.controller is not None
         j = self.slot[name]
         pod = self.state.job_members[name][0]
-        state = self.controller.watch_state(pod)
-        if state is None:
-            state = ([], [], [], [], 0, [])
-        self.engine.set_monitor_state(j, *state)
+        watch = self.controller.watch_state(pod)
+        if watch is None:
+            watch = Watch.empty(self.controller.config)
+        self.engine.set_watch(j, *watch)
 
     def _params_of(self, name: str, j: int, high: set[str],
                    idle: dict[str, float] | None = None) -> None:
@@ -693,13 +691,12 @@ class _Run:
         eng = self.engine
         self._sync_anchors()
         self._refresh_anchor(name, t)
-        ctrl.set_watch_state(pod, *eng.monitor_state(j))
+        ctrl.set_watch_state(pod, Watch(*eng.watch(j)))
         before = dict(ctrl.offsets_ms)
-        duration = float(eng.jf[K.F_LAST_DUR, j])
+        start, duration, own = eng.last_report(j)
         # the agent measures the comm phase (with the latency tail): what is not its own
-        comm = min(max(duration - float(eng.jf[K.F_LAST_OWN, j]), 0.0), duration)
-        actions = ctrl.report_iteration(pod, float(eng.jf[K.F_LAST_START, j]), duration,
-                                        comm)
+        comm = min(max(duration - own, 0.0), duration)
+        actions = ctrl.report_iteration(pod, start, duration, comm)
         changed = False
         for action in actions:
             if isinstance(action, Readjustment):
@@ -709,7 +706,7 @@ class _Run:
                 changed = True
         eng.resume(j, t)
         if changed:
-            self._update_stretch(t)
+            self._update_idle(t)
             self._apply_offsets(t, before, exclude="")
             self._refresh_params()
         else:
@@ -723,8 +720,7 @@ class _Run:
         res.readjustments += 1
         res.pause_ms += pause_ms
         period = self.job_by_name[name].period_ms
-        self.engine.jf[K.F_HOLD_PHASE, j] = (at_ms + pause_ms) % period
-        self.engine.jf[K.F_HOLD_PERIOD, j] = period
+        self.engine.hold(j, (at_ms + pause_ms) % period, period)
 
     # ------------------------------------------------------------------ skip-ahead
     def _alone(self, name: str) -> bool:
@@ -736,39 +732,23 @@ class _Run:
         ``B - background`` max-min fairly at rate ``min(r, (B - bg) / k)``."""
         _, _, rate, volume, links = self.params[name]
         comm = 0.0
-        lf = self.engine.lf
         for link in set(links):
             k = links.count(link)
-            free = lf[K.L_CAP, link] - lf[K.L_BG, link]
+            free = self.engine.free_gbps(link)
             per_pod = rate if rate <= free / k else free / k
             comm = max(comm, volume / (per_pod * 1e-3))
         return comm
 
     def _quiet_bounds(self, name: str) -> tuple[float, float, float] | None:
-        """``(own_lo, own_hi, longest)``: iterations whose own part (without
-        communication) lies in ``[own_lo, own_hi]`` and whose time is at most
-        ``longest`` make the controller do nothing, given what its windows already
-        hold (no drifted window, no slow count over ``o_t``); None when the
-        windows themselves are outside.  Unbounded without a monitor."""
-        unbounded = (-np.inf, np.inf, np.inf)
-        if not self.monitor:
-            return unbounded
-        assert self.controller is not None
-        limits = self.controller.thresholds(name)
-        if limits is None:
-            return unbounded
+        """:meth:`Controller.quiet_bounds` of the job's windows, wherever they are
+        (in the engine, or with the controller); unbounded without a controller."""
+        if self.controller is None:
+            return -np.inf, np.inf, np.inf
         if name in self.slot:
-            durations, own = self.engine.monitor_state(self.slot[name])[:2]
+            watch: Watch | None = Watch(*self.engine.watch(self.slot[name]))
         else:
-            state = self.controller.watch_state(self.state.job_members[name][0])
-            durations, own = (state[0], state[1]) if state is not None else ([], [])
-        if any(not limits.own_lo <= o <= limits.own_hi for o in own):
-            return None
-        if self.controller.is_high(name):
-            return limits.own_lo, limits.own_hi, np.inf
-        if sum(d > limits.slow for d in durations) > self.controller.config.o_t:
-            return None
-        return limits.own_lo, limits.own_hi, limits.slow
+            watch = self.controller.watch_state(self.state.job_members[name][0])
+        return self.controller.quiet_bounds(name, watch)
 
     def _quiet_stretch(self, name: str, solo: _Solo, bounds: tuple[float, float, float]
                        ) -> float | None:
@@ -776,23 +756,23 @@ class _Run:
         key, compute, const = self._solo_terms(name, solo)
         n = self.job_by_name[name].iterations - solo.i0
         total, lo, hi = stretch_summary(self.seed, key, self.sigma, solo.i0, n, compute, const)
-        talk = const - solo.stretch  # comm + tail: the part that is not the job's own
+        talk = const - solo.idle  # comm + tail: the part that is not the job's own
         if lo - talk < bounds[0] or hi - talk > bounds[1] or hi > bounds[2]:
             return None
         return float(total)
 
     def _solo_terms(self, name: str, solo: _Solo) -> tuple[int, float, float]:
         compute, tail = self.params[name][0], self.params[name][1]
-        return self.index[name], compute, solo.stretch + solo.comm + tail
+        return self.index[name], compute, solo.idle + solo.comm + tail
 
-    def _solo_begin(self, name: str, i0: int, s0: float, stretch: float) -> bool:
+    def _solo_begin(self, name: str, i0: int, s0: float, idle: float) -> bool:
         """Take the job out of the event loop from iteration ``i0`` at ``s0``, if
         that is exact: it is alone on its links and none of its iterations could
         make the controller act."""
         bounds = self._quiet_bounds(name)
         if bounds is None:
             return False
-        solo = _Solo(i0, s0, self._solo_comm(name), stretch, s0, self.versions + 1)
+        solo = _Solo(i0, s0, self._solo_comm(name), idle, s0, self.versions + 1)
         total = self._quiet_stretch(name, solo, bounds)
         if total is None:
             return False
@@ -825,7 +805,7 @@ class _Run:
             m = min(kept, keep)
             order = (np.arange(m) + (kept - m)) % max(keep, 1)
             pod = self.state.job_members[name][0]
-            talk = const - solo.stretch  # measured comm phase: transfers and the tail
+            talk = const - solo.idle  # measured comm phase: transfers and the tail
             self.controller.absorb_quiet(pod, count, last_s[order], last_d[order],
                                          np.minimum(talk, last_d[order]))
         return solo.s0 + total
@@ -842,37 +822,26 @@ class _Run:
         k = min(k, n - 1)  # the stretch's end is its job's finish: handled elsewhere
         self._solo_commit(name, solo, k)
         i = solo.i0 + k
-        j = self._enter(name, i, s_k, solo.stretch)
+        j = self._enter(name, i, s_k, solo.idle)
         eng = self.engine
-        c_k = compute * noise_factor(self.seed, key, i, self.sigma) + solo.stretch
+        c_k = compute * noise_factor(self.seed, key, i, self.sigma) + solo.idle
         u = t - s_k
-        eng.jf[K.F_ISTART, j] = s_k
-        eng.jf[K.F_CSTART, j] = s_k + c_k
         if u < c_k:
-            eng.ji[K.I_PHASE, j] = K.PHASE_COMPUTE
-            eng.jf[K.F_T, j] = s_k + c_k
-            eng.schedule(j, s_k + c_k)
+            eng.rejoin_computing(j, s_k, s_k + c_k)
             return
         elapsed = u - c_k
-        lf = eng.lf
         pod_rates = np.empty(len(links))
         for q, link in enumerate(links):
-            free = lf[K.L_CAP, link] - lf[K.L_BG, link]
+            free = eng.free_gbps(link)
             m = links.count(link)
             pod_rates[q] = rate if rate <= free / m else free / m
         left = np.maximum(volume - pod_rates * 1e-3 * elapsed, 0.0)
         left[left <= DONE_GBIT] = 0.0
         sent = volume - left
         if (left > 0).any():
-            eng.ji[K.I_PHASE, j] = K.PHASE_COMM
-            eng.schedule(j, np.inf)
-            eng.set_transfers(j, t, left, sent)
+            eng.rejoin_communicating(j, s_k, s_k + c_k, t, left, sent)
         else:
-            eng.pf[K.P_SENT, eng.pods(j)] = sent
-            end = s_k + c_k + solo.comm + tail
-            eng.ji[K.I_PHASE, j] = K.PHASE_TAIL
-            eng.jf[K.F_T, j] = end
-            eng.schedule(j, end)
+            eng.rejoin_in_tail(j, s_k, s_k + c_k, sent, s_k + c_k + solo.comm + tail)
 
     def _refresh_anchor(self, job: str, t: float) -> None:
         """Before ``job`` is aligned: if its reference job runs in closed form, give
@@ -896,19 +865,19 @@ class _Run:
         out (or leave it in, when skipping ahead would not be exact)."""
         j = self.slot[name]
         eng = self.engine
-        eng.ji[K.I_LEAVE, j] = 0
+        eng.set_leave(j, False)
         if not self._alone(name):
             return
         bounds = self._quiet_bounds(name)
         if bounds is None:
             return
-        i0 = int(eng.ji[K.I_ITER, j])
-        stretch = float(eng.jf[K.F_STRETCH, j])
-        solo = _Solo(i0, t, self._solo_comm(name), stretch, t, 0)
+        i0 = eng.iteration(j)
+        idle = eng.idle_ms(j)
+        solo = _Solo(i0, t, self._solo_comm(name), idle, t, 0)
         if self._quiet_stretch(name, solo, bounds) is None:
             return
         self._leave(name)
-        ok = self._solo_begin(name, i0, t, stretch)
+        ok = self._solo_begin(name, i0, t, idle)
         assert ok
 
     def _start_local(self, job: SimJob, start: float) -> None:
@@ -926,20 +895,20 @@ class _Run:
         heapq.heappush(self.local_ends, (start + total, self.versions, job.name))
 
     # ------------------------------------------------------------------ the controller acts
-    def _stretch_map(self) -> dict[str, float]:
+    def _idle_map(self) -> dict[str, float]:
         """Idle injection: each job's compute phase grows by the most any link of it
         injects (base period unification, step 2; :meth:`Controller.idle_map`)."""
         return {} if self.controller is None else self.controller.idle_map()
 
-    def _update_stretch(self, t: float) -> None:
+    def _update_idle(self, t: float) -> None:
         if self.controller is None:
             return
-        stretch = self._stretch_map()
-        for name, solo in list(self.solo.items()):  # a new stretch ends a closed form
-            if stretch.get(name, 0.0) != solo.stretch:
+        idle = self._idle_map()
+        for name, solo in list(self.solo.items()):  # new idle ends a closed-form stretch
+            if idle.get(name, 0.0) != solo.idle:
                 self._solo_to_kernel(name, t)
         for name, j in self.slot.items():
-            self.engine.jf[K.F_STRETCH, j] = stretch.get(name, 0.0)
+            self.engine.set_idle(j, idle.get(name, 0.0))
 
     def _apply_offsets(self, t: float, before: dict[str, float], exclude: str) -> None:
         """After the offsets changed: move each running low-priority job whose offset
@@ -958,16 +927,14 @@ class _Run:
             self._refresh_anchor(name, t)
             target = self.controller.target_phase(name)
             j = self.slot[name]
-            if target is None or eng.ji[K.I_PHASE, j] == K.PHASE_DONE:
+            if target is None or eng.is_done(j):
                 continue
             period = self.job_by_name[name].period_ms
-            if eng.ji[K.I_PHASE, j] == K.PHASE_WAIT:  # not started yet: move the start
-                now = max(t, float(eng.jf[K.F_T, j]))
-                eng.jf[K.F_T, j] = now + (target - now) % period
-                eng.schedule(j, float(eng.jf[K.F_T, j]))
+            if eng.is_waiting(j):  # not started yet: move the start
+                now = max(t, eng.next_event_ms(j))
+                eng.start_at(j, now + (target - now) % period)
             else:
-                eng.jf[K.F_HOLD_PHASE, j] = target
-                eng.jf[K.F_HOLD_PERIOD, j] = period
+                eng.hold(j, target, period)
 
     # ------------------------------------------------------------------ finishing
     def _finish(self, name: str, t: float) -> None:
@@ -991,9 +958,9 @@ class _Run:
             if self.skip_ahead:
                 for other in touched:  # who is alone now leaves the engine between iterations
                     if other in self.slot and self._alone(other):
-                        self.engine.ji[K.I_LEAVE, self.slot[other]] = 1
+                        self.engine.set_leave(self.slot[other], True)
         if self.controller is not None:
-            self._update_stretch(t)
+            self._update_idle(t)
             self._refresh_params()
 
     def _room_for(self, job: SimJob) -> bool:
@@ -1065,16 +1032,16 @@ class _Run:
                 t = max(t, min(t_arrival, t_local))
             else:
                 t, reason, j = self.engine.run(t, until)
-                if reason == K.STOP_FINISHED:
+                if reason == STOP_FINISHED:
                     self._finish(self.name_of[j], t)
                     queue = self._retry(queue, t)
-                elif reason == K.STOP_REPORT:
+                elif reason == STOP_REPORT:
                     self._report(j, t)
-                elif reason == K.STOP_SAMPLES:
+                elif reason == STOP_SAMPLES:
                     self.durations[self.name_of[j]].append(self.engine.take_samples(j))
-                elif reason == K.STOP_SOLO:
+                elif reason == STOP_SOLO:
                     self._kernel_to_solo(self.name_of[j], t)
-                elif reason == K.STOP_IDLE:
+                elif reason == STOP_IDLE:
                     t = until
             while self.local_ends and self.local_ends[0][0] <= t:
                 end, version, name = heapq.heappop(self.local_ends)
@@ -1135,5 +1102,5 @@ class _Run:
             if t is not None:
                 eng.flush(t)
             for name, j in self.slot.items():
-                np.add.at(out, self.pod_node_links[name], eng.pf[K.P_SENT, eng.pods(j)])
+                np.add.at(out, self.pod_node_links[name], eng.pod_sent(j))
         return out

@@ -1,10 +1,9 @@
 """Type stub of the Cython event engine (:mod:`tdmcore.sim.engine._flow`)."""
 
-
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 DONE_GBIT: float
 
@@ -21,112 +20,76 @@ STOP_SAMPLES: int
 STOP_IDLE: int
 STOP_SOLO: int
 STOP_REPORT: int
-REPORT_QUIET: int
-REPORT_PAUSE: int
 REPORT_CONTROLLER: int
-REPORT_QUIET_KEEP: int
-REPORT_PAUSE_KEEP: int
-F_T: int
-F_ISTART: int
-F_COMPUTE: int
-F_STRETCH: int
-F_TAIL: int
-F_HOLD_PHASE: int
-F_HOLD_PERIOD: int
-F_BUSY: int
-F_ANCHOR: int
-F_SLOW: int
-F_OLO: int
-F_OHI: int
-F_PPAT: int
-F_TFIX: int
-F_PAUSE_MS: int
-F_LAST_DUR: int
-F_LAST_START: int
-F_JOB_PERIOD: int
-F_T_CR: int
-F_T_OJ: int
-F_T_OR: int
-F_T_CJ: int
-F_CSTART: int
-F_LAST_OWN: int
-F_IDLE: int
-F_CPAT: int
-F_TOL_MS: int
-N_JF: int
-I_PHASE: int
-I_ITER: int
-I_NITERS: int
-I_PENDING: int
-I_POD0: int
-I_NPOD: int
-I_LEAVE: int
-I_KEY: int
-I_DONE: int
-I_STEP: int
-I_NSAMP: int
-I_MON: int
-I_HIGH: int
-I_ROOT: int
-I_WIN_N: int
-I_WIN_POS: int
-I_HIST_N: int
-I_HIST_POS: int
-I_REPORTS: int
-I_READJ_N: int
-I_READJ: int
-I_REPORTED: int
-I_SLOWN: int
-I_ABOVE: int
-I_BELOW: int
-I_OWN_N: int
-I_OWN_POS: int
-N_JI: int
-P_CAP: int
-P_VOLUME: int
-P_LEFT: int
-P_RATE: int
-P_SENT: int
-N_PF: int
-P_JOB: int
-P_LINK: int
-P_ACTIVE: int
-N_PI: int
-L_CAP: int
-L_BG: int
-L_T: int
-L_SENT: int
-L_MARK: int
-N_LF: int
-C_WINDOW: int
-C_OT: int
-C_HORIZON: int
-C_LIMIT: int
-C_SEED: int
-C_MARK: int
-N_CFG: int
 
 def noise_normal(seed: int, key: int, i: int) -> float: ...
 def noise_factor(seed: int, key: int, i: int, sigma: float) -> float: ...
-#: the engine's 22 arrays, in the order of tdmcore.sim.engine.network.FlowEngine._state
-State = tuple[NDArray[Any], ...]
 
-def advance(t: float, until: float, sigma: float, state: State,
-            out: NDArray[np.int64]) -> float: ...
-def schedule(ent: int, t: float, ev_t: NDArray[np.float64], ev_s: NDArray[np.int64],
-    ht: NDArray[np.float64], hid: NDArray[np.int64], hst: NDArray[np.int64],
-    hsize: NDArray[np.int64], n_slots: int, n_links: int) -> None: ...
-def rebuild_heap(ev_t: NDArray[np.float64], ev_s: NDArray[np.int64], ht: NDArray[np.float64],
-    hid: NDArray[np.int64], hst: NDArray[np.int64], hsize: NDArray[np.int64],
-    n_slots: int, n_links: int) -> None: ...
-def flush_links(t: float, sigma: float, state: State) -> None: ...
-def relink(lk: int, sigma: float, state: State) -> None: ...
-def monitor_outcome(j: int, sigma: float, state: State) -> int: ...
-def monitor_apply(j: int, t: float, outcome: int, sigma: float, state: State) -> None: ...
+class FlowEngine:
+    n_links: int
+    sigma: float
+    def __init__(self, capacity_gbps: ArrayLike, background_gbps: ArrayLike, *,
+                 seed: int = ..., sigma: float = ..., window: int = ..., o_t: int = ...,
+                 horizon: int = ..., limit: int = ..., samples_per_job: int = ...,
+                 jobs_hint: int = ...) -> None: ...
+    def add(self, *, key: int, compute_ms: float, iterations: int, start_ms: float,
+            links: Sequence[int], cap_gbps: float, volume_gbit: float,
+            tail_ms: float = ..., idle_ms: float = ..., done: int = ..., step: int = ...,
+            job_period_ms: float = ...) -> int: ...
+    def remove(self, j: int) -> None: ...
+    def schedule(self, j: int, t: float) -> None: ...
+    def pods(self, j: int) -> slice: ...
+    def set_transfers(self, j: int, t: float, left: NDArray[np.float64],
+                      sent: NDArray[np.float64]) -> None: ...
+    def rejoin_computing(self, j: int, start_ms: float, comm_start_ms: float) -> None: ...
+    def rejoin_communicating(self, j: int, start_ms: float, comm_start_ms: float, t: float,
+                             left: NDArray[np.float64], sent: NDArray[np.float64]) -> None: ...
+    def rejoin_in_tail(self, j: int, start_ms: float, comm_start_ms: float,
+                       sent: NDArray[np.float64], end_ms: float) -> None: ...
+    def run(self, t: float, until: float) -> tuple[float, int, int]: ...
+    def flush(self, t: float) -> None: ...
+    def resume(self, j: int, t: float) -> None: ...
+    def take_samples(self, j: int) -> NDArray[np.float64]: ...
+    def is_waiting(self, j: int) -> bool: ...
+    def is_done(self, j: int) -> bool: ...
+    def next_event_ms(self, j: int) -> float: ...
+    def start_at(self, j: int, t: float) -> None: ...
+    def hold(self, j: int, phase_ms: float, period_ms: float) -> None: ...
+    def iteration(self, j: int) -> int: ...
+    def idle_ms(self, j: int) -> float: ...
+    def set_idle(self, j: int, idle_ms: float) -> None: ...
+    def set_leave(self, j: int, leave: bool) -> None: ...
+    def anchor(self, j: int) -> float: ...
+    def set_anchor(self, j: int, anchor_ms: float) -> None: ...
+    def last_report(self, j: int) -> tuple[float, float, float]: ...
+    def totals(self, j: int) -> tuple[int, float, int, float]: ...
+    def pod_sent(self, j: int) -> NDArray[np.float64]: ...
+    def free_gbps(self, link: int) -> float: ...
+    def set_capacity(self, link: int, gbps: float) -> None: ...
+    def link_sent(self) -> NDArray[np.float64]: ...
+    def set_regulation(self, j: int, monitored: bool, high: bool,
+                       limits: NDArray[np.float64] | None, target_ms: float,
+                       root: int = ..., terms: tuple[float, float, float, float] | None = ...
+                       ) -> None: ...
+    def set_watch(self, j: int, win: NDArray[np.float64], own: NDArray[np.float64],
+                  hist: NDArray[np.float64], hown: NDArray[np.float64],
+                  marks: NDArray[np.int64], counters: NDArray[np.int64]) -> None: ...
+    def watch(self, j: int) -> tuple[NDArray[np.float64], NDArray[np.float64],
+                                     NDArray[np.float64], NDArray[np.float64],
+                                     NDArray[np.int64], NDArray[np.int64]]: ...
+    def limits(self, j: int) -> NDArray[np.float64]: ...
+    def rules(self) -> NDArray[np.int64]: ...
+    def report_outcome(self, j: int) -> int: ...
+    def take_report(self, j: int, t: float, outcome: int) -> None: ...
+    def set_last_report(self, j: int, start_ms: float, duration_ms: float,
+                        own_ms: float) -> None: ...
+    def pause_taken(self, j: int) -> tuple[float, float, float]: ...
+
 def stretch_summary(seed: int, key: int, sigma: float, i0: int, n: int, compute: float,
-    const: float) -> tuple[float, float, float]: ...
+                    const: float) -> tuple[float, float, float]: ...
 def stretch_locate(seed: int, key: int, sigma: float, i0: int, n: int, compute: float,
-    const: float, s0: float, t: float) -> tuple[int, float, float]: ...
+                   const: float, s0: float, t: float) -> tuple[int, float, float]: ...
 def stretch_commit(seed: int, key: int, sigma: float, i0: int, n: int, compute: float,
-    const: float, s0: float, step: int, samples: NDArray[np.float64],
-    last_d: NDArray[np.float64], last_s: NDArray[np.float64]) -> tuple[float, int, int]: ...
+                   const: float, s0: float, step: int, samples: NDArray[np.float64],
+                   last_d: NDArray[np.float64], last_s: NDArray[np.float64]
+                   ) -> tuple[float, int, int]: ...

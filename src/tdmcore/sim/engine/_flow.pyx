@@ -16,14 +16,12 @@ link, whatever the cluster's size.  Links are brought up to date lazily (each ke
 the time its transfers were last advanced).
 
 The stop-and-wait controller's continuous regulation (docs/scheduler.md) runs in
-the loop: every finished iteration is reported at once, exactly as
-:meth:`tdmcore.metronome.controller.Controller.report_iteration` would take it (window of
-iteration times, slow count against ``a_t x baseline``, readjustment pauses onto
-the job's target phase, windows of own parts for drift, re-measuring a pattern that
-stands); a report whose outcome needs the controller itself (a pattern that
-changes, or a target phase that depends on a job outside the engine) stops the
-loop *before* it is taken, so the caller hands that one report to the controller.  ``tests/test_engine_monitor.py`` checks this monitor
-against the controller on thousands of random report streams.
+the loop: every finished iteration is reported at once to the regulation rule of
+:mod:`tdmcore._kernels.regulation` (``regulation.pxd``, the same lines the
+controller runs), on the job's own windows; a report whose outcome needs the
+controller itself (a pattern that changes, or a target phase that depends on a job
+outside the engine) stops the loop *before* it is taken, so the caller hands that
+one report to the controller.
 
 Compute noise is counter-based: iteration ``i`` of the job with noise key ``k``
 under seed ``s`` draws ``z = noise_normal(s, k, i)``, so any iteration's noise is
@@ -33,13 +31,19 @@ same function.
 Cython rather than Numba: the loop is many small steps over shared state, and a
 call between Numba functions reference-counts every array it passes (measured:
 ~1.7-3.4 us per iteration with Numba helpers, against the tens of nanoseconds the
-work takes).  Here every step works on raw pointers.  Units: ms, Gbit, Gbps
-(1e-3 Gbit/ms).  Every state array belongs to the caller
-(:class:`tdmcore.sim.engine.network.FlowEngine`); the functions change them in place.
+work takes).  Here every step works on raw pointers into the arrays that
+:class:`FlowEngine` owns.  Units: ms, Gbit, Gbps (1e-3 Gbit/ms).
 """
 
+import numpy as np
+
 from cpython.exc cimport PyErr_CheckSignals
-from libc.math cimport sqrt, log, cos, exp, fabs, floor, fmod, copysign, INFINITY, NAN, isnan
+from libc.math cimport sqrt, log, cos, exp, fabs, floor, INFINITY, NAN, isnan
+
+from tdmcore._kernels.regulation cimport (
+    DRIFT_UPDATE, HORIZON, LIMIT, N_COUNTERS, N_LIMITS, O_T, PAUSE, PAUSE_KEEP,
+    PAUSE_UPDATE, PERIOD, QUIET, WINDOW, Watch, decide, pymod, take,
+)
 
 ctypedef long long i64
 ctypedef unsigned long long u64
@@ -59,7 +63,7 @@ cpdef enum:
     PHASE_FREE = 6      # an unused slot
 
 cpdef enum:
-    # why advance() returned (out[0]; the job slot concerned is out[1])
+    # why FlowEngine.run returned (with the job slot concerned)
     STOP_TIME = 0       # reached until
     STOP_FINISHED = 1   # a job finished its last iteration (its slot is PHASE_DONE)
     STOP_SAMPLES = 2    # a job's buffer of sampled iteration times is full
@@ -68,47 +72,36 @@ cpdef enum:
     STOP_REPORT = 5     # a job's report needs the controller
 
 cpdef enum:
-    # what monitor_outcome decides for one report
-    REPORT_QUIET = 0
-    REPORT_PAUSE = 1
+    # a report the engine leaves to the controller (beside the regulation's outcomes)
     REPORT_CONTROLLER = 2
-    REPORT_QUIET_KEEP = 3   # a drifted window, re-measured: the pattern stands
-    REPORT_PAUSE_KEEP = 4   # a pause; repeated, re-measured: the pattern stands
 
-cpdef enum:
+cdef enum:
     # job fields: rows of the float array ``jf``
     F_T = 0            # time of the job's pending event
     F_ISTART = 1       # start of the iteration in progress (or of the last one)
     F_COMPUTE = 2      # compute time before noise (ms)
-    F_STRETCH = 3      # idle injected into every compute phase (ms)
+    F_IDLE = 3         # idle injected into every compute phase (ms)
     F_TAIL = 4         # latency tail per iteration (ms)
     F_HOLD_PHASE = 5   # next start: the first time congruent to this (NaN: none)
     F_HOLD_PERIOD = 6
     F_BUSY = 7         # sum of the iteration times since the job entered the engine
     F_ANCHOR = 8       # start of the latest finished iteration (the controller's anchor)
-    F_SLOW = 9         # an iteration longer than this is slow (a_t x baseline)
-    F_OLO = 10         # drift: the window of own parts has its p75 below this ...
-    F_OHI = 11         # ... or its p25 above this
-    F_PPAT = 12        # the pattern's period (pauses are taken modulo it)
-    F_TFIX = 13        # target phase when the reference job is not tracked here
-    F_PAUSE_MS = 14    # pauses taken in the engine (ms)
-    F_LAST_DUR = 15    # the latest finished iteration's time and start
-    F_LAST_START = 16
-    F_JOB_PERIOD = 17  # the job's period: a pause is a hold modulo it
+    F_TFIX = 9         # target phase when the reference job is not tracked here
+    F_PAUSE_MS = 10    # pauses taken in the engine (ms)
+    F_LAST_DUR = 11    # the latest finished iteration's time and start
+    F_LAST_START = 12
+    F_JOB_PERIOD = 13  # the job's period: a pause is a hold modulo it
     # target phase = anchor(root) + compute(root) + offset(job) - offset(root) - compute(job),
     # term by term in that order (Controller.target_phase)
-    F_T_CR = 18
-    F_T_OJ = 19
-    F_T_OR = 20
-    F_T_CJ = 21
-    F_CSTART = 22      # when the iteration in progress started communicating
-    F_LAST_OWN = 23    # the latest finished iteration's own part (without communication)
-    F_IDLE = 24        # idle the plans inject (re-measuring: taken off)
-    F_CPAT = 25        # the pattern's communication time (re-measuring: kept)
-    F_TOL_MS = 26      # drift_tol x period: a re-measured period this close stands
-    N_JF = 27
+    F_T_CR = 14
+    F_T_OJ = 15
+    F_T_OR = 16
+    F_T_CJ = 17
+    F_CSTART = 18      # when the iteration in progress started communicating
+    F_LAST_OWN = 19    # the latest finished iteration's own part (without communication)
+    N_JF = 20
 
-cpdef enum:
+cdef enum:
     # job fields: rows of the integer array ``ji``
     I_PHASE = 0
     I_ITER = 1         # iterations finished (the index of the next one)
@@ -124,22 +117,11 @@ cpdef enum:
     I_MON = 11         # monitored by the controller
     I_HIGH = 12        # never paused
     I_ROOT = 13        # slot of the reference job (-1: use F_TFIX; -2: ask the controller)
-    I_WIN_N = 14       # window: count, next write position (a ring of `window` entries)
-    I_WIN_POS = 15
-    I_HIST_N = 16      # histories (iteration times, own parts): count, next write position
-    I_HIST_POS = 17
-    I_REPORTS = 18     # reports taken (the controller's watch.iterations)
-    I_READJ_N = 19     # readjustment marks kept (report indices, oldest first)
-    I_READJ = 20       # readjustments made in the engine
-    I_REPORTED = 21    # the latest iteration's report has been taken
-    I_SLOWN = 22       # window entries > F_SLOW; own-part window entries > F_OHI, < F_OLO
-    I_ABOVE = 23
-    I_BELOW = 24
-    I_OWN_N = 25       # own-part window: count, next write position
-    I_OWN_POS = 26
-    N_JI = 27
+    I_READJ = 14       # readjustments made in the engine
+    I_REPORTED = 15    # the latest iteration's report has been taken
+    N_JI = 16
 
-cpdef enum:
+cdef enum:
     # pod fields (float rows, then integer rows)
     P_CAP = 0
     P_VOLUME = 1
@@ -147,13 +129,13 @@ cpdef enum:
     P_RATE = 3
     P_SENT = 4
     N_PF = 5
-cpdef enum:
+cdef enum:
     P_JOB = 0
     P_LINK = 1
     P_ACTIVE = 2
     N_PI = 3
 
-cpdef enum:
+cdef enum:
     # link fields
     L_CAP = 0
     L_BG = 1
@@ -162,8 +144,8 @@ cpdef enum:
     L_MARK = 4   # scratch: the _comm call (C_MARK) that last relinked it
     N_LF = 5
 
-cpdef enum:
-    # monitor configuration (``cfg``)
+cdef enum:
+    # configuration (``cfg``): the regulation's rules first (regulation.pxd's order)
     C_WINDOW = 0
     C_OT = 1
     C_HORIZON = 2
@@ -171,6 +153,9 @@ cpdef enum:
     C_SEED = 4
     C_MARK = 5     # a counter: each _comm call marks the links it relinks
     N_CFG = 6
+
+# the rules are read straight from ``cfg``
+assert C_WINDOW == WINDOW and C_OT == O_T and C_HORIZON == HORIZON and C_LIMIT == LIMIT
 
 
 cdef u64 GOLDEN = 0x9E3779B97F4A7C15ULL
@@ -219,16 +204,6 @@ cpdef double noise_factor(u64 seed, u64 key, u64 i, double sigma):
     return _factor(seed, key, i, sigma)
 
 
-cdef inline double _pymod(double a, double b) noexcept nogil:
-    """Python's float ``a % b`` (the sign of ``b``), as CPython computes it."""
-    cdef double m = fmod(a, b)
-    if m != 0.0:
-        if (b < 0.0) != (m < 0.0):
-            m += b
-    else:
-        m = copysign(0.0, b)
-    return m
-
 
 # ---------------------------------------------------------------------------- state
 cdef struct Eng:
@@ -249,7 +224,7 @@ cdef struct Eng:
     i64* hst
     i64* hsize
     i64 hcap
-    double* win
+    double* win      # regulation windows and histories, one row per slot
     double* wino
     i64 w
     double* hist
@@ -257,6 +232,8 @@ cdef struct Eng:
     i64 h
     i64* readj
     i64 rcap
+    i64* mon         # regulation counters, N_COUNTERS per slot
+    double* lim      # regulation thresholds, N_LIMITS per slot
     i64* cfg
     double* samples
     i64 scap
@@ -277,46 +254,6 @@ cdef inline i64 LX(Eng* e, int f, i64 k) noexcept nogil:
     return f * e.nl + k
 
 
-cdef Eng _eng(double[:, ::1] jf, i64[:, ::1] ji, double[:, ::1] pf, i64[:, ::1] pi,
-              double[:, ::1] lf, i64[::1] lptr, i64[::1] lpods, double[::1] ev_t,
-              i64[::1] ev_s, double[::1] ht, i64[::1] hid, i64[::1] hst, i64[::1] hsize,
-              double[:, ::1] win, double[:, ::1] wino, double[:, ::1] hist,
-              double[:, ::1] histo,
-              i64[:, ::1] readj, i64[::1] cfg, double[:, ::1] samples, i64[::1] scratch,
-              double[::1] scratch_f, double sigma):
-    cdef Eng e
-    e.jf = &jf[0, 0]
-    e.ji = &ji[0, 0]
-    e.ns = jf.shape[1]
-    e.pf = &pf[0, 0]
-    e.pi = &pi[0, 0]
-    e.npods = pf.shape[1]
-    e.lf = &lf[0, 0] if lf.shape[1] > 0 else NULL
-    e.nl = lf.shape[1]
-    e.lptr = &lptr[0]
-    e.lpods = &lpods[0] if lpods.shape[0] > 0 else NULL
-    e.ev_t = &ev_t[0]
-    e.ev_s = &ev_s[0]
-    e.ht = &ht[0]
-    e.hid = &hid[0]
-    e.hst = &hst[0]
-    e.hsize = &hsize[0]
-    e.hcap = ht.shape[0]
-    e.win = &win[0, 0]
-    e.wino = &wino[0, 0]
-    e.w = win.shape[1]
-    e.hist = &hist[0, 0]
-    e.histo = &histo[0, 0]
-    e.h = hist.shape[1]
-    e.readj = &readj[0, 0]
-    e.rcap = readj.shape[1]
-    e.cfg = &cfg[0]
-    e.samples = &samples[0, 0]
-    e.scap = samples.shape[1]
-    e.scratch = &scratch[0]
-    e.scratch_f = &scratch_f[0]
-    e.sigma = sigma
-    return e
 
 
 # ---------------------------------------------------------------------------- heap
@@ -540,203 +477,53 @@ cdef inline void _relink(Eng* e, i64 lk) noexcept nogil:
     _schedule(e, e.ns + lk, _waterfill(e, lk))
 
 
+
+
 # ---------------------------------------------------------------------------- monitor
-cdef inline double _ring_get(double* buf, i64 size, i64 j, i64 n, i64 pos, i64 k) noexcept nogil:
-    """The k-th oldest of the n entries of ring row j whose next write is at pos."""
-    cdef i64 idx = (pos - n + k) % size
-    if idx < 0:
-        idx += size
-    return buf[j * size + idx]
-
-
-cdef inline void _sort(double* v, i64 n) noexcept nogil:
-    cdef i64 i, m
-    cdef double x
-    for i in range(1, n):
-        x = v[i]
-        m = i
-        while m > 0 and v[m - 1] > x:
-            v[m] = v[m - 1]
-            m -= 1
-        v[m] = x
-
-
-cdef inline double _quantile(double* v, i64 n, double q) noexcept nogil:
-    """Linear interpolation on sorted ``v`` (numpy's default method)."""
-    cdef double pos = q * (n - 1)
-    cdef i64 lo = <i64>floor(pos)
-    cdef i64 hi = lo + 1 if lo + 1 < n - 1 else n - 1
-    cdef double a = v[lo], b = v[hi]
-    return a + (b - a) * (pos - lo)
-
-
-cdef inline double _median(double* v, i64 n) noexcept nogil:
-    """Median of sorted ``v``: the middle value, or the mean of the two middle ones."""
-    cdef i64 mid = n // 2
-    if n % 2:
-        return v[mid]
-    return (v[mid - 1] + v[mid]) / 2.0
-
-
-cdef bint _stands(Eng* e, i64 j, bint drift) noexcept nogil:
-    """Re-measuring job ``j``'s pattern with the latest report pushed
-    (Controller._remeasure): does the period stand?  After a drift: the median own
-    part less the idle plus the pattern's comm time; after repeated
-    readjustments: the median iteration time less the idle."""
-    cdef double* buf = e.histo if drift else e.hist
-    cdef double last = e.jf[JX(e, F_LAST_OWN, j)] if drift else e.jf[JX(e, F_LAST_DUR, j)]
-    cdef i64 n = e.ji[JX(e, I_HIST_N, j)]
-    cdef i64 pos = e.ji[JX(e, I_HIST_POS, j)]
-    cdef i64 k, m, start
-    cdef double period
-    start = 1 if n == e.h else 0  # a full history drops its oldest
-    m = 0
-    for k in range(start, n):
-        e.scratch_f[m] = _ring_get(buf, e.h, j, n, pos, k)
-        m += 1
-    e.scratch_f[m] = last
-    m += 1
-    _sort(e.scratch_f, m)
-    period = _median(e.scratch_f, m) - e.jf[JX(e, F_IDLE, j)]
-    if drift:
-        period = period + e.jf[JX(e, F_CPAT, j)]
-    return fabs(period - e.jf[JX(e, F_PPAT, j)]) <= e.jf[JX(e, F_TOL_MS, j)] or period <= 0.0
+cdef inline Watch _watch(Eng* e, i64 j) noexcept nogil:
+    """Job slot ``j``'s rows as the regulation rule's watch."""
+    cdef Watch x
+    x.win = e.win + j * e.w
+    x.own = e.wino + j * e.w
+    x.hist = e.hist + j * e.h
+    x.hown = e.histo + j * e.h
+    x.marks = e.readj + j * e.rcap
+    x.c = e.mon + j * N_COUNTERS
+    x.lim = e.lim + j * N_LIMITS
+    return x
 
 
 cdef int _outcome(Eng* e, i64 j) noexcept nogil:
-    """What the report of job ``j``'s latest iteration leads to; changes nothing.
-
-    The rules of Controller.report_iteration: the duration joins the window of
-    iteration times and its own part the window of own parts (the oldest leaves a
-    full window); more than ``o_t`` slow iterations pause a job that is not high
-    priority; otherwise a full window of own parts whose p25 lies above ``F_OHI``
-    or whose p75 below ``F_OLO`` makes the controller re-measure the pattern, as
-    do ``readjust_limit`` pauses within ``horizon`` reports.  A re-measured pattern
-    that stands is taken here (``*_KEEP``); one that changes, or a pause whose
-    target depends on a job outside the engine, is the controller's.
-    """
+    """What the report of job ``j``'s latest iteration leads to under the regulation
+    rule (regulation.pxd's ``decide``); changes nothing.  A new pattern, or a pause
+    whose target depends on a job outside the engine, is the controller's:
+    ``REPORT_CONTROLLER``."""
+    cdef Watch x
+    cdef int outcome
     if e.ji[JX(e, I_MON, j)] == 0:
-        return REPORT_QUIET
-    cdef double d = e.jf[JX(e, F_LAST_DUR, j)]
-    cdef double o = e.jf[JX(e, F_LAST_OWN, j)]
-    cdef i64 w = e.cfg[C_WINDOW]
-    cdef i64 n = e.ji[JX(e, I_WIN_N, j)]
-    cdef i64 pos = e.ji[JX(e, I_WIN_POS, j)]
-    cdef i64 no = e.ji[JX(e, I_OWN_N, j)]
-    cdef i64 opos = e.ji[JX(e, I_OWN_POS, j)]
-    cdef i64 slow = e.ji[JX(e, I_SLOWN, j)]
-    cdef i64 above = e.ji[JX(e, I_ABOVE, j)]
-    cdef i64 below = e.ji[JX(e, I_BELOW, j)]
-    cdef double old, p25, p75
-    cdef i64 lo25, lo75, start, k, reports, kept
-    if n == w:  # the oldest leaves
-        slow -= e.win[j * e.w + pos % w] > e.jf[JX(e, F_SLOW, j)]
-    slow += d > e.jf[JX(e, F_SLOW, j)]
-    if no == w:
-        old = e.wino[j * e.w + opos % w]
-        above -= old > e.jf[JX(e, F_OHI, j)]
-        below -= old < e.jf[JX(e, F_OLO, j)]
-    above += o > e.jf[JX(e, F_OHI, j)]
-    below += o < e.jf[JX(e, F_OLO, j)]
-    if slow <= e.cfg[C_OT] or e.ji[JX(e, I_HIGH, j)] != 0:
-        if no + 1 >= w:
-            # p25 > x needs sorted[lo25 + 1] > x, i.e. at least w - lo25 - 1 entries
-            # above x; p75 < y needs at least lo75 + 1 entries below y.
-            lo25 = <i64>floor(0.25 * (w - 1))
-            lo75 = <i64>floor(0.75 * (w - 1))
-            if above >= w - lo25 - 1 or below >= lo75 + 1:
-                start = 1 if no == w else 0
-                for k in range(start, no):
-                    e.scratch_f[k - start] = _ring_get(e.wino, e.w, j, no, opos, k)
-                e.scratch_f[w - 1] = o
-                _sort(e.scratch_f, w)
-                p25 = _quantile(e.scratch_f, w, 0.25)
-                p75 = _quantile(e.scratch_f, w, 0.75)
-                if p25 > e.jf[JX(e, F_OHI, j)] or p75 < e.jf[JX(e, F_OLO, j)]:
-                    if _stands(e, j, True):
-                        return REPORT_QUIET_KEEP
-                    return REPORT_CONTROLLER
-        return REPORT_QUIET
-    if e.ji[JX(e, I_ROOT, j)] == -2:
+        return QUIET
+    x = _watch(e, j)
+    outcome = decide(&x, e.cfg, e.jf[JX(e, F_LAST_DUR, j)], e.jf[JX(e, F_LAST_OWN, j)],
+                     e.ji[JX(e, I_HIGH, j)] != 0, e.scratch_f)
+    if outcome == DRIFT_UPDATE or outcome == PAUSE_UPDATE:
         return REPORT_CONTROLLER
-    # a pause: do the readjustments now repeat too often?
-    reports = e.ji[JX(e, I_REPORTS, j)] + 1
-    kept = 0
-    for k in range(e.ji[JX(e, I_READJ_N, j)]):
-        if reports - e.readj[j * e.rcap + k] < e.cfg[C_HORIZON]:
-            kept += 1
-    if kept + 1 >= e.cfg[C_LIMIT]:
-        if _stands(e, j, False):
-            return REPORT_PAUSE_KEEP
+    if (outcome == PAUSE or outcome == PAUSE_KEEP) and e.ji[JX(e, I_ROOT, j)] == -2:
         return REPORT_CONTROLLER
-    return REPORT_PAUSE
-
-
-cdef inline void _clear_windows(Eng* e, i64 j, bint own_only) noexcept nogil:
-    if not own_only:
-        e.ji[JX(e, I_WIN_N, j)] = 0
-        e.ji[JX(e, I_WIN_POS, j)] = 0
-        e.ji[JX(e, I_SLOWN, j)] = 0
-    e.ji[JX(e, I_OWN_N, j)] = 0
-    e.ji[JX(e, I_OWN_POS, j)] = 0
-    e.ji[JX(e, I_ABOVE, j)] = 0
-    e.ji[JX(e, I_BELOW, j)] = 0
-
-
-cdef inline void _window_push(Eng* e, i64 j, double d, double o) noexcept nogil:
-    cdef i64 n = e.ji[JX(e, I_WIN_N, j)]
-    cdef i64 pos = e.ji[JX(e, I_WIN_POS, j)]
-    cdef double old
-    cdef i64 hp
-    if n == e.w:
-        e.ji[JX(e, I_SLOWN, j)] -= e.win[j * e.w + pos] > e.jf[JX(e, F_SLOW, j)]
-    else:
-        e.ji[JX(e, I_WIN_N, j)] = n + 1
-    e.win[j * e.w + pos] = d
-    e.ji[JX(e, I_WIN_POS, j)] = (pos + 1) % e.w
-    e.ji[JX(e, I_SLOWN, j)] += d > e.jf[JX(e, F_SLOW, j)]
-    n = e.ji[JX(e, I_OWN_N, j)]
-    pos = e.ji[JX(e, I_OWN_POS, j)]
-    if n == e.w:
-        old = e.wino[j * e.w + pos]
-        e.ji[JX(e, I_ABOVE, j)] -= old > e.jf[JX(e, F_OHI, j)]
-        e.ji[JX(e, I_BELOW, j)] -= old < e.jf[JX(e, F_OLO, j)]
-    else:
-        e.ji[JX(e, I_OWN_N, j)] = n + 1
-    e.wino[j * e.w + pos] = o
-    e.ji[JX(e, I_OWN_POS, j)] = (pos + 1) % e.w
-    e.ji[JX(e, I_ABOVE, j)] += o > e.jf[JX(e, F_OHI, j)]
-    e.ji[JX(e, I_BELOW, j)] += o < e.jf[JX(e, F_OLO, j)]
-    hp = e.ji[JX(e, I_HIST_POS, j)]
-    e.hist[j * e.h + hp] = d
-    e.histo[j * e.h + hp] = o
-    e.ji[JX(e, I_HIST_POS, j)] = (hp + 1) % e.h
-    if e.ji[JX(e, I_HIST_N, j)] < e.h:
-        e.ji[JX(e, I_HIST_N, j)] += 1
+    return outcome
 
 
 cdef void _apply(Eng* e, i64 j, double t, int outcome) noexcept nogil:
-    """Take the report of job ``j``'s latest iteration (not REPORT_CONTROLLER)."""
+    """Take the report of job ``j``'s latest iteration (not REPORT_CONTROLLER) at
+    ``t`` (regulation.pxd's ``take``); a pause holds its next start onto its target
+    phase."""
+    cdef Watch x
+    cdef i64 root
+    cdef double target, anchor, pause, period
     if e.ji[JX(e, I_MON, j)] == 0:
         return
-    cdef i64 reports, n, drop, k, root
-    cdef double target, anchor, pause, period
-    _window_push(e, j, e.jf[JX(e, F_LAST_DUR, j)], e.jf[JX(e, F_LAST_OWN, j)])
-    reports = e.ji[JX(e, I_REPORTS, j)] + 1
-    e.ji[JX(e, I_REPORTS, j)] = reports
-    # readjustment marks older than the horizon are forgotten
-    n = e.ji[JX(e, I_READJ_N, j)]
-    drop = 0
-    while drop < n and reports - e.readj[j * e.rcap + drop] >= e.cfg[C_HORIZON]:
-        drop += 1
-    if drop:
-        for k in range(n - drop):
-            e.readj[j * e.rcap + k] = e.readj[j * e.rcap + k + drop]
-        e.ji[JX(e, I_READJ_N, j)] = n - drop
-    if outcome == REPORT_QUIET_KEEP:  # the drifted window was re-measured: consumed
-        _clear_windows(e, j, True)
-        return
-    if outcome != REPORT_PAUSE and outcome != REPORT_PAUSE_KEEP:
+    x = _watch(e, j)
+    take(&x, e.cfg, e.jf[JX(e, F_LAST_DUR, j)], e.jf[JX(e, F_LAST_OWN, j)], outcome)
+    if outcome != PAUSE and outcome != PAUSE_KEEP:
         return
     target = e.jf[JX(e, F_TFIX, j)]
     root = e.ji[JX(e, I_ROOT, j)]
@@ -745,17 +532,11 @@ cdef void _apply(Eng* e, i64 j, double t, int outcome) noexcept nogil:
         if anchor > -INFINITY:  # the reference has a phase
             target = anchor + e.jf[JX(e, F_T_CR, j)] + e.jf[JX(e, F_T_OJ, j)] \
                 - e.jf[JX(e, F_T_OR, j)] - e.jf[JX(e, F_T_CJ, j)]
-    pause = _pymod(target - t, e.jf[JX(e, F_PPAT, j)])
+    pause = pymod(target - t, x.lim[PERIOD])
     e.ji[JX(e, I_READJ, j)] += 1
     e.jf[JX(e, F_PAUSE_MS, j)] += pause
-    _clear_windows(e, j, False)
-    if outcome == REPORT_PAUSE_KEEP:  # repeated, re-measured: the marks are consumed
-        e.ji[JX(e, I_READJ_N, j)] = 0
-    else:
-        e.readj[j * e.rcap + e.ji[JX(e, I_READJ_N, j)]] = reports
-        e.ji[JX(e, I_READJ_N, j)] += 1
     period = e.jf[JX(e, F_JOB_PERIOD, j)]
-    e.jf[JX(e, F_HOLD_PHASE, j)] = _pymod(t + pause, period)
+    e.jf[JX(e, F_HOLD_PHASE, j)] = pymod(t + pause, period)
     e.jf[JX(e, F_HOLD_PERIOD, j)] = period
 
 
@@ -767,7 +548,7 @@ cdef inline void _begin(Eng* e, i64 j, double t) noexcept nogil:
     e.ji[JX(e, I_PHASE, j)] = PHASE_COMPUTE
     e.jf[JX(e, F_ISTART, j)] = t
     c = e.jf[JX(e, F_COMPUTE, j)] * _factor(<u64>e.cfg[C_SEED], <u64>e.ji[JX(e, I_KEY, j)],
-                                             <u64>i, e.sigma) + e.jf[JX(e, F_STRETCH, j)]
+                                             <u64>i, e.sigma) + e.jf[JX(e, F_IDLE, j)]
     e.jf[JX(e, F_T, j)] = t + c
     _schedule(e, j, t + c)
 
@@ -887,7 +668,7 @@ cdef int _ready(Eng* e, i64 j, double t) noexcept nogil:
         return STOP_SOLO
     start = t
     if not isnan(hold):  # a shift or a pause
-        start = t + _pymod(hold - t, e.jf[JX(e, F_HOLD_PERIOD, j)])
+        start = t + pymod(hold - t, e.jf[JX(e, F_HOLD_PERIOD, j)])
         e.jf[JX(e, F_HOLD_PHASE, j)] = NAN
     if start > t:
         e.ji[JX(e, I_PHASE, j)] = PHASE_WAIT
@@ -898,8 +679,8 @@ cdef int _ready(Eng* e, i64 j, double t) noexcept nogil:
     return -1
 
 
-#: ``_advance`` returns to ``advance`` after this many events (not a STOP_* code
-#: of the API: ``advance`` goes on at once), so a long run still answers Ctrl-C.
+#: ``_advance`` returns to ``FlowEngine.run`` after this many events (not a STOP_*
+#: code of the API: ``run`` goes on at once), so a long run still answers Ctrl-C.
 cdef i64 _EVENTS_PER_CHECK = 1 << 18
 cdef i64 _STOP_BUDGET = -1
 
@@ -954,95 +735,478 @@ cdef double _advance(Eng* e, double t, double until, i64* out, i64 budget) noexc
                 return t
 
 
-# ---------------------------------------------------------------------------- Python API
-# ``state`` is the tuple of the engine's 22 arrays in the order of ``_eng``'s
-# parameters (``tdmcore.sim.engine.network.FlowEngine._state``); the caller keeps them
-# alive for the call.
-cdef Eng _eng_of(tuple state, double sigma):
-    if len(state) != 22:
-        raise ValueError(f"state: expected the engine's 22 arrays, got {len(state)}")
-    return _eng(state[0], state[1], state[2], state[3], state[4], state[5], state[6],
-                state[7], state[8], state[9], state[10], state[11], state[12], state[13],
-                state[14], state[15], state[16], state[17], state[18], state[19],
-                state[20], state[21], sigma)
 
+# ---------------------------------------------------------------------------- the engine
+cdef class FlowEngine:
+    """The event engine and its state for a changing set of jobs on fixed links.
 
-def advance(double t, double until, double sigma, tuple state, i64[::1] out):
-    """Run events in time order from ``t``; return the time reached.
-
-    ``out[0]`` says why it returned (STOP_*), ``out[1]`` which job slot.  Events
-    at ``until`` or later are left for the next call.  Between calls the caller
-    may change anything (add or remove jobs, set holds, stretches, monitor
-    parameters), which is how arrivals and the controller act on the model.
+    Jobs live in slots (reused after :meth:`remove`); their pods in a pool of
+    contiguous blocks; links keep an index of their pods.  The arrays grow on
+    demand and belong to the engine: the loop works on raw pointers into them, and
+    callers read and change a job through the methods below.  ``samples_per_job``
+    sampled iteration times are buffered per job (iteration ``i`` is sampled when
+    ``i % step == 0``); a full buffer stops :meth:`run` (``STOP_SAMPLES``) so the
+    caller can :meth:`take_samples`.  ``window``, ``o_t``, ``horizon`` and ``limit``
+    are the regulation's rules (:class:`tdmcore.metronome.controller.
+    ControllerConfig`).
     """
-    cdef Eng e = _eng_of(state, sigma)
-    cdef double reached = t
-    while True:
-        with nogil:
-            reached = _advance(&e, reached, until, &out[0], _EVENTS_PER_CHECK)
-        if out[0] != _STOP_BUDGET:
-            return reached
-        # a long stretch of events: let Python run its signal handlers (Ctrl-C
-        # raises KeyboardInterrupt here), then go on exactly where it stopped
-        PyErr_CheckSignals()
 
-
-cdef Eng _heap_eng(double[::1] ev_t, i64[::1] ev_s, double[::1] ht, i64[::1] hid,
-                   i64[::1] hst, i64[::1] hsize, i64 n_slots, i64 n_links):
     cdef Eng e
-    e.ev_t = &ev_t[0]
-    e.ev_s = &ev_s[0]
-    e.ht = &ht[0]
-    e.hid = &hid[0]
-    e.hst = &hst[0]
-    e.hsize = &hsize[0]
-    e.hcap = ht.shape[0]
-    e.ns = n_slots
-    e.nl = n_links
-    return e
+    cdef object jf, ji, pf, pi, lf, lptr, lpods, ev_t, ev_s, ht, hid, hst, hsize
+    cdef object win, wino, hist, histo, readj, mon, lim, cfg, samples, scratch, scratch_f
+    cdef readonly i64 n_links
+    cdef readonly double sigma
+    cdef i64 slots, pod_used, pod_live, n_samples, window, horizon
+    cdef list free
 
+    def __init__(self, capacity_gbps, background_gbps, *, seed=0, sigma=0.0, window=10,
+                 o_t=5, horizon=50, limit=3, samples_per_job=512, jobs_hint=8):
+        cap = np.asarray(capacity_gbps, dtype=np.float64)
+        self.n_links = cap.shape[0]
+        self.sigma = float(sigma)
+        self.window, self.horizon = int(window), int(horizon)
+        self.cfg = np.array([window, o_t, horizon, limit, int(seed), 0], dtype=np.int64)
+        self.lf = np.zeros((N_LF, self.n_links))
+        self.lf[L_CAP] = cap
+        self.lf[L_BG] = np.asarray(background_gbps, dtype=np.float64)
+        self.lptr = np.zeros(self.n_links + 1, dtype=np.int64)
+        self.lpods = np.zeros(0, dtype=np.int64)
+        self.n_samples = int(samples_per_job)
+        self.slots = 0
+        self.free = []
+        self.pod_used = 0  # pool high-water mark
+        self.pod_live = 0
+        self.hsize = np.zeros(1, dtype=np.int64)
+        self.jf = None
+        self._alloc(max(1, jobs_hint), max(4, 2 * jobs_hint))
 
-def schedule(i64 ent, double t, double[::1] ev_t, i64[::1] ev_s, double[::1] ht,
-             i64[::1] hid, i64[::1] hst, i64[::1] hsize, i64 n_slots, i64 n_links):
-    """Entity ``ent`` (a job slot, or ``n_slots + link``) has its event at ``t``."""
-    cdef Eng e = _heap_eng(ev_t, ev_s, ht, hid, hst, hsize, n_slots, n_links)
-    _schedule(&e, ent, t)
+    # ------------------------------------------------------------ storage
+    cdef void _bind(self):
+        """Point the loop's state at the arrays (after any of them was replaced)."""
+        cdef double[:, ::1] jf = self.jf, pf = self.pf, lf = self.lf, win = self.win
+        cdef double[:, ::1] wino = self.wino, hist = self.hist, histo = self.histo
+        cdef double[:, ::1] lim = self.lim, samples = self.samples
+        cdef i64[:, ::1] ji = self.ji, pi = self.pi, readj = self.readj, mon = self.mon
+        cdef i64[::1] lptr = self.lptr, lpods = self.lpods, ev_s = self.ev_s
+        cdef i64[::1] hid = self.hid, hst = self.hst, hsize = self.hsize, cfg = self.cfg
+        cdef i64[::1] scratch = self.scratch
+        cdef double[::1] ev_t = self.ev_t, ht = self.ht, scratch_f = self.scratch_f
+        cdef Eng* e = &self.e
+        e.jf = &jf[0, 0]
+        e.ji = &ji[0, 0]
+        e.ns = jf.shape[1]
+        e.pf = &pf[0, 0]
+        e.pi = &pi[0, 0]
+        e.npods = pf.shape[1]
+        e.lf = &lf[0, 0] if lf.shape[1] > 0 else NULL
+        e.nl = lf.shape[1]
+        e.lptr = &lptr[0]
+        e.lpods = &lpods[0] if lpods.shape[0] > 0 else NULL
+        e.ev_t = &ev_t[0]
+        e.ev_s = &ev_s[0]
+        e.ht = &ht[0]
+        e.hid = &hid[0]
+        e.hst = &hst[0]
+        e.hsize = &hsize[0]
+        e.hcap = ht.shape[0]
+        e.win = &win[0, 0]
+        e.wino = &wino[0, 0]
+        e.w = win.shape[1]
+        e.hist = &hist[0, 0]
+        e.histo = &histo[0, 0]
+        e.h = hist.shape[1]
+        e.readj = &readj[0, 0]
+        e.rcap = readj.shape[1]
+        e.mon = &mon[0, 0]
+        e.lim = &lim[0, 0]
+        e.cfg = &cfg[0]
+        e.samples = &samples[0, 0]
+        e.scap = samples.shape[1]
+        e.scratch = &scratch[0]
+        e.scratch_f = &scratch_f[0]
+        e.sigma = self.sigma
 
+    def _alloc(self, n_slots, n_pods):
+        """(Re)allocate job and pod arrays, keeping what is there."""
+        old = self.jf
+        w, h = self.window, self.horizon
+        jf = np.zeros((N_JF, n_slots))
+        ji = np.zeros((N_JI, n_slots), dtype=np.int64)
+        ji[I_PHASE] = PHASE_FREE
+        win = np.zeros((n_slots, w))
+        wino = np.zeros((n_slots, w))
+        hist = np.zeros((n_slots, h))
+        histo = np.zeros((n_slots, h))
+        readj = np.zeros((n_slots, h + 1), dtype=np.int64)
+        mon = np.zeros((n_slots, N_COUNTERS), dtype=np.int64)
+        lim = np.zeros((n_slots, N_LIMITS))
+        samples = np.zeros((n_slots, self.n_samples))
+        pf = np.zeros((N_PF, n_pods))
+        pi = np.zeros((N_PI, n_pods), dtype=np.int64)
+        pi[P_LINK] = -1
+        ev_t = np.full(n_slots + self.n_links, np.inf)
+        ev_s = np.zeros(n_slots + self.n_links, dtype=np.int64)
+        if old is not None:
+            s = self.slots
+            jf[:, :s] = self.jf[:, :s]
+            ji[:, :s] = self.ji[:, :s]
+            win[:s] = self.win[:s]
+            wino[:s] = self.wino[:s]
+            hist[:s] = self.hist[:s]
+            histo[:s] = self.histo[:s]
+            readj[:s] = self.readj[:s]
+            mon[:s] = self.mon[:s]
+            lim[:s] = self.lim[:s]
+            samples[:s] = self.samples[:s]
+            u = self.pod_used
+            pf[:, :u] = self.pf[:, :u]
+            pi[:, :u] = self.pi[:, :u]
+            old_slots = self.jf.shape[1]
+            ev_t[:s] = self.ev_t[:s]
+            ev_s[:s] = self.ev_s[:s]
+            ev_t[n_slots:] = self.ev_t[old_slots:]
+            ev_s[n_slots:] = self.ev_s[old_slots:]
+        self.jf, self.ji, self.win, self.wino, self.hist = jf, ji, win, wino, hist
+        self.histo, self.readj, self.mon, self.lim = histo, readj, mon, lim
+        self.samples, self.pf, self.pi, self.ev_t, self.ev_s = samples, pf, pi, ev_t, ev_s
+        size = 2 * (n_slots + self.n_links) + 16
+        self.ht = np.zeros(size)
+        self.hid = np.zeros(size, dtype=np.int64)
+        self.hst = np.zeros(size, dtype=np.int64)
+        self.scratch = np.zeros(max(8, n_pods), dtype=np.int64)
+        self.scratch_f = np.zeros(max(w, h + 1))
+        self._bind()
+        _rebuild(&self.e)
 
-def rebuild_heap(double[::1] ev_t, i64[::1] ev_s, double[::1] ht, i64[::1] hid,
-                 i64[::1] hst, i64[::1] hsize, i64 n_slots, i64 n_links):
-    """The heap from every entity's scheduled event (``ev_t`` finite)."""
-    cdef Eng e = _heap_eng(ev_t, ev_s, ht, hid, hst, hsize, n_slots, n_links)
-    _rebuild(&e)
+    def _compact_pods(self):
+        """Move the live pods to the front of the pool (slot order)."""
+        order = []
+        for j in range(self.slots):
+            if self.ji[I_PHASE, j] != PHASE_FREE:
+                p0, n = int(self.ji[I_POD0, j]), int(self.ji[I_NPOD, j])
+                self.ji[I_POD0, j] = len(order)
+                order.extend(range(p0, p0 + n))
+        idx = np.asarray(order, dtype=np.int64)
+        n = idx.size
+        self.pf[:, :n] = self.pf[:, idx]
+        self.pi[:, :n] = self.pi[:, idx]
+        self.pi[P_LINK, n:] = -1
+        self.pi[P_ACTIVE, n:] = 0
+        self.pod_used = n
 
+    def _reindex(self):
+        """The links' pod index (CSR) from the live pods."""
+        used = self.pod_used
+        links = self.pi[P_LINK, :used]
+        live = np.zeros(used, dtype=np.bool_)
+        for j in range(self.slots):
+            if self.ji[I_PHASE, j] != PHASE_FREE:
+                p0, n = int(self.ji[I_POD0, j]), int(self.ji[I_NPOD, j])
+                live[p0:p0 + n] = True
+        on = np.flatnonzero(live & (links >= 0))
+        counts = np.bincount(links[on], minlength=self.n_links)
+        self.lptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        self.lpods = on[np.argsort(links[on], kind="stable")].astype(np.int64)
+        self._bind()
 
-def flush_links(double t, double sigma, tuple state):
-    """Bring every link's transfers up to ``t`` (no event lies before ``t``), so
-    that ``P_SENT`` and ``L_SENT`` are exact at ``t``."""
-    cdef Eng e = _eng_of(state, sigma)
-    cdef i64 lk
-    for lk in range(e.nl):
-        if e.ev_t[e.ns + lk] < INFINITY and e.lf[LX(&e, L_T, lk)] < t:
-            _progress(&e, lk, t)
-            _relink(&e, lk)
+    # ------------------------------------------------------------ jobs
+    def add(self, *, key, compute_ms, iterations, start_ms, links, cap_gbps, volume_gbit,
+            tail_ms=0.0, idle_ms=0.0, done=0, step=1, job_period_ms=1.0):
+        """Add a job that starts iteration ``done`` at ``start_ms``; return its slot.
 
+        ``links``: one entry per pod, its link or -1 (on one node with the
+        others).  ``idle_ms``: idle injected into every compute phase.  ``step``:
+        iteration ``i`` is sampled when ``i % step == 0``.
+        """
+        if self.free:
+            j = self.free.pop()
+        else:
+            if self.slots == self.jf.shape[1]:
+                self._alloc(2 * self.slots, max(self.pf.shape[1], 2 * self.pod_used))
+            j = self.slots
+            self.slots += 1
+        n = len(links)
+        if self.pod_used + n > self.pf.shape[1]:
+            if self.pod_live + n <= self.pf.shape[1] // 2:
+                self._compact_pods()
+            else:
+                self._alloc(self.jf.shape[1], 2 * (self.pod_live + n) + 8)
+                self._compact_pods()
+        p0 = self.pod_used
+        self.pod_used += n
+        self.pod_live += n
+        jf, ji = self.jf, self.ji
+        jf[:, j] = 0.0
+        ji[:, j] = 0
+        jf[F_T, j] = start_ms
+        jf[F_ISTART, j] = start_ms
+        jf[F_CSTART, j] = start_ms
+        jf[F_COMPUTE, j] = compute_ms
+        jf[F_IDLE, j] = idle_ms
+        jf[F_TAIL, j] = tail_ms
+        jf[F_HOLD_PHASE, j] = np.nan
+        jf[F_HOLD_PERIOD, j] = job_period_ms
+        jf[F_ANCHOR, j] = -np.inf
+        jf[F_JOB_PERIOD, j] = job_period_ms
+        ji[I_PHASE, j] = PHASE_WAIT
+        ji[I_ITER, j] = done
+        ji[I_NITERS, j] = iterations
+        ji[I_POD0, j] = p0
+        ji[I_NPOD, j] = n
+        ji[I_KEY, j] = key
+        ji[I_STEP, j] = max(1, step)
+        ji[I_HIGH, j] = 1
+        ji[I_ROOT, j] = -1
+        ji[I_REPORTED, j] = 1
+        self.mon[j] = 0
+        self.lim[j] = 0.0
+        self.pf[:, p0:p0 + n] = 0.0
+        self.pf[P_CAP, p0:p0 + n] = cap_gbps
+        self.pf[P_VOLUME, p0:p0 + n] = volume_gbit
+        self.pi[P_JOB, p0:p0 + n] = j
+        self.pi[P_LINK, p0:p0 + n] = np.asarray(links, dtype=np.int64)
+        self.pi[P_ACTIVE, p0:p0 + n] = 0
+        self._reindex()
+        self.schedule(j, start_ms)
+        return j
 
-def relink(i64 lk, double sigma, tuple state):
-    """New rates on link ``lk`` from its transfers as they stand at its ``L_T``."""
-    cdef Eng e = _eng_of(state, sigma)
-    _relink(&e, lk)
+    def remove(self, j):
+        """Free slot ``j`` (a job between iterations: no transfer in flight)."""
+        self.schedule(j, np.inf)
+        n = int(self.ji[I_NPOD, j])
+        p0 = int(self.ji[I_POD0, j])
+        self.pi[P_LINK, p0:p0 + n] = -1
+        self.pi[P_ACTIVE, p0:p0 + n] = 0
+        self.ji[I_PHASE, j] = PHASE_FREE
+        self.ji[I_NPOD, j] = 0
+        self.pod_live -= n
+        self.free.append(j)
+        self._reindex()
 
+    def schedule(self, i64 j, double t):
+        """Job slot ``j`` has its next event at ``t`` (inf: none)."""
+        _schedule(&self.e, j, t)
 
-def monitor_outcome(i64 j, double sigma, tuple state):
-    """The REPORT_* outcome of job ``j``'s latest iteration (``F_LAST_DUR``)."""
-    cdef Eng e = _eng_of(state, sigma)
-    return _outcome(&e, j)
+    def pods(self, j):
+        """The slice of the pod pool that holds job ``j``'s pods."""
+        p0 = int(self.ji[I_POD0, j])
+        return slice(p0, p0 + int(self.ji[I_NPOD, j]))
 
+    def set_transfers(self, j, t, left, sent):
+        """Job ``j`` is mid-communication at ``t``: its pods have ``left`` Gbit to
+        go (0: done) and have sent ``sent``.  Its links must carry no other
+        transfer (the job was alone on them)."""
+        pods = self.pods(j)
+        self.pf[P_LEFT, pods] = left
+        self.pf[P_SENT, pods] = sent
+        active = (left > 0.0) & (self.pi[P_LINK, pods] >= 0)
+        self.pi[P_ACTIVE, pods] = active.astype(np.int64)
+        self.ji[I_PENDING, j] = int(active.sum())
+        for link in sorted(set(self.pi[P_LINK, pods][active].tolist())):
+            self.lf[L_T, link] = t
+            _relink(&self.e, link)
 
-def monitor_apply(i64 j, double t, int outcome, double sigma, tuple state):
-    """Take job ``j``'s latest report at ``t`` with outcome QUIET or PAUSE."""
-    cdef Eng e = _eng_of(state, sigma)
-    _apply(&e, j, t, outcome)
+    # A job taken back mid-iteration (it ran in closed form until ``t``): its
+    # iteration started at ``start_ms`` and communicates from ``comm_start_ms``.
+    def rejoin_computing(self, j, double start_ms, double comm_start_ms):
+        """... still computing: its transfers start at ``comm_start_ms``."""
+        self._rejoin(j, start_ms, comm_start_ms, PHASE_COMPUTE, comm_start_ms)
+
+    def rejoin_communicating(self, j, double start_ms, double comm_start_ms, double t,
+                             left, sent):
+        """... communicating at ``t``: :meth:`set_transfers` ``left`` and ``sent``."""
+        self._rejoin(j, start_ms, comm_start_ms, PHASE_COMM, np.inf)
+        self.set_transfers(j, t, left, sent)
+
+    def rejoin_in_tail(self, j, double start_ms, double comm_start_ms, sent,
+                       double end_ms):
+        """... its transfers done (``sent`` each), its latency tail ends at ``end_ms``."""
+        self.pf[P_SENT, self.pods(j)] = sent
+        self._rejoin(j, start_ms, comm_start_ms, PHASE_TAIL, end_ms)
+
+    def _rejoin(self, j, double start_ms, double comm_start_ms, int phase, double event_ms):
+        self.jf[F_ISTART, j] = start_ms
+        self.jf[F_CSTART, j] = comm_start_ms
+        self.ji[I_PHASE, j] = phase
+        if phase != PHASE_COMM:
+            self.jf[F_T, j] = event_ms
+        self.schedule(j, event_ms)
+
+    # ------------------------------------------------------------ running
+    def run(self, double t, double until):
+        """Run the events before ``until``; return (time reached, STOP_*, slot).
+
+        Events at ``until`` or later are left for the next call.  Between calls the
+        caller may change anything (add or remove jobs, set holds, idle, regulation
+        parameters), which is how arrivals and the controller act on the model.
+        """
+        cdef double reached = t
+        cdef i64 out[2]
+        while True:
+            with nogil:
+                reached = _advance(&self.e, reached, until, out, _EVENTS_PER_CHECK)
+            if out[0] != _STOP_BUDGET:
+                return float(reached), int(out[0]), int(out[1])
+            # a long stretch of events: let Python run its signal handlers (Ctrl-C
+            # raises KeyboardInterrupt here), then go on exactly where it stopped
+            PyErr_CheckSignals()
+
+    def flush(self, double t):
+        """Bring every link's transfers up to ``t`` (no event lies before ``t``), so
+        that the sent volumes are exact at ``t``."""
+        cdef i64 lk
+        cdef Eng* e = &self.e
+        for lk in range(e.nl):
+            if e.ev_t[e.ns + lk] < INFINITY and e.lf[LX(e, L_T, lk)] < t:
+                _progress(e, lk, t)
+                _relink(e, lk)
+
+    def resume(self, j, t):
+        """Job ``j`` (READY after a stop) goes on at ``t`` (its report taken)."""
+        self.ji[I_REPORTED, j] = 1
+        self.schedule(j, t)
+
+    def take_samples(self, j):
+        """The iteration times sampled since the last call (the buffer empties)."""
+        n = int(self.ji[I_NSAMP, j])
+        out = self.samples[j, :n].copy()
+        self.ji[I_NSAMP, j] = 0
+        return out
+
+    # ------------------------------------------------------------ a job's state
+    def is_waiting(self, j):
+        """Between iterations, its next start pending (or not started yet)."""
+        return int(self.ji[I_PHASE, j]) == PHASE_WAIT
+
+    def is_done(self, j):
+        return int(self.ji[I_PHASE, j]) == PHASE_DONE
+
+    def next_event_ms(self, j):
+        return float(self.jf[F_T, j])
+
+    def start_at(self, j, double t):
+        """A waiting job starts its next iteration at ``t`` instead."""
+        self.jf[F_T, j] = t
+        self.schedule(j, t)
+
+    def hold(self, j, double phase_ms, double period_ms):
+        """The job's next start is the first time congruent to ``phase_ms`` modulo
+        ``period_ms`` (a pause, or a new offset)."""
+        self.jf[F_HOLD_PHASE, j] = phase_ms
+        self.jf[F_HOLD_PERIOD, j] = period_ms
+
+    def iteration(self, j):
+        """Iterations finished (the index of the next one)."""
+        return int(self.ji[I_ITER, j])
+
+    def idle_ms(self, j):
+        return float(self.jf[F_IDLE, j])
+
+    def set_idle(self, j, double idle_ms):
+        """Idle injected into every compute phase from the next one on."""
+        self.jf[F_IDLE, j] = idle_ms
+
+    def set_leave(self, j, bint leave):
+        """Stop (``STOP_SOLO``) when the job is next between iterations, no hold
+        pending."""
+        self.ji[I_LEAVE, j] = int(leave)
+
+    def anchor(self, j):
+        """The start of its latest finished iteration (-inf before the first)."""
+        return float(self.jf[F_ANCHOR, j])
+
+    def set_anchor(self, j, double anchor_ms):
+        self.jf[F_ANCHOR, j] = anchor_ms
+
+    def last_report(self, j):
+        """``(start, duration, own part)`` of its latest finished iteration."""
+        return (float(self.jf[F_LAST_START, j]), float(self.jf[F_LAST_DUR, j]),
+                float(self.jf[F_LAST_OWN, j]))
+
+    def totals(self, j):
+        """``(iterations, busy ms, readjustments, pause ms)`` since it entered."""
+        return (int(self.ji[I_DONE, j]), float(self.jf[F_BUSY, j]),
+                int(self.ji[I_READJ, j]), float(self.jf[F_PAUSE_MS, j]))
+
+    def pod_sent(self, j):
+        """Gbit each of its pods has sent since it entered (a copy)."""
+        return self.pf[P_SENT, self.pods(j)].copy()
+
+    # ------------------------------------------------------------ links
+    def free_gbps(self, link):
+        """Capacity less background traffic."""
+        return float(self.lf[L_CAP, link] - self.lf[L_BG, link])
+
+    def set_capacity(self, link, double gbps):
+        self.lf[L_CAP, link] = gbps
+
+    def link_sent(self):
+        """Gbit each link has carried (a copy)."""
+        return self.lf[L_SENT].copy()
+
+    # ------------------------------------------------------------ regulation
+    def set_regulation(self, j, bint monitored, bint high, limits, double target_ms,
+                       root=-1, terms=None):
+        """The controller's view of job ``j``: whether it is monitored, whether it is
+        high priority (never paused), its thresholds (``N_LIMITS`` values in
+        regulation.pxd's order, or None to keep them) and its target phase: the
+        offset ``target_ms`` when ``root`` is -1; ``anchor(root) + terms[0] +
+        terms[1] - terms[2] - terms[3]`` when ``root`` is the reference job's slot;
+        the controller's own (a stop before each pause) when ``root`` is -2."""
+        self.ji[I_MON, j] = int(monitored)
+        if limits is not None:
+            self.lim[j] = limits
+        self.ji[I_HIGH, j] = int(high)
+        self.jf[F_TFIX, j] = target_ms
+        self.ji[I_ROOT, j] = root
+        if terms is not None:
+            self.jf[F_T_CR, j], self.jf[F_T_OJ, j], self.jf[F_T_OR, j], \
+                self.jf[F_T_CJ, j] = terms
+
+    def set_watch(self, j, win, own, hist, hown, marks, counters):
+        """Load job ``j``'s regulation windows (the controller's watch of it)."""
+        self.win[j] = win
+        self.wino[j] = own
+        self.hist[j] = hist
+        self.histo[j] = hown
+        self.readj[j] = marks
+        self.mon[j] = counters
+
+    def watch(self, j):
+        """Job ``j``'s regulation windows: ``(win, own, hist, hown, marks,
+        counters)``, copies."""
+        return (self.win[j].copy(), self.wino[j].copy(), self.hist[j].copy(),
+                self.histo[j].copy(), self.readj[j].copy(), self.mon[j].copy())
+
+    def limits(self, j):
+        return self.lim[j].copy()
+
+    def rules(self):
+        """The regulation's rules, ``N_RULES`` values in regulation.pxd's order."""
+        return self.cfg[:4].copy()
+
+    def report_outcome(self, i64 j):
+        """What job ``j``'s latest report leads to: a regulation outcome, or
+        ``REPORT_CONTROLLER``; changes nothing."""
+        return _outcome(&self.e, j)
+
+    def take_report(self, i64 j, double t, int outcome):
+        """Take job ``j``'s latest report at ``t`` with ``outcome`` (not
+        ``REPORT_CONTROLLER``)."""
+        _apply(&self.e, j, t, outcome)
+
+    def set_last_report(self, j, double start_ms, double duration_ms, double own_ms):
+        """What its latest iteration was (a report made outside the loop)."""
+        self.jf[F_LAST_START, j] = start_ms
+        self.jf[F_LAST_DUR, j] = duration_ms
+        self.jf[F_LAST_OWN, j] = own_ms
+        if start_ms > self.jf[F_ANCHOR, j]:
+            self.jf[F_ANCHOR, j] = start_ms
+
+    def pause_taken(self, j):
+        """Pause ms taken in the engine and the job's hold ``(phase, period)``."""
+        return (float(self.jf[F_PAUSE_MS, j]), float(self.jf[F_HOLD_PHASE, j]),
+                float(self.jf[F_HOLD_PERIOD, j]))
 
 
 # ---------------------------------------------------------------------------- stretches
