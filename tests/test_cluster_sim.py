@@ -17,13 +17,13 @@ import pytest
 from tdmcore.model import Cluster, Node, TrafficPattern
 from tdmcore.sim.cluster import (
     CLUSTER_POLICIES,
-    KEEP_DURATIONS,
     RunResult,
     SimCluster,
     SimJob,
     run_cluster,
 )
 from tdmcore.sim.models import model_pattern
+from tdmcore.sim.run.book import KEEP_DURATIONS
 from tdmcore.sim.scenarios import Scenario, metronome_snapshots, metronome_trace, philly
 
 ATOL_MS = 1e-9

@@ -30,9 +30,9 @@ from tdmcore.metronome.controller import (
 )
 from tdmcore.metronome.policies import MetronomeConfig, MetronomePolicy
 from tdmcore.model import Cluster, ClusterState, Node, Pod, TrafficPattern
-from tdmcore.sim.cluster import load_monitor_params
 from tdmcore.sim.engine import _flow as K
 from tdmcore.sim.engine.network import FlowEngine
+from tdmcore.sim.run.mirror import load_monitor_params
 
 
 def setting(rng: np.random.Generator) -> tuple[Controller, dict[str, int], FlowEngine]:

@@ -90,43 +90,44 @@ def test_shipped_scenarios_match_the_kernel(policy: str) -> None:
 def test_the_random_cases_do_go_through_the_skip_ahead_and_back() -> None:
     # The comparison above means something only if stretches start, end early and
     # restart: count the conversions over the random cases.
-    from tdmcore.sim import cluster as C
+    from tdmcore.sim.run.skip_ahead import SkipAhead
 
-    calls = {"to_kernel": 0, "to_solo": 0}
-    to_kernel, to_solo = C._Run._solo_to_kernel, C._Run._kernel_to_solo
+    calls = {"to_engine": 0, "from_engine": 0}
+    to_engine, from_engine = SkipAhead.to_engine, SkipAhead.from_engine
 
     def k(self, *a):  # type: ignore[no-untyped-def]
-        calls["to_kernel"] += 1
-        return to_kernel(self, *a)
+        calls["to_engine"] += 1
+        return to_engine(self, *a)
 
     def s(self, *a):  # type: ignore[no-untyped-def]
-        calls["to_solo"] += 1
-        return to_solo(self, *a)
+        calls["from_engine"] += 1
+        return from_engine(self, *a)
 
-    C._Run._solo_to_kernel, C._Run._kernel_to_solo = k, s
+    SkipAhead.to_engine, SkipAhead.from_engine = k, s  # type: ignore[method-assign]
     try:
         for seed in range(60):
             sim, jobs = random_case(seed)
             run_cluster(sim, jobs, POLICIES[seed % len(POLICIES)], seed=seed)
     finally:
-        C._Run._solo_to_kernel, C._Run._kernel_to_solo = to_kernel, to_solo
-    assert calls["to_kernel"] >= 5 and calls["to_solo"] >= 5, calls
+        SkipAhead.to_engine, SkipAhead.from_engine = to_engine, from_engine  # type: ignore[method-assign]
+    assert calls["to_engine"] >= 5 and calls["from_engine"] >= 5, calls
 
 
 def test_under_the_monitor_stretches_are_taken_too() -> None:
     # The monitored policies are in the comparison above: they must really skip.
-    from tdmcore.sim import cluster as C
+    from tdmcore.sim.run.skip_ahead import SkipAhead
 
     calls = {"metronome": 0, "metronome-no-phase3": 0}
-    begin = C._Run._solo_begin
+    begin = SkipAhead.begin
+    policy = ""
 
     def b(self, *a):  # type: ignore[no-untyped-def]
         ok = begin(self, *a)
-        if ok and self.policy_name in calls:
-            calls[self.policy_name] += 1
+        if ok and self.controller is not None:
+            calls[policy] += 1
         return ok
 
-    C._Run._solo_begin = b
+    SkipAhead.begin = b  # type: ignore[method-assign]
     try:
         for seed in range(60):
             policy = POLICIES[seed % len(POLICIES)]
@@ -134,5 +135,5 @@ def test_under_the_monitor_stretches_are_taken_too() -> None:
                 sim, jobs = random_case(seed)
                 run_cluster(sim, jobs, policy, seed=seed)
     finally:
-        C._Run._solo_begin = begin
+        SkipAhead.begin = begin  # type: ignore[method-assign]
     assert min(calls.values()) >= 5, calls

@@ -91,8 +91,9 @@ def simulate(jobs, capacity, background=None, sigma=0.0, seed=0, until=math.inf)
                     state[i] = "comm"
                     started = False
                     for p, (owner, link) in enumerate(pods):
-                        if owner == i and link is not None and j.volume_gbit > 0:
-                            left[p] = j.volume_gbit
+                        volume = j.bandwidth_gbps * j.period_ms * j.duty_cycle * 1e-3
+                        if owner == i and link is not None and volume > 0:
+                            left[p] = volume
                             started = True
                     if not started:
                         state[i] = "end"

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -33,7 +34,47 @@ from numpy.typing import NDArray
 from ... import _validation as v
 from ._flow import STOP_IDLE, STOP_TIME, FlowEngine
 
-__all__ = ["FlowEngine", "FlowJob", "FlowResult", "simulate_flows"]
+__all__ = ["EngineJob", "FlowEngine", "FlowJob", "FlowResult", "simulate_flows"]
+
+
+class EngineJob(NamedTuple):
+    """A job as the event engine runs it: the one place a traffic pattern becomes
+    the engine's parameters.
+
+    ``links`` holds one entry per pod: its node's link, or -1 for a pod of a job
+    wholly on one node.  **[decision]** A networked job (some pod on a link)
+    computes ``t_p (1 - d_p)`` per iteration and sends ``r_p t_p d_p`` Gbit per pod;
+    a job on one node sends nothing over host links and iterates in ``t_p``.
+    """
+
+    compute_ms: float
+    tail_ms: float
+    rate_gbps: float
+    volume_gbit: float
+    links: tuple[int, ...]
+
+    @classmethod
+    def of(cls, period_ms: float, duty_cycle: float, bandwidth_gbps: float,
+           links: Sequence[int], tail_ms: float = 0.0) -> EngineJob:
+        """The engine job of a pattern (``t_p``, ``d_p``, ``r_p``) on ``links``."""
+        networked = any(link >= 0 for link in links)
+        compute = period_ms * (1.0 - duty_cycle) if networked else period_ms
+        volume = bandwidth_gbps * period_ms * duty_cycle * 1e-3 if networked else 0.0
+        return cls(compute, tail_ms, bandwidth_gbps, volume, tuple(int(x) for x in links))
+
+    @property
+    def networked(self) -> bool:
+        return any(link >= 0 for link in self.links)
+
+    def add_to(self, engine: FlowEngine, *, key: int, iterations: int, start_ms: float,
+               idle_ms: float = 0.0, done: int = 0, step: int = 1,
+               job_period_ms: float = 1.0) -> int:
+        """Put the job in ``engine``, its iteration ``done`` due at ``start_ms``;
+        returns its slot (:meth:`FlowEngine.add`)."""
+        return engine.add(key=key, compute_ms=self.compute_ms, iterations=iterations,
+                          start_ms=start_ms, links=list(self.links), cap_gbps=self.rate_gbps,
+                          volume_gbit=self.volume_gbit, tail_ms=self.tail_ms,
+                          idle_ms=idle_ms, done=done, step=step, job_period_ms=job_period_ms)
 
 
 @dataclass(frozen=True)
@@ -53,11 +94,8 @@ class FlowJob:
     tail_ms: float = 0.0
 
     def __post_init__(self) -> None:
-        v.positive_float("period_ms", self.period_ms)
-        d = v.real_number("duty_cycle", self.duty_cycle)
-        if not 0.0 <= d <= 1.0:
-            raise ValueError(f"duty_cycle: expected 0 <= d <= 1, got {d}")
-        v.positive_float("bandwidth_gbps", self.bandwidth_gbps)
+        v.pattern(self.period_ms, self.duty_cycle, self.bandwidth_gbps)
+        v.positive_float("bandwidth_gbps", self.bandwidth_gbps)  # a transfer needs a rate
         if not isinstance(self.links, tuple) or not self.links:
             raise ValueError("links: expected a non-empty tuple (one entry per pod)")
         for link in self.links:
@@ -74,14 +112,11 @@ class FlowJob:
         if v.real_number("tail_ms", self.tail_ms) < 0:
             raise ValueError(f"tail_ms: must be >= 0, got {self.tail_ms}")
 
-    @property
-    def networked(self) -> bool:
-        return any(link is not None for link in self.links)
-
-    @property
-    def volume_gbit(self) -> float:
-        """``r_p t_p d_p`` per pod and iteration, Gbit."""
-        return self.bandwidth_gbps * self.period_ms * self.duty_cycle * 1e-3
+    def engine_job(self) -> EngineJob:
+        """The job as the engine runs it (:class:`EngineJob`)."""
+        links = [-1 if link is None else int(link) for link in self.links]
+        return EngineJob.of(self.period_ms, self.duty_cycle, self.bandwidth_gbps, links,
+                            self.tail_ms)
 
 
 @dataclass(frozen=True)
@@ -136,15 +171,10 @@ def simulate_flows(jobs: Sequence[FlowJob], link_capacity_gbps: Sequence[float],
     longest = max(job.iterations for job in jobs)
     engine = FlowEngine(cap, bg, seed=seed, sigma=sigma, jobs_hint=len(jobs),
                         samples_per_job=max(1, longest))  # every iteration kept
-    slots = []
-    for i, job in enumerate(jobs):
-        links = [-1 if link is None else int(link) for link in job.links]
-        compute = job.period_ms * (1 - job.duty_cycle) if job.networked else job.period_ms
-        slots.append(engine.add(key=i, compute_ms=compute, iterations=job.iterations,
-                                start_ms=job.start_ms, links=links,
-                                cap_gbps=job.bandwidth_gbps,
-                                volume_gbit=job.volume_gbit if job.networked else 0.0,
-                                tail_ms=job.tail_ms, idle_ms=job.idle_ms))
+    runs = [job.engine_job() for job in jobs]
+    slots = [run.add_to(engine, key=i, iterations=job.iterations, start_ms=job.start_ms,
+                        idle_ms=job.idle_ms)
+             for i, (job, run) in enumerate(zip(jobs, runs, strict=True))]
     t = 0.0
     while True:
         t, reason, _ = engine.run(t, until)
@@ -158,8 +188,7 @@ def simulate_flows(jobs: Sequence[FlowJob], link_capacity_gbps: Sequence[float],
                     else np.zeros(0))
     pod_sent = np.concatenate([engine.pod_sent(j) for j in slots])
     done = np.array([len(e) for e in ends], dtype=np.float64)
-    volumes = np.concatenate([np.full(len(job.links), job.volume_gbit if job.networked
-                                      else 0.0) for job in jobs])
+    volumes = np.concatenate([np.full(len(run.links), run.volume_gbit) for run in runs])
     per_pod_done = np.concatenate([np.full(len(job.links), done[i])
                                    for i, job in enumerate(jobs)])
     end = t
