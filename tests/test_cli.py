@@ -65,7 +65,8 @@ def test_pods_from_command_line_and_file(tmp_path: Path) -> None:
         (["link", "s1", "--pod", "a:1:0.1:1"], "exactly one of", 2),
         (["link", "s1", "--bins", "abc"], "'abc' is not a valid integer", 2),
         (["bogus"], "No such command", 2),
-        (["link", "--pod", "a:100:1.5:10"], "--pod[1].duty_cycle: must lie in [0, 1]", 1),
+        (["link", "--pod", "a:100:1.5:10"],
+         "--pod[1].duty_cycle: expected a number in [0, 1], got 1.5", 1),
         (["link", "--pod", "a:100:0.5"], "expected NAME:PERIOD_MS", 1),
         (["link", "--pod", "a:x:0.5:1"], "--pod[1].period_ms: expected a number", 1),
         (["link", "--pod", "a:100:0.5:40"], "above the link's 25.0 Gbps", 1),
@@ -98,7 +99,8 @@ def test_bad_json_file_points_at_field(tmp_path: Path) -> None:
                                                                 "bandwidth_gbps": 1}]}))
     result = CliRunner().invoke(cli, ["link", "--file", str(path), "--out", str(tmp_path)])
     assert result.exit_code == 1
-    assert f"{path}: $.pods[0].duty_cycle: expected a finite number" in result.output
+    assert f"{path}: $.pods[0].duty_cycle: expected a number in [0, 1], got 'half'" \
+        in result.output
     path.write_text("{not json")
     result = CliRunner().invoke(cli, ["link", "--file", str(path), "--out", str(tmp_path)])
     assert "is not valid JSON" in result.output

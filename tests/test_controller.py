@@ -340,3 +340,23 @@ def test_on_reserve_gang_rejects_what_is_not_a_reserve() -> None:
     with pytest.raises(ValueError, match="^results"):
         ctl.on_reserve_gang([object()])  # type: ignore[list-item]
     assert ctl.offsets_ms == before
+
+
+def test_the_controller_takes_the_plan_the_reserve_made() -> None:
+    # Two VGG19 pods on one link: the second Reserve skips phase three (two traffic
+    # pods), so its first-mode plan is the link's plan: taken as it is, not re-planned.
+    state = ClusterState(Cluster([Node("n0", 64, 64, 8, 25.0)]))
+    config = MetronomeConfig()
+    sched = Scheduler(MetronomePolicy(config))
+    ctl = Controller(state, ControllerConfig.for_policy(config))
+    for job, prio in (("a", 1), ("b", 0)):
+        reserve = sched.schedule(state, Pod(f"{job}-0", job, pattern=VGG19,
+                                            priority=prio)).reserve
+        assert reserve is not None
+        ctl.on_reserve(reserve)
+    assert reserve.skip_phase_three and reserve.plan is not None
+    assert ctl.links[0] is reserve.plan
+    # a controller with other settings plans the link itself (same pods, other circle)
+    other = Controller(state, ControllerConfig.for_policy(MetronomeConfig(bins=144)))
+    other.on_reserve(reserve)
+    assert other.links[0] is not reserve.plan and other.links[0].bins == 144

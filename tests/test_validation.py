@@ -74,3 +74,38 @@ def test_bad_input_leaves_caller_arrays_untouched() -> None:
     good = np.ones((2, 8))
     tdmcore.search_rotations(good, 1.0, limits)
     np.testing.assert_array_equal(limits, copy_l)  # limits[0] is ignored, not overwritten
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ((0, 0.5, 1.0), "period_ms: expected a number > 0, got 0"),
+    ((100.0, 1.5, 1.0), "duty_cycle: expected a number in [0, 1], got 1.5"),
+    ((100.0, -0.1, 1.0), "duty_cycle: expected a number in [0, 1], got -0.1"),
+    ((100.0, 0.5, float("nan")), "bandwidth_gbps: expected a finite number >= 0, got nan"),
+    ((100.0, "half", 1.0), "duty_cycle: expected a number in [0, 1], got 'half'"),
+    ((True, 0.5, 1.0), "period_ms: expected a number > 0, got True"),
+])
+def test_one_pattern_rule_speaks_for_every_entry_point(args: tuple, message: str) -> None:
+    """The traffic-pattern rule is written once (tdmcore._validation.pattern): the
+    model, the top-level API, the engine's jobs, the link catalog and scenario files
+    all say the same."""
+    from tdmcore._validation import pattern
+    from tdmcore.app.catalog import parse_pod
+    from tdmcore.model import TrafficPattern
+    from tdmcore.sim.engine.network import FlowJob
+
+    name = message.split(":")[0]
+    for make in (lambda: pattern(*args), lambda: TrafficPattern(*args),
+                 lambda: tdmcore.discretize(*args, 100.0),
+                 lambda: FlowJob("j", *args, links=(0,), iterations=1)):
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            make()
+    if not isinstance(args[0], bool) and not isinstance(args[1], str):
+        head = message.split(", got")[0]  # the command line parses the text first
+        with pytest.raises(ValueError, match=f"^--pod\\[1\\]\\.{re.escape(head)}, got "):
+            parse_pod(":".join(["a", *map(str, args)]), 0)
+    assert name in ("period_ms", "duty_cycle", "bandwidth_gbps")
+
+
+def test_an_array_names_its_first_bad_entry() -> None:
+    with pytest.raises(ValueError, match=r"^period_ms\[1\]: expected a number > 0, got -1.0$"):
+        tdmcore.discretize([100.0, -1.0], 0.5, 1.0, 100.0)

@@ -79,3 +79,69 @@ def bins_count(value: Any, name: str = "bins") -> int:
     if n < MIN_BINS:
         raise ValueError(f"{name}: expected an integer >= {MIN_BINS}, got {n}")
     return n
+
+
+#: The traffic-pattern rule (docs/traffic-circle.md): each field's lower bound,
+#: whether it is strict, and its upper bound.
+PATTERN_BOUNDS: tuple[tuple[str, float, bool, float | None], ...] = (
+    ("period_ms", 0.0, True, None),
+    ("duty_cycle", 0.0, False, 1.0),
+    ("bandwidth_gbps", 0.0, False, None),
+)
+
+
+def _pattern_value(name: str, value: Any, low: float, strict: bool, high: float | None) -> float:
+    """One field of a pattern, or a ValueError in the rule's words."""
+    want = f"a number in [{low:g}, {high:g}]" if high is not None \
+        else f"a number {'>' if strict else '>='} {low:g}"
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name}: expected {want}, got {value!r:.80}")
+    x = float(value)
+    if not math.isfinite(x):
+        raise ValueError(f"{name}: expected a finite {want[2:]}, got {value!r}")
+    if x < low or (strict and x == low) or (high is not None and x > high):
+        raise ValueError(f"{name}: expected {want}, got {value!r}")
+    return x
+
+
+def pattern(period_ms: Any, duty_cycle: Any, bandwidth_gbps: Any
+            ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], bool]:
+    """The one check of a traffic pattern: period ``t_p > 0`` ms, duty cycle ``d_p``
+    in [0, 1], bandwidth ``r_p >= 0`` Gbps, all finite (:data:`PATTERN_BOUNDS`).
+
+    Each of the three is a number or a 1-D array_like; arrays must have one length
+    (a number stands for every pod).  Returns the three as float64 arrays of that
+    length (copies) and whether all three were numbers.  The first bad value
+    raises, named ``period_ms`` (or ``period_ms[i]`` in an array).
+    """
+    values = (period_ms, duty_cycle, bandwidth_gbps)
+    arrays = []
+    for (name, low, strict, high), value in zip(PATTERN_BOUNDS, values, strict=True):
+        if np.ndim(value) == 0:  # a number (or not one: the rule says what it wants)
+            arrays.append(np.array([_pattern_value(name, value, low, strict, high)]))
+            continue
+        try:
+            arr = np.asarray(value, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}: expected numbers, got {value!r:.80}") from None
+        if arr.ndim > 1:
+            raise ValueError(f"{name}: expected a scalar or a 1-D array, got shape {arr.shape}")
+        ok = np.isfinite(arr) & (arr > low if strict else arr >= low)
+        if high is not None:
+            ok &= arr <= high
+        if not ok.all():
+            i = int(np.flatnonzero(~ok)[0])
+            _pattern_value(f"{name}[{i}]", float(arr[i]), low, strict, high)
+        arrays.append(arr)
+    scalar = all(np.ndim(x) == 0 for x in values)
+    lengths = {a.shape[0] for a in arrays} - {1} if not scalar else set()
+    if len(lengths) > 1 or any(a.shape[0] == 0 for a in arrays):
+        if any(a.shape[0] == 0 for a in arrays):
+            raise ValueError("period_ms: at least one pod is required")
+        raise ValueError(
+            "period_ms: period_ms, duty_cycle and bandwidth_gbps must have the same length "
+            f"(got {np.shape(period_ms)}, {np.shape(duty_cycle)}, {np.shape(bandwidth_gbps)})")
+    periods, duty, bandwidth = (a.copy() for a in np.broadcast_arrays(*arrays))
+    return periods, duty, bandwidth, scalar

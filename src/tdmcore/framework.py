@@ -13,13 +13,16 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .model import ClusterState, Pod
 from .snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from .metronome.link import LinkPlan
 
 __all__ = [
     "EXTENSION_POINTS",
@@ -72,6 +75,9 @@ class ReserveResult:
     link_pods: tuple[str, ...]
     rotations: dict[str, int] = field(default_factory=dict)
     base_period_ms: float = 0.0
+    #: the link plan the rotations come from (Metronome), so that the controller
+    #: need not plan the link again
+    plan: LinkPlan | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

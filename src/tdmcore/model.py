@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from . import _validation
+
 __all__ = [
     "Cluster",
     "ClusterState",
@@ -66,14 +68,13 @@ class TrafficPattern:
     bandwidth_gbps: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "period_ms",
-                           _finite("period_ms", self.period_ms, strict=True))
-        duty = _finite("duty_cycle", self.duty_cycle)
-        if duty > 1.0:
-            raise ValueError(f"duty_cycle: must lie in [0, 1], got {duty}")
-        object.__setattr__(self, "duty_cycle", duty)
-        object.__setattr__(self, "bandwidth_gbps", _finite("bandwidth_gbps",
-                                                           self.bandwidth_gbps))
+        period, duty, bandwidth, scalar = _validation.pattern(
+            self.period_ms, self.duty_cycle, self.bandwidth_gbps)
+        if not scalar:
+            raise ValueError("period_ms: a pattern is three numbers, not arrays")
+        object.__setattr__(self, "period_ms", float(period[0]))
+        object.__setattr__(self, "duty_cycle", float(duty[0]))
+        object.__setattr__(self, "bandwidth_gbps", float(bandwidth[0]))
 
     @property
     def comm_ms(self) -> float:

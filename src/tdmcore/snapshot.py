@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._kernels._snapshot import fill_pod_table
+from ._kernels.node_score import PodTable
 from .model import ClusterState
 
 __all__ = ["Snapshot"]
@@ -87,6 +88,11 @@ class Snapshot:
     def matches(self, state: ClusterState) -> bool:
         """Whether this snapshot shows ``state`` as it is now."""
         return self.state_id == id(state) and self.version == state.version
+
+    def pod_table(self) -> PodTable:
+        """The link rows and node totals as the Score kernel takes them."""
+        return PodTable(self.node_ptr, self.period, self.duty, self.bandwidth, self.priority,
+                        self.order, self.n_pods, self.sum_bw, self.capacity)
 
     def job_id(self, job: str) -> int:
         """The id of ``job`` in this snapshot, or a fresh one past every known id."""

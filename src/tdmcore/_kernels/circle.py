@@ -80,3 +80,47 @@ def discretize_rows(
                 hi = stop if stop < k + 1 else float(k + 1)
                 if hi > lo:
                     out[i, k] += rate * (hi - lo)
+
+
+@jit
+def draw_circle(
+    periods: np.ndarray, duty_cycles: np.ndarray, bandwidths: np.ndarray,
+    multiples: np.ndarray, idle: np.ndarray, base_period: float, compatible: bool,
+    out: np.ndarray, midpoints: np.ndarray, mid_offsets: np.ndarray,
+    circle_duty: np.ndarray, limits: np.ndarray,
+) -> None:
+    """Each pod's row on the circle of a unified base period (docs/traffic-circle.md).
+
+    ``circle_duty[i]``, the duty cycle drawn: with idle injected the pod's period
+    grows to ``t + idle`` with its comm time unchanged, ``d t / (t + idle)``; on an
+    incompatible link the pattern is truncated to one unit on ``T``,
+    ``min(1, d t / T)``.  Then :func:`discretize_rows` (``out`` zeroed by the
+    caller, ``mid_offsets`` the prefix sums of ``multiples``) and the allowed
+    rotations ``limits[i] = ceil(N / mul_i)`` (Eq. 15).
+    """
+    n_bins = out.shape[1]
+    for i in range(periods.shape[0]):
+        if compatible:
+            circle_duty[i] = duty_cycles[i] * periods[i] / (periods[i] + idle[i])
+        else:
+            d = duty_cycles[i] * periods[i] / base_period
+            circle_duty[i] = d if d < 1.0 else 1.0
+        limits[i] = (n_bins + multiples[i] - 1) // multiples[i]
+    discretize_rows(multiples, circle_duty, bandwidths, out, midpoints, mid_offsets)
+
+
+@jit
+def reference_first(priorities: np.ndarray, order: np.ndarray, rank: np.ndarray) -> None:
+    """``rank``: the rows by descending priority, ties by ascending ``order``
+    (deploy order), so ``rank[0]`` is the reference row (Eq. 16)."""
+    k = priorities.shape[0]
+    for a in range(k):
+        rank[a] = a
+    for a in range(1, k):  # insertion sort, stable
+        r = rank[a]
+        c = a - 1
+        while c >= 0 and (priorities[rank[c]] < priorities[r]
+                          or (priorities[rank[c]] == priorities[r] and order[rank[c]] > order[r])):
+            rank[c + 1] = rank[c]
+            c -= 1
+        rank[c + 1] = r

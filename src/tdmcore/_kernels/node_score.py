@@ -23,12 +23,55 @@ score 100 does pass 2 compute every node's exact best score.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ._jit import jit
 from .base_period import STEP_INCOMPATIBLE, unify_kernel
-from .circle import discretize_rows, excess_and_carried
+from .circle import draw_circle, excess_and_carried, reference_first
 from .rotation_search import MODE_FIRST, search_rotations_kernel
+
+
+class PodTable(NamedTuple):
+    """The traffic rows on every node's link (a snapshot's arrays): rows
+    ``node_ptr[n]:node_ptr[n + 1]`` belong to node n, one per job crossing its link,
+    with their ``period``, ``duty``, ``bandwidth``, ``priority`` and deploy
+    ``order``; per node the pods it holds (``n_pods``), the rows' summed rate
+    (``sum_bw``) and the link's ``capacity``."""
+
+    node_ptr: np.ndarray
+    period: np.ndarray
+    duty: np.ndarray
+    bandwidth: np.ndarray
+    priority: np.ndarray
+    order: np.ndarray
+    n_pods: np.ndarray
+    sum_bw: np.ndarray
+    capacity: np.ndarray
+
+
+class WaitingPod(NamedTuple):
+    """The pod being scheduled: its pattern, priority and deploy order."""
+
+    period: float
+    duty: float
+    bandwidth: float
+    priority: int
+    order: int
+
+
+class ScoreSettings(NamedTuple):
+    """Metronome's settings of the Score phase (``MetronomeConfig``); ``exact``:
+    compute every candidate's exact score."""
+
+    bins: int
+    gt_ms: float
+    et_frac: float
+    max_multiple: int
+    perfect_rtol: float
+    exact: bool
+
 
 SCORE_UNKNOWN = -1.0  # "below the maximum": not computed (pass 1 found a perfect node)
 #: Score ceiling of a link whose periods cannot be unified (docs/traffic-circle.md step 3: "no
@@ -66,38 +109,27 @@ def _node_rows(
     multiples = np.empty(k, dtype=np.int64)
     idle = np.empty(k)
     base, step = unify_kernel(p_period, p_prio, gt_ms, et_frac, max_multiple, multiples, idle)
-    circle_duty = np.empty(k)
-    for i in range(k):
-        if step == STEP_INCOMPATIBLE:
-            d = p_duty[i] * p_period[i] / base
-            circle_duty[i] = d if d < 1.0 else 1.0
-        else:
-            circle_duty[i] = p_duty[i] * p_period[i] / (p_period[i] + idle[i])
     pod_rows = np.zeros((k, bins))
     mid_off = np.zeros(k + 1, dtype=np.int64)
     for i in range(k):
         mid_off[i + 1] = mid_off[i] + multiples[i]
     mids = np.empty(mid_off[k])
-    discretize_rows(multiples, circle_duty, p_bw, pod_rows, mids, mid_off)
+    circle_duty = np.empty(k)
+    pod_limits = np.empty(k, dtype=np.int64)
+    draw_circle(p_period, p_duty, p_bw, multiples, idle, base, step != STEP_INCOMPATIBLE,
+                pod_rows, mids, mid_off, circle_duty, pod_limits)
 
     # One row per job (the snapshot's rows and the waiting pod's own job, which
     # has no row here): reference first, by (-priority, deploy order).
-    rank = np.arange(k)
-    for a in range(1, k):  # insertion sort, k rows
-        r = rank[a]
-        c = a - 1
-        while c >= 0 and (p_prio[rank[c]] < p_prio[r]
-                          or (p_prio[rank[c]] == p_prio[r] and p_order[rank[c]] > p_order[r])):
-            rank[c + 1] = rank[c]
-            c -= 1
-        rank[c + 1] = r
+    rank = np.empty(k, dtype=np.int64)
+    reference_first(p_prio, p_order, rank)
     rows = np.empty((k, bins))
     limits = np.empty(k, dtype=np.int64)
     for pos in range(k):
         i = rank[pos]
         for b in range(bins):
             rows[pos, b] = pod_rows[i, b]
-        limits[pos] = (bins + multiples[i] - 1) // multiples[i]
+        limits[pos] = pod_limits[i]
     limits[0] = 1
     return rows, limits, step != STEP_INCOMPATIBLE
 
@@ -145,22 +177,27 @@ def _score_node(
 
 @jit
 def score_nodes_kernel(
-    candidates: np.ndarray, node_ptr: np.ndarray, period: np.ndarray, duty: np.ndarray,
-    bandwidth: np.ndarray, priority: np.ndarray, order: np.ndarray,
-    n_pods: np.ndarray, sum_bw: np.ndarray, capacity: np.ndarray, w_adds: np.ndarray,
-    w_period: float, w_duty: float, w_bw: float, w_prio: int, w_order: int,
-    bins: int, gt_ms: float, et_frac: float, max_multiple: int, perfect_rtol: float,
-    exact: bool, out_score: np.ndarray, out_perfect: np.ndarray, out_early: np.ndarray,
+    candidates: np.ndarray, table: PodTable, w_adds: np.ndarray, pod: WaitingPod,
+    settings: ScoreSettings, out_score: np.ndarray, out_perfect: np.ndarray,
+    out_early: np.ndarray,
 ) -> None:
-    """Score the nodes in ``candidates`` (Eq. 18) for the waiting pod.
+    """Score the nodes in ``candidates`` (Eq. 18) for the waiting ``pod``.
 
-    ``out_*`` are indexed by node.  With ``exact`` every candidate gets its best
+    ``w_adds[n]``: whether the pod would add a row to node n's link.  ``out_*`` are
+    indexed by node.  With ``exact`` every candidate gets its best
     score.  Otherwise ``candidates`` must come in the order NormalizeScore would
     prefer them among perfect nodes (best normalized latency first, then node
     order): the scan stops at the first node that scores 100, because that node
     wins whatever the others score; the rest keep ``SCORE_UNKNOWN``.  If no node
     scores 100, every node's exact score is computed (pass 2).
     """
+    node_ptr, period, duty, bandwidth = table.node_ptr, table.period, table.duty, table.bandwidth
+    priority, order, n_pods = table.priority, table.order, table.n_pods
+    sum_bw, capacity = table.sum_bw, table.capacity
+    w_period, w_duty, w_bw = pod.period, pod.duty, pod.bandwidth
+    w_prio, w_order = pod.priority, pod.order
+    bins, gt_ms, et_frac = settings.bins, settings.gt_ms, settings.et_frac
+    max_multiple, perfect_rtol, exact = settings.max_multiple, settings.perfect_rtol, settings.exact
     n_cand = candidates.shape[0]
     for c in range(n_cand):
         n = candidates[c]

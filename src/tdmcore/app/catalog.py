@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..metronome.link import LinkPod
+from ..model import TrafficPattern
 
 __all__ = ["LinkScenario", "link_scenarios", "load_link_file", "parse_pod"]
 
@@ -35,20 +36,15 @@ def _pod_from_mapping(raw: Any, where: str) -> LinkPod:
                           "bandwidth_gbps"}
     if unknown:
         raise ValueError(f"{where}: unknown field(s) {sorted(unknown)}")
-    values: dict[str, Any] = {}
     for key in ("period_ms", "duty_cycle", "bandwidth_gbps"):
         if key not in raw:
             raise ValueError(f"{where}.{key}: missing")
-        x = raw[key]
-        if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
-            raise ValueError(f"{where}.{key}: expected a finite number, got {x!r}")
-        values[key] = float(x)
-    if values["period_ms"] <= 0:
-        raise ValueError(f"{where}.period_ms: must be > 0")
-    if not 0 <= values["duty_cycle"] <= 1:
-        raise ValueError(f"{where}.duty_cycle: must lie in [0, 1]")
-    if values["bandwidth_gbps"] < 0:
-        raise ValueError(f"{where}.bandwidth_gbps: must be >= 0")
+    try:
+        pattern = TrafficPattern(raw["period_ms"], raw["duty_cycle"], raw["bandwidth_gbps"])
+    except ValueError as exc:
+        raise ValueError(f"{where}.{exc}") from None
+    values = {"period_ms": pattern.period_ms, "duty_cycle": pattern.duty_cycle,
+              "bandwidth_gbps": pattern.bandwidth_gbps}
     name = raw.get("name")
     if not isinstance(name, str) or not name:
         raise ValueError(f"{where}.name: expected a non-empty string")

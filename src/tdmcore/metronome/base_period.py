@@ -48,7 +48,23 @@ class BasePeriod:
     compatible: bool
 
 
-def _priorities(priorities: Any, k: int) -> NDArray[np.int64]:
+def check_settings(gt_ms: Any, et_frac: Any, max_multiple: Any) -> tuple[float, float, int]:
+    """``G_T`` (ms, >= 0), ``E_T`` as a fraction (>= 0) and ``M`` (an integer >= 1)."""
+    gt = v.real_number("gt_ms", gt_ms)
+    if gt < 0:
+        raise ValueError(f"gt_ms: must be >= 0, got {gt}")
+    et = v.real_number("et_frac", et_frac)
+    if et < 0:
+        raise ValueError(f"et_frac: must be >= 0, got {et}")
+    if isinstance(max_multiple, bool) or not isinstance(max_multiple, int | np.integer):
+        raise ValueError(f"max_multiple: expected an integer >= 1, got {max_multiple!r}")
+    m_max = int(max_multiple)
+    if m_max < 1:
+        raise ValueError(f"max_multiple: expected an integer >= 1, got {m_max}")
+    return gt, et, m_max
+
+
+def check_priorities(priorities: Any, k: int) -> NDArray[np.int64]:
     if isinstance(priorities, str | bytes) or not isinstance(priorities, Sequence | np.ndarray):
         raise ValueError(f"priorities: expected a sequence of {k} priorities")
     values = []
@@ -121,21 +137,19 @@ def unify_periods(
         raise ValueError("periods_ms: at least one period is required")
     if np.any(periods <= 0):
         raise ValueError("periods_ms: every period must be > 0 ms")
-    prio = _priorities(priorities, k)
-    gt = v.real_number("gt_ms", gt_ms)
-    if gt < 0:
-        raise ValueError(f"gt_ms: must be >= 0, got {gt}")
-    et = v.real_number("et_frac", et_frac)
-    if et < 0:
-        raise ValueError(f"et_frac: must be >= 0, got {et}")
-    if isinstance(max_multiple, bool) or not isinstance(max_multiple, int | np.integer):
-        raise ValueError(f"max_multiple: expected an integer >= 1, got {max_multiple!r}")
-    m_max = int(max_multiple)
-    if m_max < 1:
-        raise ValueError(f"max_multiple: expected an integer >= 1, got {m_max}")
+    prio = check_priorities(priorities, k)
+    gt, et, m_max = check_settings(gt_ms, et_frac, max_multiple)
+    return unify(np.ascontiguousarray(periods), prio, gt, et, m_max)
 
+
+def unify(periods_ms: NDArray[np.float64], priorities: NDArray[np.int64], gt_ms: float,
+          et_frac: float, max_multiple: int) -> BasePeriod:
+    """:func:`unify_periods` of arguments already checked (contiguous float64 periods
+    > 0, int64 priorities, ``gt_ms``/``et_frac`` >= 0, ``max_multiple`` >= 1): the
+    unchecked path of callers that hold valid patterns."""
+    k = periods_ms.shape[0]
     multiples = np.empty(k, dtype=np.int64)
     idle = np.empty(k)
-    base, step = unify_kernel(np.ascontiguousarray(periods), prio, gt, et, m_max, multiples,
+    base, step = unify_kernel(periods_ms, priorities, gt_ms, et_frac, max_multiple, multiples,
                               idle)
     return BasePeriod(float(base), multiples, idle, step != STEP_INCOMPATIBLE)

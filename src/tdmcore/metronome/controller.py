@@ -241,7 +241,8 @@ class Controller:
     def _take_reserve(self, result: ReserveResult) -> None:
         if result.shifts_ms:
             mode = self._recalc_mode(not result.skip_phase_three)
-            self.links[result.node] = self._plan(result.node, mode)
+            plan = result.plan if isinstance(result.plan, LinkPlan) else None
+            self.links[result.node] = self._plan(result.node, mode, plan)
         # Without shifts (EarlyReturn, LowComm) the link's rotations stand as they are.
 
     def on_reserve_gang(self, results: Sequence[ReserveResult]) -> dict[str, float]:
@@ -280,14 +281,24 @@ class Controller:
             raise ValueError(f"node: expected a node index in [0, {len(self.state.cluster)})")
         self.links[node] = self._plan(node, self._recalc_mode(optimal))
 
-    def _plan(self, node: int, mode: str) -> LinkPlan:
+    def _plan(self, node: int, mode: str, reserved: LinkPlan | None = None) -> LinkPlan:
+        """The link's plan in ``mode``: from the cache, the Reserve's own plan
+        (``reserved``, when it planned these pods with these settings and mode),
+        or planned now."""
         if mode == "optimal":
             self.recalculations += 1
         pods = tuple(link_pods(self.state, node))
         key = (pods, float(self.state.cluster.link_gbps[node]), mode)
         plan = self._plans.get(key)
         if plan is None:
-            plan = link_plan(self.state, node, self.config.scheduler, mode=mode)
+            cfg = self.config.scheduler
+            if reserved is not None and reserved.result_mode == mode \
+                    and (reserved.pods, reserved.capacity_gbps) == key[:2] \
+                    and reserved.settings == (cfg.bins, float(cfg.gt_ms), float(cfg.et_frac),
+                                              cfg.max_multiple):
+                plan = reserved  # planning is a pure function of these: no re-plan
+            else:
+                plan = link_plan(self.state, node, cfg, mode=mode)
             if len(self._plans) >= PLAN_CACHE:
                 del self._plans[next(iter(self._plans))]  # the oldest
             self._plans[key] = plan

@@ -15,11 +15,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import _validation as v
+from .._kernels.circle import reference_first
 from .._kernels.node_score import INCOMPATIBLE_MAX_SCORE
-from .base_period import BasePeriod, unify_periods
+from .base_period import BasePeriod, check_priorities, check_settings, unify
 from .rotation import RotationResult, search_rotations
 from .scoring import PERFECT_RTOL, excess, link_utilization, score, score_from_excess
-from .traffic import discretize_unified, rotations_to_shifts
+from .traffic import draw, rotations_to_shifts
 
 __all__ = ["LinkPlan", "LinkPod", "compact_rotations", "plan_link"]
 
@@ -84,6 +85,8 @@ class LinkPlan:
     unshifted_score: float = 0.0
     unshifted_utilization: float = 0.0
     result_mode: str = "first"
+    #: what the plan was made with: (bins, G_T ms, E_T fraction, largest multiple)
+    settings: tuple[int, float, float, int] = (72, 5.0, 0.10, 8)
 
     @property
     def job_rotations(self) -> dict[str, int]:
@@ -148,20 +151,38 @@ def plan_link(
         jobs_seen.add(p.job_name)
     cap = v.positive_float("capacity_gbps", capacity_gbps)
     n_bins = v.bins_count(bins)
+    v.pattern([p.period_ms for p in pods], [p.duty_cycle for p in pods],
+              [p.bandwidth_gbps for p in pods])
     for p in pods:
         if p.bandwidth_gbps > cap:
             raise ValueError(
                 f"pods: {p.name} needs {p.bandwidth_gbps} Gbps, above the link's {cap} Gbps "
                 "(Eq. 14)"
             )
-    periods = [p.period_ms for p in pods]
-    base = unify_periods(periods, [p.priority for p in pods], gt_ms=gt_ms, et_frac=et_frac,
-                         max_multiple=max_multiple)
-    rows = discretize_unified(base, periods, [p.duty_cycle for p in pods],
-                              [p.bandwidth_gbps for p in pods], n_bins)
+    check_priorities([p.priority for p in pods], len(pods))
+    gt, et, m_max = check_settings(gt_ms, et_frac, max_multiple)
+    if mode not in ("first", "optimal", "compact"):
+        raise ValueError(f"mode: expected 'first', 'optimal' or 'compact', got {mode!r}")
+    return _plan_link(pods, cap, n_bins, mode, gt, et, m_max)
+
+
+def _plan_link(pods: Sequence[LinkPod], cap: float, n_bins: int,
+               mode: Literal["first", "optimal", "compact"], gt_ms: float, et_frac: float,
+               max_multiple: int) -> LinkPlan:
+    """:func:`plan_link` of pods whose patterns, names and settings are valid (the
+    unchecked path of the scheduler and the controller, whose pods come from
+    validated :class:`~tdmcore.model.TrafficPattern` objects)."""
+    periods = np.array([p.period_ms for p in pods], dtype=np.float64)
+    base = unify(periods, np.array([p.priority for p in pods], dtype=np.int64), gt_ms, et_frac,
+                 max_multiple)
+    rows = draw(base, periods, np.array([p.duty_cycle for p in pods], dtype=np.float64),
+                np.array([p.bandwidth_gbps for p in pods], dtype=np.float64), n_bins)
 
     # Rows (one per job) in order: highest priority first, ties by deploy order.
-    order = sorted(range(len(pods)), key=lambda i: (-pods[i].priority, i))
+    rank = np.empty(len(pods), dtype=np.int64)
+    reference_first(np.array([p.priority for p in pods], dtype=np.int64),
+                    np.arange(len(pods), dtype=np.int64), rank)
+    order = rank.tolist()
     jobs = [pods[i].job_name for i in order]
     demand = rows.demand[order]
     mids = tuple(rows.midpoints[i] for i in order)
@@ -198,4 +219,5 @@ def plan_link(
         unshifted_score=score(demand, zero, cap),
         unshifted_utilization=link_utilization(demand, zero, cap),
         result_mode=mode,
+        settings=(n_bins, gt_ms, et_frac, max_multiple),
     )

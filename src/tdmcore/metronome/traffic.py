@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import _validation as v
-from .._kernels.circle import discretize_rows
+from .._kernels.circle import discretize_rows, draw_circle
 
 if TYPE_CHECKING:
     from .base_period import BasePeriod
@@ -54,37 +54,6 @@ def _rows(
     return demand, mids, offsets
 
 
-def _check_pattern(
-    period_ms: Any, duty_cycle: Any, bandwidth_gbps: Any
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], bool]:
-    periods = v.as_float_array("period_ms", period_ms)
-    duty = v.as_float_array("duty_cycle", duty_cycle)
-    bandwidth = v.as_float_array("bandwidth_gbps", bandwidth_gbps)
-    for name, arr in (("period_ms", periods), ("duty_cycle", duty),
-                      ("bandwidth_gbps", bandwidth)):
-        if arr.ndim > 1:
-            raise ValueError(f"{name}: expected a scalar or a 1-D array, got shape {arr.shape}")
-    scalar = periods.ndim == 0 and duty.ndim == 0 and bandwidth.ndim == 0
-    try:
-        periods, duty, bandwidth = np.broadcast_arrays(
-            np.atleast_1d(periods), np.atleast_1d(duty), np.atleast_1d(bandwidth)
-        )
-    except ValueError as exc:
-        raise ValueError(
-            "period_ms: period_ms, duty_cycle and bandwidth_gbps must have the same length "
-            f"(got {np.shape(period_ms)}, {np.shape(duty_cycle)}, {np.shape(bandwidth_gbps)})"
-        ) from exc
-    if periods.size == 0:
-        raise ValueError("period_ms: at least one pod is required")
-    if np.any(periods <= 0):
-        raise ValueError("period_ms: every period must be > 0 ms")
-    if np.any((duty < 0) | (duty > 1)):
-        raise ValueError("duty_cycle: every duty cycle must lie in [0, 1]")
-    if np.any(bandwidth < 0):
-        raise ValueError("bandwidth_gbps: every bandwidth must be >= 0 Gbps")
-    return periods.copy(), duty.copy(), bandwidth.copy(), scalar
-
-
 def discretize(
     period_ms: Any,
     duty_cycle: Any,
@@ -119,7 +88,7 @@ def discretize(
         Naming the argument: NaN/inf, period <= 0, duty cycle outside [0, 1],
         negative bandwidth, bins < 8, or a base period that is not a multiple.
     """
-    periods, duty, bandwidth, scalar = _check_pattern(period_ms, duty_cycle, bandwidth_gbps)
+    periods, duty, bandwidth, scalar = v.pattern(period_ms, duty_cycle, bandwidth_gbps)
     base = v.positive_float("base_period_ms", base_period_ms)
     n_bins = v.bins_count(bins)
     ratio = base / periods
@@ -178,7 +147,7 @@ def discretize_unified(
     * incompatible: one unit per pod on ``T`` = the longest period, arc
       ``2 pi d_p t_p / T`` (the pattern truncated to one unit).
     """
-    periods, duty, bandwidth, _ = _check_pattern(period_ms, duty_cycle, bandwidth_gbps)
+    periods, duty, bandwidth, _ = v.pattern(period_ms, duty_cycle, bandwidth_gbps)
     n_bins = v.bins_count(bins)
     k = periods.shape[0]
     from .base_period import BasePeriod
@@ -190,15 +159,27 @@ def discretize_unified(
         raise ValueError(
             f"base: describes {base.multiples.shape[0]} pods but {k} patterns were given"
         )
-    if base.compatible:
-        multiples = base.multiples.astype(np.float64)
-        circle_duty = duty * periods / (periods + base.idle_ms)
-    else:
-        multiples = np.ones(k)
-        circle_duty = np.minimum(1.0, duty * periods / base.period_ms)
-    demand, mids, offsets = _rows(multiples, circle_duty, bandwidth, n_bins)
+    return draw(base, periods, duty, bandwidth, n_bins)
+
+
+def draw(base: BasePeriod, periods: NDArray[np.float64], duty: NDArray[np.float64],
+         bandwidth: NDArray[np.float64], n_bins: int) -> CircleRows:
+    """:func:`discretize_unified` of arguments already checked (a valid ``base`` for
+    these pods, patterns by :func:`tdmcore._validation.pattern`, ``n_bins >= 8``):
+    the unchecked path of callers that hold valid patterns."""
+    k = periods.shape[0]
+    multiples = base.multiples.astype(np.int64) if base.compatible \
+        else np.ones(k, dtype=np.int64)
+    offsets = np.zeros(k + 1, dtype=np.int64)
+    np.cumsum(multiples, out=offsets[1:])
+    demand = np.zeros((k, n_bins))
+    mids = np.empty(int(offsets[-1]))
+    circle_duty = np.empty(k)
+    limits = np.empty(k, dtype=np.int64)
+    draw_circle(periods, duty, bandwidth, multiples,
+                np.ascontiguousarray(base.idle_ms, dtype=np.float64), float(base.period_ms),
+                bool(base.compatible), demand, mids, offsets, circle_duty, limits)
     midpoints = tuple(mids[offsets[i]:offsets[i + 1]].copy() for i in range(k))
-    limits = np.ceil(n_bins / multiples).astype(np.int64)
     return CircleRows(demand, midpoints, limits, circle_duty)
 
 

@@ -464,11 +464,8 @@ def _pattern(path: str, raw: Any) -> TrafficPattern | None:
         _fail(path, "expected a mapping {period_ms, duty_cycle, bandwidth_gbps} or null "
                     f"(a LowComm job), got {_kind(raw)}")
     d = _fields(path, raw, _PATTERN)
-    period = _number(f"{path}.period_ms", d["period_ms"], strict=True)
-    duty = _number(f"{path}.duty_cycle", d["duty_cycle"], high=1.0)
-    rate = _number(f"{path}.bandwidth_gbps", d["bandwidth_gbps"])
     try:
-        return TrafficPattern(period, duty, rate)
+        return TrafficPattern(d["period_ms"], d["duty_cycle"], d["bandwidth_gbps"])
     except ValueError as exc:
         _reraise(path, exc)
 

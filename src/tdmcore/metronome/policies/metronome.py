@@ -14,11 +14,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ... import _validation as v
-from ..._kernels.node_score import score_nodes_kernel
+from ..._kernels.node_score import ScoreSettings, WaitingPod, score_nodes_kernel
 from ...framework import CycleState, ReserveResult, Status
 from ...model import ClusterState, Pod
 from ..affinity import AffinityGraph, loop_free_nodes
-from ..link import LinkPlan, LinkPod, plan_link
+from ..link import LinkPlan, LinkPod, _plan_link
 from ..scoring import PERFECT_RTOL
 from .default import resource_fit
 
@@ -172,14 +172,12 @@ class MetronomePolicy:
             assert cycle.latency is not None
             preference = normalized_latency(cycle.latency)[candidates]
             candidates = candidates[np.argsort(-preference, kind="stable")]
-        score_nodes_kernel(
-            candidates, snap.node_ptr, snap.period,
-            snap.duty, snap.bandwidth, snap.priority, snap.order, snap.n_pods,
-            snap.sum_bw, snap.capacity, self._adds(state, cycle), pattern.period_ms,
-            pattern.duty_cycle, pattern.bandwidth_gbps, pod.priority, state.next_order,
-            cfg.bins, cfg.gt_ms, cfg.et_frac, cfg.max_multiple, PERFECT_RTOL,
-            cfg.exact_scores, scores, perfect, early,
-        )
+        pod_row = WaitingPod(pattern.period_ms, pattern.duty_cycle, pattern.bandwidth_gbps,
+                             pod.priority, state.next_order)
+        settings = ScoreSettings(cfg.bins, cfg.gt_ms, cfg.et_frac, cfg.max_multiple,
+                                 PERFECT_RTOL, cfg.exact_scores)
+        score_nodes_kernel(candidates, snap.pod_table(), self._adds(state, cycle), pod_row,
+                           settings, scores, perfect, early)
         cycle.early = early
         return scores
 
@@ -212,7 +210,8 @@ class MetronomePolicy:
         plan = link_plan(state, node, self.config, mode="first")
         state.set_shifts(plan.shifts_ms)
         return ReserveResult(node, dict(plan.shifts_ms), skip, link_names,
-                             rotations=plan.job_rotations, base_period_ms=plan.base.period_ms)
+                             rotations=plan.job_rotations, base_period_ms=plan.base.period_ms,
+                             plan=plan)
 
 
 def link_pods(state: ClusterState, node: int) -> list[LinkPod]:
@@ -235,6 +234,6 @@ def link_plan(state: ClusterState, node: int, config: MetronomeConfig,
     pods = link_pods(state, node)
     kind: Literal["first", "optimal", "compact"] = \
         "optimal" if mode == "optimal" else "compact" if mode == "compact" else "first"
-    return plan_link(pods, float(state.cluster.link_gbps[node]), bins=config.bins,
-                     mode=kind, gt_ms=config.gt_ms,
-                     et_frac=config.et_frac, max_multiple=config.max_multiple)
+    # the pods' patterns and the config are valid: the unchecked path
+    return _plan_link(pods, float(state.cluster.link_gbps[node]), config.bins, kind,
+                      float(config.gt_ms), float(config.et_frac), config.max_multiple)
