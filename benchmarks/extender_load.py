@@ -11,7 +11,7 @@ process, reading the fake API through its informers, as in a cluster.  New pods 
 with all ``NodeNames`` (``nodeCacheCapable``), prioritize, bind to the best node.
 Latency is measured per request, send to answer, by the client.
 
-    python benchmarks/extender_load.py --nodes 1000 --rate 100 --seconds 30 --seed 0
+    python -m benchmarks.extender_load --nodes 1000 --rate 100 --seconds 30 --seed 0
 """
 
 from __future__ import annotations
@@ -26,15 +26,12 @@ import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-import k8s_objects as K  # noqa: E402
-from k8s_env import cluster  # noqa: E402
+from tests.k8s_bridge import k8s_objects as K
+from tests.k8s_bridge.k8s_env import cluster
 
 #: (period ms, duty cycle) pairs in the range of the Muri measurements
 PATTERNS = [(120.0, 0.30), (200.0, 0.25), (240.0, 0.40), (300.0, 0.20), (400.0, 0.35)]

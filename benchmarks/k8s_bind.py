@@ -3,7 +3,7 @@ the tdmcore extender, in the same run (a benchmark, not a test).
 
 ::
 
-    KUBEBUILDER_ASSETS=... python benchmarks/k8s_bind.py --nodes 1000 --pods 200 --rounds 2
+    KUBEBUILDER_ASSETS=... python -m benchmarks.k8s_bind --nodes 1000 --pods 200 --rounds 2
 
 Starts etcd + kube-apiserver + two kube-schedulers from ``$KUBEBUILDER_ASSETS`` (see
 ``k8s_bridge/envtest.py``): one with the shipped configuration calling the extender
@@ -27,14 +27,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
+import yaml
 
-import yaml  # noqa: E402
-from e2e_env import DEPLOY, PODGROUP_CRD, SCHEDULER, Component, Env, wait_known  # noqa: E402
-
-from k8s_bridge.envtest import ControlPlane, Proc, assets_dir, free_port, wait_until  # noqa: E402
-from k8s_bridge.model import ClusterModel  # noqa: E402
-from k8s_bridge.pipeline import Pipeline  # noqa: E402
+from k8s_bridge.envtest import ControlPlane, Proc, assets_dir, free_port, wait_until
+from k8s_bridge.model import ClusterModel
+from k8s_bridge.pipeline import Pipeline
+from tests.e2e.e2e_env import DEPLOY, PODGROUP_CRD, SCHEDULER, Component, Env, wait_known
 
 PLAIN = "plain-scheduler"
 JOB = "training.kubeflow.org/job-name"

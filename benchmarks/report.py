@@ -1,6 +1,6 @@
 """One-shot table of the rotation-search targets (docs/benchmarks.md), per seed.
 
-Usage: python benchmarks/report.py [--seeds 0 1 2 3 4] [--decision] [--oasis] [--network]
+Usage: python -m benchmarks.report [--seeds 0 1 2 3 4] [--decision] [--oasis] [--network]
        [--milp [--milp-sizes 20 50 100] [--milp-time-limit 600]]
        [--philly JOBS NODES [--philly-policies default,metronome] [--philly-cap S]]
        [--rotation]
@@ -16,18 +16,14 @@ otherwise its incumbent must not beat tdmcore's optimum.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from asv_bench.bench_decision import decision_latencies  # noqa: E402
-from asv_bench.bench_network import speedup as network_speedup  # noqa: E402
-from asv_bench.bench_oasis import agree, milp_comparison  # noqa: E402
-from asv_bench.bench_oasis import speedup as oasis_speedup  # noqa: E402
-from asv_bench.bench_rotation import speedup  # noqa: E402
+from benchmarks.asv_bench.bench_decision import decision_latencies
+from benchmarks.asv_bench.bench_network import speedup as network_speedup
+from benchmarks.asv_bench.bench_oasis import agree, milp_comparison
+from benchmarks.asv_bench.bench_oasis import speedup as oasis_speedup
+from benchmarks.asv_bench.bench_rotation import speedup
 
 CASES = [("first", 4, 72), ("optimal", 5, 72), ("first", 5, 72), ("optimal", 4, 72),
          ("first", 3, 144), ("optimal", 3, 144)]

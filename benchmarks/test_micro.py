@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 import tdmcore
-from asv_bench import naive
-from asv_bench.instances import contended_link
+from benchmarks.asv_bench.instances import contended_link
+from tests.oracles import naive
 
 pytestmark = pytest.mark.benchmark
 

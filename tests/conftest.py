@@ -1,12 +1,9 @@
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-# The oracle and instance generator live beside the tests, importable as modules;
-# the benchmarks' cluster generator and brute-force cycle check are shared too.
-sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+# ``tests`` is a package (so is ``benchmarks``): pytest puts the repository's root on
+# the path, and the tests and the benchmarks import the oracles as
+# ``tests.oracles`` and the shared generators as ``tests.instances`` /
+# ``tests.clusters``, with no path of their own.
 
 
 def pytest_configure(config: object) -> None:

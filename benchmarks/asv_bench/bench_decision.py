@@ -12,9 +12,8 @@ import numpy as np
 from tdmcore.framework import Scheduler
 from tdmcore.metronome.policies import make_policy
 from tdmcore.model import Pod
-
-from . import naive_pipeline
-from .clusters import random_cluster
+from tests.clusters import random_cluster
+from tests.oracles import naive_pipeline
 
 NAIVE_MAX_NODES = 100  # the naive pipeline is checked against tdmcore up to here
 

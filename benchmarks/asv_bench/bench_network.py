@@ -13,8 +13,7 @@ import time
 import numpy as np
 
 from tdmcore.sim.engine.network import FlowJob, simulate_flows
-
-from . import naive_flow
+from tests.oracles import naive_flow
 
 
 def flow_instance(n_jobs: int, n_links: int, iterations: int, seed: int = 0):

@@ -5,7 +5,7 @@ Instance of docs/benchmarks.md: T = 100 slots, 100 worker + 100 PS servers;
 the straightforward DP measured in the same run (same payoff checked first).
 ``TimeMilpBestSchedule`` times the MILP of problem (27) (HiGHS, one MILP per end
 slot) on small instances only: at T = 100, 100 + 100 servers it takes minutes
-(``benchmarks/report.py --milp`` measures it there, with a time limit).
+(``python -m benchmarks.report --milp`` measures it there, with a time limit).
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ import timeit
 import numpy as np
 
 from tdmcore.oasis.online import Job, best_schedule
-
-from . import naive_oasis
+from tests.oracles import naive_oasis
 
 
 def instance(n_slots: int = 100, servers: int = 100, chunks: int = 16, epochs: int = 10,

@@ -13,8 +13,8 @@ import timeit
 import numpy as np
 
 import tdmcore
+from tests.oracles import naive
 
-from . import naive
 from .instances import contended_link
 
 SEEDS = (0, 1, 2, 3, 4)

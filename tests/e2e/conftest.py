@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from e2e_env import DEPLOY, PODGROUP_CRD, SCHEDULER, Component, Env
 
 from k8s_bridge.envtest import ControlPlane, EnvtestUnavailable, assets_dir
+from tests.e2e.e2e_env import DEPLOY, PODGROUP_CRD, SCHEDULER, Component, Env
 
 
 @pytest.fixture(scope="session")

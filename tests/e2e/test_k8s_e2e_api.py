@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from e2e_env import NS, SCHEDULER
-from test_k8s_manifests import INVALID, VALID
 
 from k8s_bridge.envtest import ControlPlane
 from k8s_bridge.kube import ApiError, Kube
+from tests.e2e.e2e_env import NS, SCHEDULER
+from tests.k8s_bridge.test_k8s_manifests import INVALID, VALID
 
 pytestmark = pytest.mark.e2e
 

@@ -7,9 +7,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from e2e_env import NS, Component, Env, wait_known
 
 from k8s_bridge.envtest import wait_until
+from tests.e2e.e2e_env import NS, Component, Env, wait_known
 
 pytestmark = pytest.mark.e2e
 

@@ -1,0 +1,373 @@
+"""The controller over an HTTP-level fake API server: offsets written into
+NodeBandwidth status, idempotence, restarts, conflicts, reports, leader election."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+
+from k8s_bridge.kube import ApiError, Kube
+from k8s_bridge.leader import start_election
+from k8s_bridge.reconciler import ControllerService, parse_report
+from k8s_bridge.web import HttpError, Server
+from tests.k8s_bridge import k8s_objects as K
+from tests.k8s_bridge.k8s_env import cluster, synced_to, wait_for
+
+NBW = "tdmcore.io/v1alpha1"
+
+
+def objects() -> list[dict[str, Any]]:
+    """a (high) spans n0 and n1; c shares n0 with it, b shares n1 (all low).
+
+    Every job: 100 ms period, duty 0.5, 20 Gbps on 25 Gbps links: on each link the
+    second job must sit half a period after a (no two comm phases fit together).
+    """
+    out: list[dict[str, Any]] = [K.node(n) for n in ("n0", "n1", "n2")]
+    for job in ("a", "b", "c"):
+        out.append(K.podbandwidth(job, period=100, duty=0.5, gbps=20,
+                                  match={"training.kubeflow.org/job-name": job}))
+    out += [
+        K.pod("a-0", labels=K.job_labels("a", "high"), node="n0", phase="Running",
+              created="2026-11-20T00:00:00Z"),
+        K.pod("a-1", labels=K.job_labels("a", "high"), node="n1", phase="Running",
+              created="2026-11-20T00:00:01Z"),
+        K.pod("b-0", labels=K.job_labels("b"), node="n1", phase="Running",
+              created="2026-11-20T00:00:02Z"),
+        K.pod("c-0", labels=K.job_labels("c"), node="n0", phase="Running",
+              created="2026-11-20T00:00:03Z"),
+    ]
+    return out
+
+
+def shifts(fake) -> dict[str, float]:
+    out = {}
+    for nbw in fake.list(NBW, "NodeBandwidth"):
+        for e in (nbw.get("status") or {}).get("pods", []):
+            out[e["name"]] = e["shiftMs"]
+    return out
+
+
+def test_reconcile_writes_offsets_then_nothing():
+    with cluster(objects()) as (fake, kube, model, informers):
+        service = ControllerService(model, kube, "metronome")
+        # NodeBandwidth n0 and n1 (n2 is empty), and matchedPods of the 3 PodBandwidths
+        assert service.reconcile() == 5
+        matched = {p["metadata"]["name"]: p["status"]["matchedPods"]
+                   for p in fake.list(NBW, "PodBandwidth", "default")}
+        assert matched == {"a": 2, "b": 1, "c": 1}
+        got = shifts(fake)
+        assert got["a-0"] == got["a-1"] == 0.0  # the reference job
+        assert got["b-0"] == pytest.approx(50.0)
+        assert got["c-0"] == pytest.approx(50.0)
+        n1 = fake.get(NBW, "NodeBandwidth", "n1")["status"]
+        assert n1["basePeriodMs"] == pytest.approx(100.0)
+        assert {e["name"]: e["rotation"] for e in n1["pods"]} == {"a-1": 0, "b-0": 36}
+        assert service.reconcile() == 0  # idempotent
+        synced_to(fake, informers)
+        assert service.reconcile() == 0  # the watch echo changes nothing either
+
+
+def test_restart_rebuilds_from_the_api():
+    with cluster(objects()) as (fake, kube, model, informers):
+        first = ControllerService(model, kube, "metronome")
+        first.reconcile()
+        before = shifts(fake)
+        # a new process: fresh model and informers over the same API
+        from k8s_bridge.cli import start_informers
+        from k8s_bridge.model import ClusterModel
+        model2 = ClusterModel()
+        infs, ready = start_informers(Kube.connect(host=fake.url), model2, watch_timeout_s=5)
+        try:
+            wait_for(ready, what="second model synced")
+            second = ControllerService(model2, Kube.connect(host=fake.url), "metronome")
+            assert second.reconcile() == 0
+            assert shifts(fake) == before
+            assert second.current().offsets_ms == first.current().offsets_ms
+        finally:
+            for i in infs:
+                i.stop()
+
+
+def test_recalculate_flag_selects_the_plan_mode():
+    with cluster(objects()) as (fake, kube, model, informers):
+        service = ControllerService(model, kube, "metronome")
+        service.reconcile()
+        # no Reserve recorded these links: both planned by the offline recalculation
+        # (as the simulator's controller plans a contended link it has no plan for)
+        assert service.current().recalculations == 2
+        assert fake.get(NBW, "NodeBandwidth", "n1")["status"]["recalculate"] is True
+        # a Reserve that skipped phase three (recalculate: false) for the same pods
+        n1 = fake.get(NBW, "NodeBandwidth", "n1")
+        fake.update({**n1, "status": {**n1["status"], "recalculate": False}})
+        synced_to(fake, informers)
+        # n0's plan is reused (same pods, mode, capacity); n1 is replanned 'first'
+        assert service.current().recalculations == 0
+        # a pod leaves n1: the link changed since it was recorded -> optimal again
+        fake.delete("v1", "Pod", "b-0", "default")
+        fake.create(K.pod("d-0", labels=K.job_labels("b"), node="n1", phase="Running"))
+        synced_to(fake, informers)
+        assert service.current().recalculations == 1
+        ablation = ControllerService(model, kube, "metronome-no-phase3")
+        assert ablation.current().recalculations == 0
+
+
+def test_conflicts_and_errors_are_retried_next_pass():
+    with cluster(objects()) as (fake, kube, model, informers):
+        service = ControllerService(model, kube, "metronome")
+        fake.fail_next("POST", r"nodebandwidths", status=409, count=1)
+        fake.fail_next("PATCH", r"nodebandwidths", status=500, count=1)
+        first = service.reconcile()
+        assert first < 5  # 2 NodeBandwidths + 3 PodBandwidths
+        assert service.reconcile() == 5 - first
+        assert service.reconcile() == 0
+        assert shifts(fake)["b-0"] == pytest.approx(50.0)
+
+
+def test_removed_pod_leaves_the_status():
+    with cluster(objects()) as (fake, kube, model, informers):
+        service = ControllerService(model, kube, "metronome")
+        service.reconcile()
+        fake.delete("v1", "Pod", "b-0", "default")
+        synced_to(fake, informers)
+        wait_for(lambda: "default/b-0" not in model.objects["Pod"])
+        assert service.reconcile() == 2  # n1's status, b's matchedPods
+        assert "b-0" not in shifts(fake)
+
+
+def post(url: str, body: Any) -> tuple[int, Any]:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def iterations(n: int, period: float, start: float = 1_000_000.0) -> list[dict[str, float]]:
+    return [{"start_ms": start + i * period, "duration_ms": period, "comm_ms": period / 2}
+            for i in range(n)]
+
+
+def test_reports_pause_a_slow_low_priority_pod_only():
+    with cluster(objects()) as (fake, kube, model, informers):
+        service = ControllerService(model, kube, "metronome")
+        service.reconcile()
+        server = Server(service.app).start()
+        try:
+            url = server.url + "/v1/report"
+            # the reference a-1 reports on schedule: its starts anchor the phases
+            status, ans = post(url, {"namespace": "default", "pod": "a-1",
+                                     "iterations": iterations(10, 100.0)})
+            assert status == 200 and ans["pause_ms"] == 0.0 and ans["shift_ms"] == 0.0
+            # b-0 is slowed down (130 ms > 1.1 x 100): 6 of 10 slow -> pause
+            slow = [{"start_ms": 1_000_020.0 + i * 130, "duration_ms": 130.0}
+                    for i in range(10)]
+            status, ans = post(url, {"namespace": "default", "pod": "b-0",
+                                     "iterations": slow})
+            assert status == 200
+            assert 0 < ans["pause_ms"] < 100
+            assert ans["period_ms"] == 100.0 and ans["shift_ms"] == pytest.approx(50.0)
+            # its next start = end of the last iteration + pause == a's phase + 50 ms
+            end = slow[-1]["start_ms"] + slow[-1]["duration_ms"]
+            assert (end + ans["pause_ms"] - (1_000_000.0 + 50.0)) % 100.0 == pytest.approx(0.0)
+            assert (end + ans["pause_ms"]) % 100.0 == pytest.approx(ans["target_phase_ms"])
+            # a high-priority pod is never paused, however slow
+            status, ans = post(url, {"namespace": "default", "pod": "a-0", "iterations": [
+                {"start_ms": 1_002_000.0 + i * 150, "duration_ms": 150.0} for i in range(10)]})
+            assert status == 200 and ans["pause_ms"] == 0.0
+            status, ans = post(url, {"namespace": "default", "pod": "ghost",
+                                     "iterations": iterations(1, 100.0)})
+            assert status == 404 and "ghost" in ans["Error"]
+        finally:
+            server.stop()
+
+
+@pytest.mark.parametrize(("body", "needle"), [
+    ({"pod": "b-0", "iterations": [{"start_ms": 0, "duration_ms": 1}]}, "namespace"),
+    ({"namespace": "default", "pod": "b-0", "iterations": []}, "iterations"),
+    ({"namespace": "default", "pod": "b-0", "iterations": [{"start_ms": 0}]}, "duration_ms"),
+    ({"namespace": "default", "pod": "b-0",
+      "iterations": [{"start_ms": 0, "duration_ms": -1}]}, "duration_ms"),
+    ({"namespace": "default", "pod": "b-0",
+      "iterations": [{"start_ms": "0", "duration_ms": 1}]}, "start_ms"),
+    ({"namespace": "default", "pod": "b-0",
+      "iterations": [{"start_ms": 0, "duration_ms": 1, "comm_ms": 2}]}, "comm_ms"),
+    ({"namespace": "default", "pod": "b-0",
+      "iterations": [{"start_ms": 0, "duration_ms": 1}] * 1025}, "iterations"),
+    ([], "body"),
+])
+def test_bad_reports(body, needle):
+    with pytest.raises(HttpError) as exc:
+        parse_report(body)
+    assert exc.value.status == 400 and needle in exc.value.message
+
+
+def test_bad_report_over_http_changes_nothing():
+    with cluster(objects()) as (fake, kube, model, informers):
+        service = ControllerService(model, kube, "metronome")
+        service.reconcile()
+        ctrl = service.current()
+        server = Server(service.app).start()
+        try:
+            status, ans = post(server.url + "/v1/report", {"namespace": "default", "pod": "b-0",
+                                                           "iterations": [{"start_ms": 1}]})
+            assert status == 400 and "duration_ms" in ans["Error"]
+            assert ctrl._watch == {} and service.current() is ctrl
+        finally:
+            server.stop()
+
+
+def test_pattern_update_is_written_to_the_podbandwidth():
+    with cluster(objects()) as (fake, kube, model, informers):
+        service = ControllerService(model, kube, "metronome")
+        service.reconcile()
+        # a's pods now compute for 100 ms instead of 50 (comm still 50 ms): every 150 ms,
+        # steadily, a changed pattern (own part 100 ms, 50 % above its 50 ms baseline)
+        report = [{"start_ms": 1_000_000.0 + i * 150, "duration_ms": 150.0, "comm_ms": 50.0}
+                  for i in range(10)]
+        service.report("default/a-1", [r["start_ms"] for r in report],
+                       [r["duration_ms"] for r in report], [r["comm_ms"] for r in report])
+        pbw = fake.get(NBW, "PodBandwidth", "a", "default")
+        # re-measured: own part 100 + the declared 50 ms of all-reduce -> 150 ms, duty 1/3
+        assert pbw["status"]["observedPeriodMs"] == pytest.approx(150.0)
+        assert pbw["status"]["observedDutyCycle"] == pytest.approx(50.0 / 150.0)
+        synced_to(fake, informers)
+        # every reader now sees the new pattern (status overrides spec)
+        assert model.state().placed["default/a-0"].pod.pattern.period_ms == pytest.approx(150.0)
+
+
+def test_non_leader_answers_503_and_does_not_write():
+    with cluster(objects()) as (fake, kube, model, informers):
+        service = ControllerService(model, kube, "metronome", leader=threading.Event())
+        assert service.reconcile() == 0
+        with pytest.raises(HttpError) as exc:
+            service.report("default/b-0", [0.0], [100.0], None)
+        assert exc.value.status == 503
+        assert fake.list(NBW, "NodeBandwidth") == []
+
+
+def test_leader_election_one_leader_then_failover():
+    with cluster(objects()) as (fake, kube, model, informers):
+        first = start_election(Kube.connect(host=fake.url), "tdmcore-controller",
+                               "tdmcore-system", "replica-1", lease_s=4, renew_deadline_s=3,
+                               retry_s=1)
+        one = first.leading
+        second = None
+        try:
+            wait_for(one.is_set, 10, "first replica leads")
+            second = start_election(Kube.connect(host=fake.url), "tdmcore-controller",
+                                    "tdmcore-system", "replica-2", lease_s=4,
+                                    renew_deadline_s=3, retry_s=1)
+            two = second.leading
+            lease = fake.get("coordination.k8s.io/v1", "Lease", "tdmcore-controller",
+                             "tdmcore-system")
+            assert lease["spec"]["holderIdentity"] == "replica-1"
+            assert one.is_set() and not two.is_set()
+            # the leader goes away: the other replica takes the lease once it expires
+            first.stop()
+            assert not one.is_set()
+            wait_for(two.is_set, 20, "the second replica leads")
+            lease = fake.get("coordination.k8s.io/v1", "Lease", "tdmcore-controller",
+                             "tdmcore-system")
+            assert lease["spec"]["holderIdentity"] == "replica-2"
+        finally:
+            first.stop()
+            if second is not None:
+                second.stop()
+
+
+def test_election_rejects_bad_timings():
+    with pytest.raises(ValueError, match="lease_s"):
+        start_election(Kube.connect(host="http://127.0.0.1:9"), "x", "y", "z",
+                       lease_s=2, renew_deadline_s=3, retry_s=1)
+
+
+def test_answers_assign_low_priority_jobs_their_target_phase_only():
+    with cluster(objects()) as (fake, kube, model, informers):
+        service = ControllerService(model, kube, "metronome")
+        service.reconcile()
+        # the reference a reports: its starts anchor every phase
+        high = service.report("default/a-1", [1_000_000.0], [100.0], None)
+        assert high["target_phase_ms"] is None and high["align"] is None
+        low = service.report("default/b-0", [1_000_010.0], [100.0], None)
+        # b's comm phase sits 50 ms after a's: a's iteration starts at 1e6 (mod 100),
+        # its comm at +50 (compute = 100 x (1 - 0.5)); b's comm at +100, its start at +50
+        assert low["target_phase_ms"] == pytest.approx((1_000_000.0 + 50.0) % 100.0)
+        assert low["align"] == "default/a@50.000"
+
+
+class _FlakyKube(Kube):
+    """A client whose every request fails like an unreachable API server while
+    :attr:`outage` is set (shared by its copies)."""
+
+    outage = threading.Event()
+
+    def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        if self.outage.is_set():
+            raise ApiError(0, "ConnectionError", "connection refused")
+        return super().request(method, path, **kw)
+
+
+def test_leader_keeps_the_lease_until_the_renew_deadline_and_logs_quietly(caplog):
+    """An outage shorter than the renew deadline changes nothing; a longer one ends
+    leadership after the renew deadline (not at the first failed call), with one
+    WARNING per outage and no traceback."""
+    caplog.set_level(logging.DEBUG, logger="k8s_bridge.leader")
+    with cluster(objects()) as (fake, kube, model, informers):
+        flaky = _FlakyKube(Kube.connect(host=fake.url).api_client)
+        flaky.outage = threading.Event()
+        election = start_election(flaky, "tdmcore-controller", "tdmcore-system", "r1",
+                                  lease_s=6, renew_deadline_s=4, retry_s=1)
+        try:
+            wait_for(election.leading.is_set, 10, "r1 leads")
+            flaky.outage.set()
+            went_down = time.monotonic()
+            wait_for(lambda: not election.leading.is_set(), 15, "leadership lost")
+            held = time.monotonic() - went_down
+            assert held >= 4 - 1.0, f"gave up after {held:.1f} s, before the renew deadline"
+            flaky.outage.clear()
+            wait_for(election.leading.is_set, 15, "r1 leads again")
+        finally:
+            election.stop()
+    records = [r for r in caplog.records if r.name == "k8s_bridge.leader"]
+    assert not [r for r in records if r.levelno >= logging.ERROR or r.exc_info]
+    warnings = [r.getMessage() for r in records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2, warnings  # the outage began; the lease was lost
+    infos = [r.getMessage() for r in records if r.levelno == logging.INFO]
+    assert len(infos) <= 4, infos  # leads, API back, leads again, released: no chatter
+
+
+def test_takeover_increments_lease_transitions_and_stop_releases():
+    with cluster(objects()) as (fake, kube, model, informers):
+        first = start_election(Kube.connect(host=fake.url), "tdmcore-controller",
+                               "tdmcore-system", "r1", lease_s=12, renew_deadline_s=8,
+                               retry_s=1)
+        second = None
+        try:
+            wait_for(first.leading.is_set, 10, "r1 leads")
+            lease = fake.get("coordination.k8s.io/v1", "Lease", "tdmcore-controller",
+                             "tdmcore-system")
+            assert lease["spec"]["leaseTransitions"] == 0
+            second = start_election(Kube.connect(host=fake.url), "tdmcore-controller",
+                                    "tdmcore-system", "r2", lease_s=12, renew_deadline_s=8,
+                                    retry_s=1)
+            first.stop()  # releases: r2 takes over at its next retry, not after ~11 s
+            released = time.monotonic()
+            wait_for(second.leading.is_set, 15, "r2 leads")
+            assert time.monotonic() - released < 6.0
+            lease = fake.get("coordination.k8s.io/v1", "Lease", "tdmcore-controller",
+                             "tdmcore-system")
+            assert lease["spec"]["holderIdentity"] == "r2"
+            assert lease["spec"]["leaseTransitions"] == 1
+        finally:
+            first.stop()
+            if second is not None:
+                second.stop()

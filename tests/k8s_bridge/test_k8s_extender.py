@@ -1,0 +1,424 @@
+"""The extender over HTTP on loopback, in the extender/v1 wire format, against an
+HTTP-level fake API server (binding, NodeBandwidth status) -- and bad input."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+
+from k8s_bridge.extender import Extender
+from k8s_bridge.pipeline import Pipeline, extender_score
+from k8s_bridge.web import JsonApp, Server
+from tests.k8s_bridge import k8s_objects as K
+from tests.k8s_bridge.k8s_env import cluster, synced_to, wait_for
+
+NODES = ["n0", "n1", "n2", "n3"]
+
+
+def post(url: str, body: Any, *, raw: bytes | None = None) -> tuple[int, Any]:
+    data = raw if raw is not None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def objects() -> list[dict[str, Any]]:
+    """Four 8-GPU nodes; job a (high, 20 Gbps, 100 ms, d=0.5) runs on n1."""
+    out: list[dict[str, Any]] = [K.node(n) for n in NODES]
+    out += [K.nodebandwidth("n3", "10G")]  # n3's link is 10 Gbps
+    out += [K.podbandwidth("a", period=100, duty=0.5, gbps=20,
+                           match={"training.kubeflow.org/job-name": "a"}),
+            K.podbandwidth("b", period=100, duty=0.5, gbps=20,
+                           match={"training.kubeflow.org/job-name": "b"})]
+    out += [K.pod("a-0", labels=K.job_labels("a", "high"), node="n1", gpu=4, phase="Running"),
+            K.pod("b-0", labels=K.job_labels("b"), gpu=4),
+            K.pod("big", gpu=16)]
+    return out
+
+
+@pytest.fixture()
+def env():
+    with cluster(objects()) as (fake, kube, model, informers):
+        pipeline = Pipeline(model, "metronome", kube)
+        ext = Extender(pipeline, ready=lambda: all(i.synced.is_set() for i in informers))
+        server = Server(ext.app).start()
+        try:
+            yield fake, model, pipeline, server.url, informers
+        finally:
+            server.stop()
+
+
+def args(pod: dict[str, Any], names: list[str] | None = None,
+         nodes: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"Pod": pod}
+    if nodes is not None:
+        body["Nodes"] = {"apiVersion": "v1", "kind": "NodeList", "metadata": {},
+                         "items": nodes}
+    else:
+        body["NodeNames"] = names if names is not None else NODES
+    return body
+
+
+def test_filter_node_names(env):
+    fake, model, _, url, _ = env
+    status, result = post(url + "/filter", args(fake.get("v1", "Pod", "b-0", "default")))
+    assert status == 200
+    assert result["Error"] == ""
+    assert result["Nodes"] is None
+    # n3: 10 Gbps link < 20 Gbps (Eq. 14) -- preemption cannot fix that: unresolvable
+    assert result["NodeNames"] == ["n0", "n1", "n2"]
+    assert set(result["FailedAndUnresolvableNodes"]) == {"n3"}
+    assert "Eq. 14" in result["FailedAndUnresolvableNodes"]["n3"]
+    assert result["FailedNodes"] == {}
+
+
+def test_filter_node_list_returns_the_request_nodes(env):
+    fake, _, _, url, _ = env
+    nodes = [fake.get("v1", "Node", n) for n in NODES]
+    status, result = post(url + "/filter", args(fake.get("v1", "Pod", "b-0", "default"),
+                                                nodes=nodes))
+    assert status == 200
+    assert result["NodeNames"] is None
+    assert [n["metadata"]["name"] for n in result["Nodes"]["items"]] == ["n0", "n1", "n2"]
+    assert result["Nodes"]["items"][0] == nodes[0]  # the objects as sent
+
+
+def test_filter_resources_and_unknown_nodes(env):
+    fake, _, _, url, _ = env
+    status, result = post(url + "/filter",
+                          args(fake.get("v1", "Pod", "big", "default"), ["n0", "ghost"]))
+    assert status == 200
+    assert result["NodeNames"] == []
+    assert "nvidia.com/gpu" in result["FailedNodes"]["n0"]
+    assert "unknown" in result["FailedNodes"]["ghost"]
+
+
+def test_prioritize_maps_0_100_to_0_10(env):
+    fake, _, _, url, _ = env
+    status, result = post(url + "/prioritize", args(fake.get("v1", "Pod", "b-0", "default"),
+                                                    ["n0", "n1", "n2", "n3"]))
+    assert status == 200
+    scores = {h["Host"]: h["Score"] for h in result}
+    assert all(set(h) == {"Host", "Score"} for h in result)
+    # Metronome: the empty n0 is a perfect node (score 100) and first in the latency
+    # preference (all equal: no dependents placed), so the search stops there and it
+    # is the only finalist: 10; the others cannot win: 0; n3 is infeasible: 0.
+    assert scores == {"n0": 10, "n1": 0, "n2": 0, "n3": 0}
+
+
+@pytest.mark.parametrize(("score", "finalist", "expected"), [
+    (100.0, None, 10), (95.0, None, 10), (94.9, None, 9), (4.9, None, 0), (5.0, None, 1),
+    (0.0, True, 1), (100.0, False, 0), (37.0, True, 4),
+])
+def test_extender_score(score, finalist, expected):
+    assert extender_score(score, finalist) == expected
+
+
+def test_bind_binds_records_and_reserves(env):
+    fake, model, pipeline, url, informers = env
+    uid = fake.get("v1", "Pod", "b-0", "default")["metadata"]["uid"]
+    status, result = post(url + "/bind", {"PodName": "b-0", "PodNamespace": "default",
+                                          "PodUID": uid, "Node": "n1"})
+    assert status == 200 and result == {"Error": ""}
+    pod = fake.get("v1", "Pod", "b-0", "default")
+    assert pod["spec"]["nodeName"] == "n1"
+    nbw = fake.get("tdmcore.io/v1alpha1", "NodeBandwidth", "n1")
+    entries = {e["name"]: e for e in nbw["status"]["pods"]}
+    # b interleaves with a: half a period (50 ms of 100 ms) after it
+    assert entries["b-0"]["shiftMs"] == pytest.approx(50.0)
+    assert entries["b-0"]["rotation"] == 36  # 72 bins / 2
+    assert entries["a-0"]["rotation"] == 0
+    assert nbw["status"]["basePeriodMs"] == pytest.approx(100.0)
+    assert entries["a-0"]["order"] < entries["b-0"]["order"]
+    assert "default/b-0" in model.state().placed
+    # the watch echo of the binding does not force a rebuild or duplicate the pod
+    synced_to(fake, informers)
+    assert list(model.state().placed).count("default/b-0") == 1
+
+
+def test_bind_refused_when_node_no_longer_fits(env):
+    fake, model, _, url, _ = env
+    before = model.state().copy()
+    writes = len(fake.requests)
+    uid = fake.get("v1", "Pod", "big", "default")["metadata"]["uid"]
+    status, result = post(url + "/bind", {"PodName": "big", "PodNamespace": "default",
+                                          "PodUID": uid, "Node": "n0"})
+    assert status == 200
+    assert "no longer passes" in result["Error"]
+    assert fake.get("v1", "Pod", "big", "default")["spec"].get("nodeName") is None
+    assert model.state().same_as(before)
+    assert not any(m in ("POST", "PATCH", "PUT") for m, _ in fake.requests[writes:])
+
+
+def test_bind_api_conflict_is_an_error_and_changes_nothing(env):
+    fake, model, _, url, _ = env
+    fake.fail_next("POST", r"/pods/b-0/binding", status=409)
+    before = model.state().copy()
+    status, result = post(url + "/bind", {"PodName": "b-0", "PodNamespace": "default",
+                                          "Node": "n0"})
+    assert status == 200
+    assert "409" in result["Error"]
+    assert model.state().same_as(before)
+    assert fake.get("tdmcore.io/v1alpha1", "NodeBandwidth", "n0") is None
+
+
+BAD = [
+    (b"{not json", "malformed JSON"),
+    (b"", "empty"),
+    (b"[]", "ExtenderArgs"),
+    (json.dumps({"NodeNames": ["n0"]}).encode(), "Pod"),
+    (json.dumps({"Pod": {"metadata": {"name": "x"}}}).encode(), "NodeNames"),
+    (json.dumps({"Pod": "pod", "NodeNames": ["n0"]}).encode(), "Pod"),
+    (json.dumps({"Pod": {"metadata": {"name": "x"}}, "NodeNames": "n0"}).encode(), "NodeNames"),
+    (json.dumps({"Pod": {"metadata": {"name": "x"}}, "NodeNames": [1, 2]}).encode(),
+     "NodeNames"),
+    (json.dumps({"Pod": {"metadata": {"name": "x"}}, "Nodes": {"items": "x"}}).encode(),
+     "Nodes.items"),
+    (json.dumps({"Pod": {"metadata": {"name": "x"}, "spec": {"containers": [
+        {"resources": {"requests": {"cpu": "lots"}}}]}}, "NodeNames": ["n0"]}).encode(),
+     "cpu"),
+    (b'{"Pod": {"metadata": {"name": "x"}}, "NodeNames": ["n0"], "x": NaN}', "NaN"),
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+]
+
+
+@pytest.mark.parametrize(("raw", "needle"), BAD)
+@pytest.mark.parametrize("verb", ["filter", "prioritize"])
+def test_bad_input_is_400_and_changes_nothing(env, verb, raw, needle):
+    fake, model, _, url, _ = env
+    before = model.state().copy()
+    writes = len(fake.requests)
+    status, result = post(f"{url}/{verb}", None, raw=raw)
+    assert status == 400
+    message = result["Error"] if isinstance(result, dict) else ""
+    assert needle.lower() in message.lower(), message
+    assert model.state().same_as(before)
+    assert fake.requests[writes:] == []  # no API call at all
+
+
+@pytest.mark.parametrize(("body", "needle"), [
+    ({"PodName": "b-0", "PodNamespace": "default"}, "Node"),
+    ({"PodName": "b-0", "PodNamespace": "default", "Node": 7}, "Node"),
+    ({"PodName": "nope", "PodNamespace": "default", "Node": "n0"}, "does not exist"),
+    ({"PodName": "b-0", "PodNamespace": "default", "Node": "ghost"}, "unknown"),
+    ({"PodName": "b-0", "PodNamespace": "default", "PodUID": "other", "Node": "n0"}, "PodUID"),
+    ([], "ExtenderBindingArgs"),
+])
+def test_bad_bind_is_400_and_changes_nothing(env, body, needle):
+    fake, model, _, url, _ = env
+    before = model.state().copy()
+    writes = len(fake.requests)
+    status, result = post(url + "/bind", body)
+    assert status == 400
+    assert needle in result["Error"]
+    assert model.state().same_as(before)
+    # nothing written (an unknown pod is looked up once: the informer may lag)
+    assert [m for m, _ in fake.requests[writes:] if m != "GET"] == []
+
+
+def test_ten_megabyte_body_is_400(env):
+    fake, model, _, url, _ = env
+    before = model.state().copy()
+    pod = copy.deepcopy(fake.get("v1", "Pod", "b-0", "default"))
+    pod["metadata"]["annotations"] = {"junk": "x" * (10 << 20)}
+    status, result = post(url + "/filter", args(pod))
+    assert status == 400
+    assert "exceeds the limit" in result["Error"]
+    assert model.state().same_as(before)
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_body_over_the_servers_limit_is_400_not_413(chunked):
+    """Over waitress's own limit (64 MiB by default, 1 MiB here) the answer is still
+    the documented 400 with a JSON message, announced or chunked."""
+    import http.client
+
+    app = JsonApp("t", max_body=512)
+    app.route("/filter", lambda request: {})
+    server = Server(app, max_request_body_size=1 << 20).start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        conn.putrequest("POST", "/filter")
+        conn.putheader("Content-Type", "application/json")
+        if chunked:
+            conn.putheader("Transfer-Encoding", "chunked")
+            conn.endheaders()
+            chunk = b"x" * (64 << 10)
+            try:
+                for _ in range(40):  # 2.5 MiB; waitress stops reading at 1 MiB
+                    conn.send(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                conn.send(b"0\r\n\r\n")
+            except OSError:
+                pass  # it may close as soon as it has answered
+        else:
+            conn.putheader("Content-Length", str(70 << 20))
+            conn.endheaders()
+        response = conn.getresponse()
+        assert response.status == 400
+        assert response.getheader("Content-Type") == "application/json"
+        assert "exceeds the limit of 1048576 bytes" in json.loads(response.read())["Error"]
+        conn.close()
+    finally:
+        server.stop()
+
+
+def test_async_status_is_written_behind_the_bind(env):
+    """With async_status the bind answers while the status writer is still blocked;
+    the writer then records the same entries the synchronous path does."""
+    fake, model, pipeline, url, informers = env
+    pipeline.async_status = True
+    gate = threading.Event()
+    write_now = pipeline._write_now
+
+    def blocked(nodes):
+        assert gate.wait(10)
+        write_now(nodes)
+
+    pipeline._write_now = blocked
+    uid = fake.get("v1", "Pod", "b-0", "default")["metadata"]["uid"]
+    status, result = post(url + "/bind", {"PodName": "b-0", "PodNamespace": "default",
+                                          "PodUID": uid, "Node": "n1"})
+    assert status == 200 and result == {"Error": ""}
+    assert fake.get("v1", "Pod", "b-0", "default")["spec"]["nodeName"] == "n1"
+    nbw = fake.get("tdmcore.io/v1alpha1", "NodeBandwidth", "n1") or {}
+    assert "b-0" not in {e["name"] for e in (nbw.get("status") or {}).get("pods") or []}
+    gate.set()
+    assert pipeline.flush_statuses(10)
+    entries = {e["name"]: e for e in
+               fake.get("tdmcore.io/v1alpha1", "NodeBandwidth", "n1")["status"]["pods"]}
+    assert entries["b-0"]["shiftMs"] == pytest.approx(50.0)
+    assert entries["a-0"]["order"] < entries["b-0"]["order"]
+
+
+def test_waitress_traceback_for_a_closed_connection_is_dropped(caplog):
+    """A response meeting a socket closed under it (the client left, or our own stop
+    closed it) is no traceback; any other servicing error still is."""
+    import errno
+    import logging
+
+    Server(JsonApp("t")).stop()  # every Server installs the filter
+    caplog.set_level(logging.DEBUG)
+    waitress_log = logging.getLogger("waitress")
+    for exc in (OSError(errno.EBADF, "Bad file descriptor"), ValueError("a real bug")):
+        try:
+            raise exc
+        except Exception:
+            waitress_log.exception("Exception when servicing %r", "task")
+    records = [r for r in caplog.records if r.name == "waitress"]
+    assert len(records) == 1 and isinstance(records[0].exc_info[1], ValueError)
+    assert any("connection gone" in r.getMessage() for r in caplog.records)
+
+
+def test_go_field_names_are_case_insensitive(env):
+    fake, _, _, url, _ = env
+    body = {"pod": fake.get("v1", "Pod", "b-0", "default"), "nodenames": ["n0"]}
+    status, result = post(url + "/filter", body)
+    assert status == 200 and result["NodeNames"] == ["n0"]
+
+
+def test_health_ready_metrics(env):
+    fake, _, _, url, _ = env
+    assert get(url + "/healthz") == (200, "ok\n")
+    assert get(url + "/readyz")[0] == 200
+    post(url + "/filter", args(fake.get("v1", "Pod", "b-0", "default")))
+    post(url + "/filter", None, raw=b"{")
+    status, text = get(url + "/metrics")
+    assert status == 200
+    assert 'tdmcore_extender_requests_total{code="200",route="filter"} 1.0' in text
+    assert 'tdmcore_extender_requests_total{code="400",route="filter"} 1.0' in text
+    assert 'tdmcore_extender_decisions_total{outcome="bad_request",verb="filter"} 1.0' in text
+    assert "tdmcore_extender_request_seconds_bucket" in text
+    assert get(url + "/nope")[0] == 404
+
+
+def test_not_ready_until_synced():
+    with cluster([K.node("n0")]) as (_, kube, model, _):
+        ext = Extender(Pipeline(model, "metronome", kube), ready=lambda: False)
+        server = Server(ext.app).start()
+        try:
+            assert get(server.url + "/readyz")[0] == 503
+        finally:
+            server.stop()
+
+
+def test_new_pod_event_reaches_filter(env):
+    fake, _, _, url, informers = env
+    fake.create(K.pod("c-0", labels=K.job_labels("c"), gpu=8))
+    synced_to(fake, informers)
+    pod = wait_for(lambda: fake.get("v1", "Pod", "c-0", "default"))
+    status, result = post(url + "/filter", args(pod))
+    assert status == 200
+    # n1 has 4 of 8 GPUs used by a-0: an 8-GPU pod fits only on the others
+    assert result["NodeNames"] == ["n0", "n2", "n3"]
+
+
+def test_podgroup_members_wait_for_min_member(env):
+    fake, _, _, url, informers = env
+    fake.create(K.podgroup("gang", 3))
+    labels = {"scheduling.x-k8s.io/pod-group": "gang"}
+    fake.create(K.pod("g-0", labels=labels))
+    synced_to(fake, informers)
+    status, result = post(url + "/filter", args(fake.get("v1", "Pod", "g-0", "default")))
+    assert status == 200 and result["NodeNames"] == []
+    assert all("1 of minMember 3" in why for why in result["FailedNodes"].values())
+    fake.create(K.pod("g-1", labels=labels))
+    fake.create(K.pod("g-2", labels=labels))
+    synced_to(fake, informers)
+    status, result = post(url + "/filter", args(fake.get("v1", "Pod", "g-0", "default")))
+    assert result["NodeNames"] == ["n0", "n1", "n2", "n3"]
+    # a member of a group whose PodGroup is missing waits too
+    fake.create(K.pod("h-0", labels={"scheduling.x-k8s.io/pod-group": "ghost"}))
+    synced_to(fake, informers)
+    status, result = post(url + "/filter", args(fake.get("v1", "Pod", "h-0", "default")))
+    assert result["NodeNames"] == []
+    assert "does not exist" in result["FailedNodes"]["n0"]
+
+
+def test_bind_of_a_pod_the_informer_has_not_seen_yet(env):
+    fake, model, pipeline, url, _ = env
+    # the pod exists in the API but not (yet) in the extender's cache
+    fake.create(K.pod("late-0", labels=K.job_labels("late"), gpu=1))
+    with model.lock:
+        model.objects["Pod"].pop("default/late-0", None)
+    uid = fake.get("v1", "Pod", "late-0", "default")["metadata"]["uid"]
+    status, result = post(url + "/bind", {"PodName": "late-0", "PodNamespace": "default",
+                                          "PodUID": uid, "Node": "n2"})
+    assert status == 200 and result == {"Error": ""}
+    assert fake.get("v1", "Pod", "late-0", "default")["spec"]["nodeName"] == "n2"
+
+
+@pytest.mark.parametrize("verb", ["filter", "prioritize"])
+def test_before_any_node_is_cached_the_answer_is_an_extender_error(verb):
+    # kube-scheduler may call before the informers have delivered a Node: filter
+    # answers with the extender's own Error field (kube-scheduler retries the pod),
+    # prioritize with 503; never a 500
+    with cluster([]) as (fake, kube, model, informers):
+        ext = Extender(Pipeline(model, "metronome", kube))
+        server = Server(ext.app).start()
+        try:
+            status, body = post(f"{server.url}/{verb}", args(K.pod("p", gpu=1), ["n1"]))
+        finally:
+            server.stop()
+    if verb == "filter":
+        assert status == 200 and body["Error"] == "no usable Node in the cache yet"
+        assert body["NodeNames"] is None and body["Nodes"] is None
+    else:
+        assert status == 503 and "no usable Node in the cache yet" in json.dumps(body)

@@ -1,0 +1,129 @@
+"""Extender mode: the bind-time permit of PodGroup gangs and the requeuer (fake API).
+
+The e2e suite (tests/e2e/test_k8s_e2e_gangs.py) proves the same against kube-scheduler;
+these run everywhere."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from k8s_bridge.pipeline import BindError, Pipeline
+from k8s_bridge.requeue import ANNOTATION, Requeuer, stranded
+from tests.k8s_bridge import k8s_objects as K
+from tests.k8s_bridge.k8s_env import cluster, synced_to, wait_for
+
+GROUP = "scheduling.x-k8s.io/pod-group"
+NODES = ["n0", "n1", "n2"]
+
+
+def objects(members: int = 3, min_member: int = 3) -> list[dict[str, Any]]:
+    return ([K.node(n) for n in NODES] + [K.podgroup("g", min_member)]
+            + [K.pod(f"g-{i}", gpu=8, labels={GROUP: "g"}) for i in range(members)])
+
+
+def bind_async(pipeline: Pipeline, name: str, node: str,
+               out: dict[str, BaseException | None]) -> threading.Thread:
+    def run() -> None:
+        try:
+            pipeline.bind("default", name, None, node)
+            out[name] = None
+        except BaseException as exc:  # noqa: BLE001 - recorded for the test
+            out[name] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def node_of(fake: Any, name: str) -> str | None:
+    return fake.get("v1", "Pod", name, "default")["spec"].get("nodeName")
+
+
+def test_members_wait_at_bind_until_the_gang_is_complete():
+    with cluster(objects()) as (fake, kube, model, informers):
+        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
+        out: dict[str, BaseException | None] = {}
+        first = [bind_async(pipeline, f"g-{i}", NODES[i], out) for i in range(2)]
+        wait_for(lambda: len(pipeline._gangs.get("default/g", [])) == 2, 10,
+                 "two members waiting")
+        assert node_of(fake, "g-0") is None and node_of(fake, "g-1") is None
+        # the waiting members' nodes are reserved: the third one fits only on n2
+        assert pipeline.filter(fake.get("v1", "Pod", "g-2", "default"), NODES).nodes == ["n2"]
+        last = bind_async(pipeline, "g-2", "n2", out)
+        for thread in [*first, last]:
+            thread.join(10)
+        assert out == {"g-0": None, "g-1": None, "g-2": None}
+        assert [node_of(fake, f"g-{i}") for i in range(3)] == NODES
+
+
+def test_an_incomplete_gang_is_released_whole_at_its_deadline():
+    with cluster(objects()) as (fake, kube, model, informers):
+        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=1.0)
+        out: dict[str, BaseException | None] = {}
+        threads = [bind_async(pipeline, f"g-{i}", NODES[i], out) for i in range(2)]
+        for thread in threads:
+            thread.join(10)
+        assert set(out) == {"g-0", "g-1"}
+        for name in out:
+            assert isinstance(out[name], BindError), out
+            assert "of minMember 3" in str(out[name]) and "released" in str(out[name])
+            assert node_of(fake, name) is None
+        assert pipeline._gangs == {}
+        # released: every node is free again for the gang
+        pod = fake.get("v1", "Pod", "g-2", "default")
+        assert pipeline.filter(pod, NODES).nodes == NODES
+
+
+def test_requeuer_touches_held_back_members_once_the_gang_is_complete():
+    with cluster(objects(members=2)) as (fake, kube, model, informers):
+        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=1.0)
+        requeuer = Requeuer(pipeline, kube, K.SCHEDULER)
+        for i in range(2):
+            outcome = pipeline.filter(fake.get("v1", "Pod", f"g-{i}", "default"), NODES)
+            assert outcome.nodes == []  # 2 of minMember 3: held back
+        assert pipeline.held_back == {"default/g": {"default/g-0", "default/g-1"}}
+        assert requeuer.complete_gangs() == 0  # still incomplete
+        fake.create(K.pod("g-2", gpu=8, labels={GROUP: "g"}))
+        synced_to(fake, informers)
+        assert requeuer.complete_gangs() == 2
+        for i in range(2):
+            annotations = fake.get("v1", "Pod", f"g-{i}", "default")["metadata"]["annotations"]
+            assert ANNOTATION in annotations
+        assert pipeline.held_back == {}
+
+
+@pytest.mark.parametrize(("pod", "expected"), [
+    (K.pod("p"), False),  # never tried
+    ({**K.pod("p"), "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "SchedulerError"}]}}, True),
+    ({**K.pod("p", scheduler="default-scheduler"), "status": {"phase": "Pending",
+                                                              "conditions": [
+        {"type": "PodScheduled", "status": "False"}]}}, False),  # not ours
+    ({**K.pod("p", node="n0"), "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False"}]}}, False),  # bound
+])
+def test_stranded(pod, expected):
+    assert stranded(pod, K.SCHEDULER) is expected
+
+
+def test_base_period_of_an_uncontended_link_with_several_jobs():
+    """Two communicating jobs that fit on one link without contention (Reserve exits
+    early, the controller plans nothing): basePeriodMs is their unified period, not 0."""
+    objs = [K.node("n0"),
+            K.podbandwidth("a", period=100, duty=0.1, gbps=5,
+                           match={"training.kubeflow.org/job-name": "a"}),
+            K.podbandwidth("b", period=200, duty=0.1, gbps=5,
+                           match={"training.kubeflow.org/job-name": "b"}),
+            K.pod("a-0", labels=K.job_labels("a"), gpu=1),
+            K.pod("b-0", labels=K.job_labels("b"), gpu=1)]
+    with cluster(objs) as (fake, kube, model, informers):
+        pipeline = Pipeline(model, "metronome", kube)
+        for name in ("a-0", "b-0"):
+            result = pipeline.bind("default", name, None, "n0")
+            assert result.base_period_ms == 0.0  # no plan from Reserve
+        status = fake.get("tdmcore.io/v1alpha1", "NodeBandwidth", "n0")["status"]
+        assert {e["name"] for e in status["pods"]} == {"a-0", "b-0"}
+        assert status["basePeriodMs"] == pytest.approx(200.0)

@@ -1,0 +1,114 @@
+"""Standalone mode: our pods bound by the same pipeline, PodGroups as gangs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from k8s_bridge.pipeline import Pipeline
+from k8s_bridge.standalone import StandaloneScheduler
+from tdmcore.framework import Status
+from tests.k8s_bridge import k8s_objects as K
+from tests.k8s_bridge.k8s_env import cluster, synced_to
+
+NBW = "tdmcore.io/v1alpha1"
+
+
+def base() -> list[dict[str, Any]]:
+    return [K.node("n0"), K.node("n1"),
+            K.podbandwidth("t", period=100, duty=0.5, gbps=20,
+                           match={"scheduling.x-k8s.io/pod-group": "train"})]
+
+
+def member(i: int, gpu: int = 4, group: str = "train") -> dict[str, Any]:
+    return K.pod(f"{group}-{i}", gpu=gpu, labels={"scheduling.x-k8s.io/pod-group": group},
+                 created=f"2026-11-20T00:00:0{i}Z")
+
+
+def node_of(fake, name: str) -> str | None:
+    return fake.get("v1", "Pod", name, "default")["spec"].get("nodeName")
+
+
+def test_gang_waits_for_min_member_then_binds_all():
+    objs = base() + [K.podgroup("train", 3), member(0), member(1)]
+    with cluster(objs) as (fake, kube, model, informers):
+        sched = StandaloneScheduler(Pipeline(model, "metronome", kube), K.SCHEDULER)
+        assert sched.run_once() == []  # 2 of minMember 3: wait
+        assert node_of(fake, "train-0") is None
+        fake.create(member(2))
+        synced_to(fake, informers)
+        [(gang, decision)] = sched.run_once()
+        assert decision.status is Status.SUCCESS
+        assert {node_of(fake, f"train-{i}") for i in range(3)} <= {"n0", "n1"}
+        assert all(node_of(fake, f"train-{i}") for i in range(3))
+        # the placement is recorded for the controller
+        recorded = [e["name"] for nbw in fake.list(NBW, "NodeBandwidth")
+                    for e in nbw["status"]["pods"]]
+        assert sorted(recorded) == ["train-0", "train-1", "train-2"]
+        synced_to(fake, informers)
+        assert sched.run_once() == []  # nothing pending any more
+
+
+def test_gang_that_does_not_fit_binds_nothing():
+    objs = base() + [K.podgroup("train", 5)] + [member(i) for i in range(5)]
+    with cluster(objs) as (fake, kube, model, informers):
+        sched = StandaloneScheduler(Pipeline(model, "metronome", kube), K.SCHEDULER)
+        before = model.state().copy()
+        [(_, decision)] = sched.run_once()  # 5 x 4 GPUs > 2 x 8 GPUs
+        assert decision.status is Status.UNSCHEDULABLE
+        assert all(node_of(fake, f"train-{i}") is None for i in range(5))
+        assert model.state().same_as(before)
+        assert fake.list(NBW, "NodeBandwidth") == []
+        assert sched.run_once() == []  # backed off until the cluster changes
+
+
+def test_group_without_podgroup_waits_and_others_are_ignored():
+    objs = base() + [member(0, group="nogroup"),
+                     K.pod("default-sched", scheduler="default-scheduler"),
+                     K.pod("solo", gpu=2)]
+    with cluster(objs) as (fake, kube, model, informers):
+        sched = StandaloneScheduler(Pipeline(model, "metronome", kube), K.SCHEDULER)
+        [(gang, decision)] = sched.run_once()
+        assert gang.key == "pod:default/solo" and decision.status is Status.SUCCESS
+        assert node_of(fake, "solo") == "n0"
+        assert node_of(fake, "nogroup-0") is None
+        assert node_of(fake, "default-sched") is None
+
+
+def test_binding_failure_midway_is_reported_and_reread():
+    objs = base() + [K.podgroup("train", 2), member(0), member(1)]
+    with cluster(objs) as (fake, kube, model, informers):
+        sched = StandaloneScheduler(Pipeline(model, "metronome", kube), K.SCHEDULER)
+        fake.fail_next("POST", r"pods/train-1/binding", status=500)
+        [(_, decision)] = sched.run_once()
+        assert decision.status is Status.ERROR and "500" in decision.message
+        assert node_of(fake, "train-0") is not None  # bindings are not transactional
+        synced_to(fake, informers)
+        assert "default/train-0" in model.state().placed
+        assert "default/train-1" not in model.state().placed
+
+
+def test_scheduler_name_required():
+    with cluster(base()) as (_, kube, model, _):
+        with pytest.raises(ValueError, match="scheduler_name"):
+            StandaloneScheduler(Pipeline(model, "metronome", kube), "")
+
+
+def test_the_oldest_gang_that_does_not_fit_blocks_younger_ones():
+    # as the simulator's queue: arrival order, head-of-line blocking
+    big = [K.pod(f"big-{i}", gpu=8, labels={"scheduling.x-k8s.io/pod-group": "big"},
+                 created="2026-11-20T00:00:00Z") for i in range(3)]  # 24 GPUs > 16
+    objs = base() + [K.podgroup("big", 3), *big,
+                     K.pod("small", gpu=1, created="2026-11-20T00:00:09Z")]
+    with cluster(objs) as (fake, kube, model, informers):
+        sched = StandaloneScheduler(Pipeline(model, "metronome", kube), K.SCHEDULER)
+        decided = sched.run_once()
+        assert [g.key for g, _ in decided] == ["default/big"]
+        assert node_of(fake, "small") is None
+        # the head goes away: the small pod is next
+        for i in range(3):
+            fake.delete("v1", "Pod", f"big-{i}", "default")
+        synced_to(fake, informers)
+        [(gang, decision)] = sched.run_once()
+        assert gang.key == "pod:default/small" and decision.status is Status.SUCCESS

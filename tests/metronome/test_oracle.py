@@ -1,0 +1,107 @@
+"""Kernels against the brute-force oracle on thousands of seeded random instances.
+
+6 families x k = 1..5 x 2 modes x 100 seeds = 6,000 instances of the rotation search,
+plus score / utilization / discretization on random inputs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import tdmcore
+from tests import instances
+from tests.oracles import naive
+
+SEEDS = range(100)
+
+
+def _same_psi(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a == b or math.isclose(a, b, rel_tol=0.0, abs_tol=1e-9)
+
+
+@pytest.mark.parametrize("mode", ["first", "optimal"])
+@pytest.mark.parametrize("k", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("family", instances.FAMILIES)
+def test_search_matches_brute_force(family: str, k: int, mode: str) -> None:
+    for seed in SEEDS:
+        inst = instances.make_instance(family, seed, k)
+        got = tdmcore.search_rotations(inst.demand, inst.capacity, inst.limits, mode=mode,
+                                       mids=inst.mids)
+        want = naive.search(inst.demand, inst.capacity, inst.limits, mode=mode, mids=inst.mids)
+        where = f"{mode} {inst.describe()}"
+        assert tuple(got.rotations.tolist()) == want.rotations, where
+        assert got.perfect == want.perfect, where
+        assert math.isclose(got.score, want.score, rel_tol=0, abs_tol=1e-9), where
+        assert _same_psi(got.psi, want.psi), where
+        total = int(np.prod(inst.limits[1:]))
+        assert 1 <= got.evaluated <= 2 * total, where
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_score_and_utilization_match_oracle(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for _ in range(25):
+        k, bins = int(rng.integers(1, 6)), int(rng.integers(8, 100))
+        demand = rng.uniform(0, 10, size=(k, bins)) * (rng.random((k, bins)) < 0.4)
+        rotations = rng.integers(0, 3 * bins, size=k)
+        capacity = float(rng.uniform(0.5, 30))
+        assert math.isclose(tdmcore.score(demand, rotations, capacity),
+                            naive.score(demand, rotations % bins, capacity), abs_tol=1e-9)
+        assert math.isclose(tdmcore.link_utilization(demand, rotations, capacity),
+                            naive.link_utilization(demand, rotations % bins, capacity), abs_tol=1e-12)
+        assert math.isclose(tdmcore.excess(demand, rotations, capacity),
+                            naive.excess(demand, rotations % bins, capacity),
+                            rel_tol=1e-12, abs_tol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_discretize_matches_interval_arithmetic(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for _ in range(10):
+        bins = int(rng.integers(8, 400))
+        base = float(rng.uniform(10, 1000))
+        muls = rng.integers(1, 9, size=4)
+        duty = rng.uniform(0, 1, size=4)
+        rate = rng.uniform(0, 100, size=4)
+        got = tdmcore.discretize(base / muls, duty, rate, base, bins)
+        for i in range(4):
+            want = naive.discretize(base / muls[i], duty[i], rate[i], base, bins)[0]
+            np.testing.assert_allclose(got[i], want, rtol=1e-12, atol=1e-9)
+            # Exact overlap preserves the demand over the circle: r d N.
+            assert math.isclose(got[i].sum(), rate[i] * duty[i] * bins, rel_tol=1e-9,
+                                abs_tol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_unify_periods_matches_enumeration(seed: int) -> None:
+    """500 random links: the anchored search equals the M^k enumeration of the rule
+    (docs/traffic-circle.md)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(25):
+        k = int(rng.integers(1, 5))
+        base = float(rng.uniform(50, 600))
+        periods = base / rng.integers(1, 5, size=k) + rng.normal(0, 4, size=k)
+        periods = np.maximum(periods, 5.0)
+        priorities = [int(p) for p in rng.integers(0, 3, size=k)]
+        gt, et, m_max = float(rng.uniform(0, 8)), float(rng.uniform(0, 0.2)), 6
+        got = tdmcore.unify_periods(periods, priorities, gt_ms=gt, et_frac=et,
+                                    max_multiple=m_max)
+        want_t, want_ok, want_idle = naive.unify_periods(periods, priorities, gt, et, m_max)
+        where = f"seed={seed} periods={periods.tolist()} prio={priorities} gt={gt} et={et}"
+        assert got.compatible == want_ok, where
+        assert math.isclose(got.period_ms, want_t, rel_tol=1e-12), where
+        np.testing.assert_allclose(got.idle_ms, want_idle, atol=1e-9, err_msg=where)
+        if got.compatible:
+            # The multiples realise T: T is the mean of the (stretched) products, and
+            # idle leaves a gap of exactly G_T to the high-priority pods' multiple.
+            stretched = (periods + got.idle_ms) * got.multiples
+            assert math.isclose(stretched.mean(), got.period_ms, rel_tol=1e-12), where
+            high = np.asarray(priorities) == max(priorities)
+            t_high = stretched[high].mean()
+            np.testing.assert_allclose(t_high - stretched[got.idle_ms > 0], gt, atol=1e-9,
+                                       err_msg=where)

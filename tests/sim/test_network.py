@@ -1,0 +1,189 @@
+"""The flow-level network model: hand-computed cases, conservation, and the oracle."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tdmcore.sim.engine import _flow as K
+from tdmcore.sim.engine.network import FlowEngine, FlowJob, simulate_flows
+from tests.oracles.naive_flow import simulate as naive_simulate
+
+
+def job(name="a", period=100.0, duty=0.5, rate=10.0, links=(0,), iters=4, **kw):
+    return FlowJob(name, period, duty, rate, links, iters, **kw)
+
+
+@pytest.mark.parametrize("jobs, capacity, background, expected", [
+    # alone: compute 50 ms, 0.5 Gbit at 10 Gbps = 50 ms -> 100 ms per iteration
+    ([job()], [10.0], None, [[100, 200, 300, 400]]),
+    # two in phase on 10 Gbps: both send at 5 Gbps -> comm 100 ms -> 150 ms
+    ([job(), job("b")], [10.0], None, [[150, 300, 450, 600]] * 2),
+    # shifted by 50 ms: the bursts interleave, each runs as if alone (TDM)
+    ([job(), job("b", start_ms=50.0)], [10.0], None,
+     [[100, 200, 300, 400], [150, 250, 350, 450]]),
+    # 5 Gbps background on 10: 5 Gbps left -> comm 100 ms -> 150 ms
+    ([job()], [10.0], [5.0], [[150, 300, 450, 600]]),
+    # pods on two links; the 4 Gbps link caps one: 0.5 / 4 = 125 ms + 50 = 175 ms
+    ([job(links=(0, 1), iters=2)], [10.0, 4.0], None, [[175, 350]]),
+    # max-min with caps on 10 Gbps: the 2 Gbps job gets 2, the 10 Gbps one 8.
+    # small: 0.1 Gbit at 2 Gbps = 50 ms -> ends at 100; big has sent 8 x 0.05 = 0.4 of
+    # 0.5 Gbit by then, the last 0.1 at 10 Gbps takes 10 ms -> ends at 110
+    ([job("s", rate=2.0, iters=1), job("b", iters=1)], [10.0], None, [[100], [110]]),
+    # a single-node job sends nothing and iterates in t_p
+    ([job(links=(None, None), iters=3)], [1.0], None, [[100, 200, 300]]),
+    # idle injection stretches each compute phase by 25 ms
+    ([job(iters=2, idle_ms=25.0)], [10.0], None, [[125, 250]]),
+])
+def test_hand_computed_cases(jobs, capacity, background, expected) -> None:
+    result = simulate_flows(jobs, capacity, background_gbps=background, noise_sigma=0.0)
+    for got, want in zip(result.iteration_end_ms, expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
+
+
+def test_bytes_sent_equal_bytes_demanded() -> None:
+    rng = np.random.default_rng(3)
+    jobs = [job(str(i), period=float(rng.uniform(50, 300)), duty=float(rng.uniform(.1, .9)),
+                rate=float(rng.uniform(1, 25)), links=(int(rng.integers(2)),),
+                iters=int(rng.integers(1, 6)), start_ms=float(rng.uniform(0, 100)))
+            for i in range(6)]
+    result = simulate_flows(jobs, [10.0, 25.0], seed=3)
+    np.testing.assert_allclose(result.pod_sent_gbit, result.pod_demand_gbit, rtol=1e-12)
+    assert result.link_sent_gbit.sum() == pytest.approx(result.pod_sent_gbit.sum())
+
+
+def test_same_seed_same_run_and_noise_changes_it() -> None:
+    jobs = [job(), job("b", start_ms=30.0)]
+    a = simulate_flows(jobs, [10.0], seed=7)
+    b = simulate_flows(jobs, [10.0], seed=7)
+    c = simulate_flows(jobs, [10.0], seed=8)
+    for x, y in zip(a.iteration_end_ms, b.iteration_end_ms, strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert not np.array_equal(a.iteration_end_ms[0], c.iteration_end_ms[0])
+
+
+def test_until_stops_the_run() -> None:
+    result = simulate_flows([job(iters=10)], [10.0], noise_sigma=0.0, until_ms=350.0)
+    np.testing.assert_allclose(result.iteration_end_ms[0], [100, 200, 300])
+    assert result.end_ms == 350.0
+
+
+def _random_instance(seed: int):
+    rng = np.random.default_rng(seed)
+    n_links = int(rng.integers(1, 4))
+    jobs = []
+    for i in range(int(rng.integers(1, 6))):
+        links = tuple(None if rng.random() < 0.15 else int(rng.integers(n_links))
+                      for _ in range(int(rng.integers(1, 4))))
+        jobs.append(FlowJob(f"j{i}", float(rng.uniform(20, 400)), float(rng.uniform(0, 1)),
+                            float(rng.uniform(0.5, 30)), links, int(rng.integers(0, 7)),
+                            start_ms=float(rng.choice([0.0, rng.uniform(0, 300)])),
+                            idle_ms=float(rng.choice([0.0, rng.uniform(0, 50)]))))
+    capacity = [float(x) for x in rng.uniform(2, 40, n_links)]
+    background = [float(x) for x in rng.uniform(0, 3, n_links) * (rng.random(n_links) < .3)]
+    sigma = float(rng.choice([0.0, 0.01, 0.05]))
+    return jobs, capacity, background, sigma
+
+
+@pytest.mark.parametrize("chunk", range(6))
+def test_kernel_matches_the_naive_oracle(chunk: int) -> None:
+    for seed in range(chunk * 100, chunk * 100 + 100):
+        jobs, capacity, background, sigma = _random_instance(seed)
+        fast = simulate_flows(jobs, capacity, background_gbps=background, noise_sigma=sigma,
+                              seed=seed)
+        ends, sent, _ = naive_simulate(jobs, capacity, background, sigma, seed)
+        for i, (got, want) in enumerate(zip(fast.iteration_end_ms, ends, strict=True)):
+            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-6,
+                                       err_msg=f"seed {seed}, job {i}")
+        np.testing.assert_allclose(fast.pod_sent_gbit, sent, rtol=1e-9, atol=1e-9,
+                                   err_msg=f"seed {seed}")
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(period_ms=0.0), "period_ms"),
+    (dict(duty_cycle=1.5), "duty_cycle"),
+    (dict(bandwidth_gbps=-1.0), "bandwidth_gbps"),
+    (dict(links=()), "links"),
+    (dict(links=(-1,)), "links"),
+    (dict(iterations=-1), "iterations"),
+    (dict(start_ms=-5.0), "start_ms"),
+    (dict(idle_ms=math.nan), "idle_ms"),
+])
+def test_bad_jobs_name_the_argument(kwargs, name) -> None:
+    base = dict(name="a", period_ms=100.0, duty_cycle=0.5, bandwidth_gbps=10.0, links=(0,),
+                iterations=1)
+    with pytest.raises(ValueError, match=f"^{name}"):
+        FlowJob(**{**base, **kwargs})
+
+
+@pytest.mark.parametrize("args, kwargs, name", [
+    (([], [10.0]), {}, "jobs"),
+    (([job()], []), {}, "link_capacity_gbps"),
+    (([job()], [0.0]), {}, "link_capacity_gbps"),
+    (([job()], [10.0]), dict(background_gbps=[1.0, 2.0]), "background_gbps"),
+    (([job()], [10.0]), dict(noise_sigma=-0.1), "noise_sigma"),
+    (([job()], [10.0]), dict(seed=-1), "seed"),
+    (([job()], [10.0]), dict(until_ms=math.nan), "until_ms"),
+    (([job(links=(3,))], [10.0]), {}, "jobs\\[0\\]"),
+])
+def test_bad_runs_name_the_argument(args, kwargs, name) -> None:
+    with pytest.raises(ValueError, match=f"^{name}"):
+        simulate_flows(*args, **kwargs)
+
+
+TINY_TRANSFER = """
+import numpy as np
+from tdmcore.sim.engine.network import FlowEngine
+t = 1.8e9  # 500 h in ms: one ulp of t is 2.4e-7 ms
+engine = FlowEngine(np.array([25.0]), np.zeros(1), jobs_hint=1)
+j = engine.add(key=0, compute_ms=10.0, iterations=2, start_ms=t, links=[0], cap_gbps=25.0,
+               volume_gbit=1.0)
+# 1e-10 Gbit left at 25 Gbps: 4e-9 ms, below the resolution of t
+engine.rejoin_communicating(j, t, t, t, np.array([1e-10]), np.array([1.0 - 1e-10]))
+reached, reason, _ = engine.run(t, t + 1000.0)
+print(engine.iteration(j), float(engine.pod_sent(j)[0]))
+"""
+
+
+def test_a_transfer_shorter_than_the_clock_resolution_ends() -> None:
+    # Regression: a residual transfer whose remaining time was below one ulp of t
+    # was rescheduled at t forever.  Run in a subprocess so a regression fails.
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", TINY_TRANSFER], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    done, sent = out.stdout.split()
+    assert int(done) == 2 and float(sent) == pytest.approx(2.0)
+
+
+def _ends_when_a_second_job_joins(b_compute_ms: float) -> dict[int, float]:
+    # Job a (slot 0) is alone on link 0 (10 Gbps) and sends 1 Gbit from 10 ms; at
+    # 50 ms job b joins the link, computes b_compute_ms, then sends 0.2 Gbit.
+    engine = FlowEngine(np.array([10.0]), np.zeros(1), jobs_hint=2)
+    engine.add(key=0, compute_ms=10.0, iterations=1, start_ms=0.0, links=[0], cap_gbps=10.0,
+               volume_gbit=1.0)
+    t, reason, _ = engine.run(0.0, 50.0)
+    assert (t, reason) == (50.0, K.STOP_TIME)
+    engine.add(key=1, compute_ms=b_compute_ms, iterations=1, start_ms=50.0, links=[0],
+               cap_gbps=10.0, volume_gbit=0.2)
+    ends: dict[int, float] = {}
+    while True:
+        t, reason, slot = engine.run(t, 1000.0)
+        if reason == K.STOP_FINISHED:
+            ends[slot] = t
+        elif reason == K.STOP_REPORT:
+            engine.resume(slot, t)
+        else:
+            return ends
+
+
+def test_a_job_joining_a_link_mid_transfer_shares_it_from_its_comm() -> None:
+    # b sends from 60 ms: both at 5 Gbps; b's 0.2 Gbit end at 100 ms, when a has
+    # 1 - 0.5 - 0.2 = 0.3 Gbit left, alone again at 10 Gbps: a ends at 130 ms.
+    assert _ends_when_a_second_job_joins(10.0) == pytest.approx({0: 130.0, 1: 100.0})
+    # b sends from 150 ms, after a's transfer (10 + 100 ms) is over: 150 + 20 ms.
+    assert _ends_when_a_second_job_joins(100.0) == pytest.approx({0: 110.0, 1: 170.0})
