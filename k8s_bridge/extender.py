@@ -20,13 +20,14 @@ Malformed requests get HTTP 400 with ``Error`` set, and change nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 from prometheus_client import Counter, Gauge
 from werkzeug.wrappers import Request
 
 from .pipeline import BadRequest, BindError, Pipeline
-from .web import DEFAULT_MAX_BODY, HttpError, JsonApp, field, read_json
+from .web import DEFAULT_MAX_BODY, HttpError, JsonApp, RawJson, field, read_json
 
 __all__ = ["Extender", "parse_args", "parse_binding"]
 
@@ -141,7 +142,7 @@ class Extender:
             result["NodeNames"] = None
         return result
 
-    def prioritize(self, request: Request) -> list[dict[str, Any]]:
+    def prioritize(self, request: Request) -> RawJson:
         body = self._body(request, "prioritize")
         try:
             pod, names, _ = parse_args(body)
@@ -153,7 +154,11 @@ class Extender:
             self.outcomes.labels("prioritize", "bad_request").inc()
             raise HttpError(400, str(exc)) from exc
         self.outcomes.labels("prioritize", "ok").inc()
-        return [{"Host": host, "Score": score} for host, score in scores]
+        # the HostPriorityList written directly: json.dumps of a list of dicts took
+        # as long as the decision itself on 1,000 nodes (scores are ints 0..10)
+        return RawJson("[" + ",".join([f'{{"Host":{encode_basestring_ascii(host)},'
+                                       f'"Score":{score:d}}}' for host, score in scores])
+                       + "]")
 
     def bind(self, request: Request) -> dict[str, Any]:
         body = self._body(request, "bind")

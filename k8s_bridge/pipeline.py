@@ -122,7 +122,12 @@ class Pipeline:
         self.on_gang_wait: Callable[[str], None] | None = None
         #: write NodeBandwidth status from a background thread, after bind answered
         self.async_status = False
+        #: the status writer starts a pass once no bind has touched a node for this
+        #: long, or once the oldest pending node has waited ``status_max_delay_s``
+        self.status_quiet_s = 0.1
+        self.status_max_delay_s = 1.0
         self.status_passes = 0
+        self._status_flush = threading.Event()
         self._status_lock = threading.Lock()
         self._status_wake = threading.Event()
         self._dirty_nodes: set[int] = set()
@@ -182,15 +187,11 @@ class Pipeline:
 
     def _index(self, state: ClusterState, names: Sequence[str]
                ) -> tuple[list[int | None], dict[str, str]]:
-        index = state.cluster.node_index
-        out: list[int | None] = []
-        unknown: dict[str, str] = {}
-        for name in names:
-            i = index.get(name)
-            out.append(i)
-            if i is None:
-                unknown[name] = "node unknown to tdmcore (not in its Node cache)"
-        return out, unknown
+        out = list(map(state.cluster.node_index.get, names))
+        if None not in out:
+            return out, {}
+        return out, {name: "node unknown to tdmcore (not in its Node cache)"
+                     for name, i in zip(names, out, strict=True) if i is None}
 
     def filter(self, pod_json: Mapping[str, Any], node_names: Sequence[str]) -> FilterOutcome:
         """The nodes among ``node_names`` the policy's Filter keeps."""
@@ -208,11 +209,12 @@ class Pipeline:
                     self.held_back.setdefault(gkey, set()).add(_key_of(pod_json))
                 known = [n for n, i in zip(node_names, idx, strict=True) if i is not None]
                 return FilterOutcome([], {**unknown, **{n: waiting for n in known}})
-            feasible = cycle.feasible
+            feasible = cycle.feasible.tolist() if cycle.feasible is not None else None
             failed: dict[str, str] = dict(unknown)
             unresolvable: dict[str, str] = {}
             keep = []
             schedulable = self.model.schedulable
+            rejected: list[tuple[str, int]] = []
             for name, i in zip(node_names, idx, strict=True):
                 if i is None:
                     continue
@@ -221,7 +223,10 @@ class Pipeline:
                 elif feasible is not None and feasible[i]:
                     keep.append(name)
                 else:
-                    reason, final = self._why(state, pod, i, decision)
+                    rejected.append((name, i))
+            if rejected:
+                reasons = self._why(state, pod, [i for _, i in rejected], decision)
+                for (name, _), (reason, final) in zip(rejected, reasons, strict=True):
                     (unresolvable if final else failed)[name] = reason
             return FilterOutcome(keep, failed, unresolvable)
 
@@ -259,19 +264,29 @@ class Pipeline:
                     f"pods")
         return ""
 
-    def _why(self, state: ClusterState, pod: Pod, node: int, decision: Decision
-             ) -> tuple[str, bool]:
-        """A per-node reason; ``True`` when preemption cannot help (link capacity)."""
+    def _why(self, state: ClusterState, pod: Pod, nodes: Sequence[int], decision: Decision
+             ) -> list[tuple[str, bool]]:
+        """A reason per node of ``nodes``; ``True`` when preemption cannot help (link
+        capacity)."""
         prefix = f"tdmcore/{self.policy_name}: "
-        lacking = [name for name, need, free in (
-            ("cpu", pod.cpu, state.free_cpu[node]), ("memory", pod.mem_gib, state.free_mem[node]),
-            (convert.GPU_RESOURCE, pod.gpu, state.free_gpu[node])) if need > free + 1e-9]
-        if lacking:
-            return prefix + "Insufficient " + ", ".join(lacking), False
-        if pod.bandwidth_gbps > state.cluster.link_gbps[node]:
-            return prefix + (f"link {state.cluster.link_gbps[node]:g} Gbps < the pod's "
-                             f"{pod.bandwidth_gbps:g} Gbps (Eq. 14)"), True
-        return prefix + (decision.message or "rejected by the policy's Filter"), False
+        at = np.asarray(nodes, dtype=np.int64)
+        short = [(name, (need > free[at] + 1e-9).tolist()) for name, need, free in (
+            ("cpu", pod.cpu, state.free_cpu), ("memory", pod.mem_gib, state.free_mem),
+            (convert.GPU_RESOURCE, pod.gpu, state.free_gpu))]
+        link = state.cluster.link_gbps[at]
+        too_narrow = (pod.bandwidth_gbps > link).tolist()
+        lacking_at = [[name for name, flags in short if flags[k]] for k in range(len(nodes))]
+        policy = prefix + (decision.message or "rejected by the policy's Filter")
+        out = []
+        for k, lacking in enumerate(lacking_at):
+            if lacking:
+                out.append((prefix + "Insufficient " + ", ".join(lacking), False))
+            elif too_narrow[k]:
+                out.append((prefix + f"link {link[k]:g} Gbps < the pod's "
+                            f"{pod.bandwidth_gbps:g} Gbps (Eq. 14)", True))
+            else:
+                out.append((policy, False))
+        return out
 
     def prioritize(self, pod_json: Mapping[str, Any], node_names: Sequence[str]
                    ) -> list[tuple[str, int]]:
@@ -289,7 +304,7 @@ class Pipeline:
                 value = np.where(cycle.finalists, np.maximum(value, 1), 0)
             value = np.where(cycle.feasible, value, 0)
             table = value.tolist()
-            return [(name, 0 if i is None else int(table[i]))
+            return [(name, 0 if i is None else table[i])
                     for name, i in zip(node_names, idx, strict=True)]
 
     # ----------------------------------------------------------------- bind
@@ -557,6 +572,7 @@ class Pipeline:
         while True:
             self._status_wake.wait()
             self._status_wake.clear()
+            self._wait_for_lull()
             with self._status_lock:
                 nodes = sorted(self._dirty_nodes)
                 self._dirty_nodes.clear()
@@ -570,15 +586,39 @@ class Pipeline:
                     self._status_busy = False
                     self.status_passes += 1
 
+    def _wait_for_lull(self) -> None:
+        """Hold a pass back while binds keep coming: until ``status_quiet_s`` pass
+        without one, ``status_max_delay_s`` after the first, or a flush.
+
+        **[decision]** The writer's API calls and their watch echoes cost CPU that,
+        during a burst of binds, kube-scheduler's scheduling cycles and the
+        extender's own filter/prioritize wait for (on a loaded node more than the
+        writes themselves take); written after the burst, each node is written once
+        at its latest state (a node touched again while waiting is not written
+        twice).
+        """
+        first = time.monotonic()
+        while not self._status_flush.is_set():
+            left = first + self.status_max_delay_s - time.monotonic()
+            if left <= 0 or not self._status_wake.wait(min(self.status_quiet_s, left)):
+                return
+            self._status_wake.clear()
+
     def flush_statuses(self, timeout_s: float = 5.0) -> bool:
-        """Wait until the status writer has nothing pending (False at the deadline)."""
+        """Write what is pending now and wait until the writer has nothing left
+        (False at the deadline)."""
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with self._status_lock:
-                if not self._dirty_nodes and not self._status_busy:
-                    return True
-            time.sleep(0.01)
-        return False
+        self._status_flush.set()
+        self._status_wake.set()
+        try:
+            while time.monotonic() < deadline:
+                with self._status_lock:
+                    if not self._dirty_nodes and not self._status_busy:
+                        return True
+                time.sleep(0.01)
+            return False
+        finally:
+            self._status_flush.clear()
 
     def _write_now(self, nodes: Sequence[int]) -> None:
         for node in nodes:

@@ -27,7 +27,8 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
-__all__ = ["DEFAULT_MAX_BODY", "HttpError", "JsonApp", "Server", "field", "read_json", "serve"]
+__all__ = ["DEFAULT_MAX_BODY", "HttpError", "JsonApp", "RawJson", "Server", "field", "read_json",
+           "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,10 @@ class HttpError(Exception):
         self.status = status
         self.message = message
         self.body = body
+
+
+class RawJson(str):
+    """A handler's answer already encoded as JSON text (sent as it is)."""
 
 
 def _no_constants(token: str) -> Any:
@@ -140,8 +145,9 @@ class JsonApp:
 
     @staticmethod
     def _json(status: int, body: Any) -> Response:
-        return Response(json.dumps(body, allow_nan=False, default=_default), status=status,
-                        mimetype="application/json")
+        text = body if isinstance(body, RawJson) else json.dumps(body, allow_nan=False,
+                                                                 default=_default)
+        return Response(text, status=status, mimetype="application/json")
 
 
 def _default(value: Any) -> Any:
