@@ -737,25 +737,28 @@ def test_podbandwidth_changes():
     assert m.state().placed["default/a-0"].pod.low_comm and m.rebuilds == 4
 
 
-def test_nodebandwidth_spec_bandwidth_rebuilds_the_cluster():
+def test_nodebandwidth_spec_bandwidth_updates_the_cluster():
     m = base_model(default_link_gbps=10.0)
     cluster = m.cluster()
     assert cluster.link_gbps.tolist() == [10.0, 10.0]       # the default
-    m.state()
+    state = m.state()
     nbw = K.nodebandwidth("n1", 100)
     m.on_event("NodeBandwidth", "ADDED", nbw)
     assert m.cluster() is not cluster
-    assert m.state().cluster.link_gbps.tolist() == [10.0, 100.0] and m.rebuilds == 2
+    # a new cluster under the same state (updated in place, not rebuilt)
+    assert m.state() is state and state.cluster is m.cluster()
+    assert state.cluster.link_gbps.tolist() == [10.0, 100.0] and m.rebuilds == 1
     nbw = bump(nbw, 2, spec={"bandwidth": "40G"})            # 40e9 bit/s = 40 Gbps
     m.on_event("NodeBandwidth", "MODIFIED", nbw)
-    assert m.state().cluster.link_gbps.tolist() == [10.0, 40.0] and m.rebuilds == 3
+    assert m.state().cluster.link_gbps.tolist() == [10.0, 40.0] and m.rebuilds == 1
+    assert m.node_updates == 2
     # the same capacity written differently: the cluster is kept
     cluster = m.cluster()
     nbw = bump(nbw, 3, spec={"bandwidth": 40})
     m.on_event("NodeBandwidth", "MODIFIED", nbw)
     assert m.cluster() is cluster
     m.state()
-    assert m.rebuilds == 3
+    assert m.rebuilds == 1 and m.node_updates == 2
     # an invalid capacity falls back to the default, and says why
     nbw = bump(nbw, 4, spec={"bandwidth": "fast"})
     m.on_event("NodeBandwidth", "MODIFIED", nbw)
