@@ -134,17 +134,22 @@ def cli() -> None:
               help="Touch waiting pods so that kube-scheduler retries them at once.")
 @click.option("--async-status/--sync-status", default=True, show_default=True,
               help="Write NodeBandwidth status behind the bind (not inside it).")
+@click.option("--node-updates", type=click.Choice(["incremental", "rebuild"]),
+              default="incremental", show_default=True,
+              help="On a change of an existing Node: update it in place, or rebuild the "
+                   "whole cluster state (the former behaviour, for comparison).")
 def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_level: str,
                  policy: str, default_link_gbps: float, port: int, prefix: str,
                  max_body_bytes: int, scheduler_name: str, gang_wait_seconds: float,
-                 requeue: bool, async_status: bool) -> None:
+                 requeue: bool, async_status: bool, node_updates: str) -> None:
     """kube-scheduler HTTP extender: POST /filter, /prioritize, /bind."""
     from .extender import Extender
     from .pipeline import Pipeline
     from .requeue import Requeuer
 
     kube = _setup(log_level, kubeconfig, api_server)
-    model = ClusterModel(default_link_gbps=default_link_gbps)
+    model = ClusterModel(default_link_gbps=default_link_gbps,
+                         incremental_nodes=node_updates == "incremental")
     _, ready = start_informers(kube, model)
     pipeline = Pipeline(model, policy, kube, scheduler_name=scheduler_name,
                         gang_wait_s=gang_wait_seconds)

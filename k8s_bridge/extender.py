@@ -98,6 +98,10 @@ class Extender:
         rebuilds = Gauge("tdmcore_model_rebuilds", "ClusterState rebuilds from the cache",
                          registry=registry)
         rebuilds.set_function(lambda: float(pipeline.model.rebuilds))
+        updates = Gauge("tdmcore_model_node_updates",
+                        "Node changes applied to the cluster state in place (no rebuild)",
+                        registry=registry)
+        updates.set_function(lambda: float(pipeline.model.node_updates))
         prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
         self.app.route(f"{prefix}/filter", self.filter)
         self.app.route(f"{prefix}/prioritize", self.prioritize)

@@ -81,6 +81,8 @@ class ClusterModel:
         self._cluster: Cluster | None = None
         self._state: ClusterState | None = None
         self._node_json: list[dict[str, Any]] = []
+        # per node (cluster order): its zone and region (convert.topology_keys)
+        self._keys: list[tuple[str | None, str | None]] = []
         #: per node (cluster order): Ready and not cordoned
         self.schedulable: list[bool] = []
         # pod key -> (resourceVersion, PodBandwidth generation, domain Pod)
@@ -246,6 +248,7 @@ class ClusterModel:
                 self._has_topology = False
             self._cluster = cluster
             self._node_json = node_json
+            self._keys = [convert.topology_keys(n) for n in node_json]
             self.schedulable = [bool(self._nodes[n.name][0][0][3]) for n in nodes]
             workload_key = tuple(sorted((w.name, w.jobs, w.dependencies)
                                         for w in cluster.workloads.values()))
@@ -301,8 +304,9 @@ class ClusterModel:
         changed, self._changed_nodes = self._changed_nodes, set()
         nodes = list(old.nodes)
         node_json = list(self._node_json)
+        keys = list(self._keys)
         schedulable = list(self.schedulable)
-        zones_moved = False
+        moved: list[int] = []  # nodes whose zone or region label changed
         try:
             for name in sorted(changed):
                 i = old.node_index[name]
@@ -311,9 +315,14 @@ class ClusterModel:
                 nodes[i] = self._convert_node(name, obj)
                 node_json[i] = obj
                 schedulable[i] = convert.node_schedulable(obj)
-                zones_moved |= _node_signature(before)[1:3] != _node_signature(obj)[1:3]
-            latency = self._latency(node_json) if self._has_topology and zones_moved \
-                else old.latency if self._has_topology else None
+                keys[i] = convert.topology_keys(obj)
+                if keys[i] != convert.topology_keys(before):
+                    moved.append(i)
+            latency = None
+            if self._has_topology:
+                latency = old.latency if not moved else convert.latency_update(
+                    old.latency, keys, moved, self.objects["NetworkTopology"].values(),
+                    self.topology_weights)
             cluster = Cluster(nodes, latency=latency, workloads=old.workloads.values())
         except (KeyError, ValueError):  # not updatable in place: the full rebuild
             self._cluster = None
@@ -321,6 +330,7 @@ class ClusterModel:
             return
         self._cluster = cluster
         self._node_json = node_json
+        self._keys = keys
         self.schedulable = schedulable
         self.node_updates += 1
         state = self._state
