@@ -42,19 +42,21 @@ from numpy.typing import NDArray
 
 from tdmcore.model import Node, Pod, TrafficPattern, Workload, priority_value
 
+from .api import (
+    GPU_RESOURCE,
+    LABEL_APPGROUP,
+    LABEL_JOB,
+    LABEL_KUBEFLOW_JOB,
+    LABEL_LOW_COMM,
+    LABEL_POD_GROUP,
+    LABEL_PRIORITY,
+    LABEL_WORKLOAD,
+)
+
 __all__ = [
-    "GROUP",
-    "VERSION",
-    "LABEL_APPGROUP",
-    "LABEL_JOB",
-    "LABEL_KUBEFLOW_JOB",
-    "LABEL_LOW_COMM",
-    "LABEL_POD_GROUP",
-    "LABEL_PRIORITY",
-    "LABEL_WORKLOAD",
-    "GPU_RESOURCE",
     "job_of",
     "latency_matrix",
+    "latency_update",
     "link_gbps",
     "matches_selector",
     "node_from_json",
@@ -64,19 +66,10 @@ __all__ = [
     "pod_key",
     "pod_requests",
     "quantity",
+    "topology_keys",
     "workloads_from_appgroups",
 ]
 
-GROUP = "tdmcore.io"
-VERSION = "v1alpha1"
-LABEL_KUBEFLOW_JOB = "training.kubeflow.org/job-name"
-LABEL_JOB = "tdmcore.io/job"
-LABEL_PRIORITY = "tdmcore.io/priority"
-LABEL_LOW_COMM = "low_comm"
-LABEL_POD_GROUP = "scheduling.x-k8s.io/pod-group"
-LABEL_APPGROUP = "appgroup.diktyo.x-k8s.io"
-LABEL_WORKLOAD = "appgroup.diktyo.x-k8s.io.workload"
-GPU_RESOURCE = "nvidia.com/gpu"
 GIB = 2.0**30
 
 

@@ -19,67 +19,18 @@ Malformed requests get HTTP 400 with ``Error`` set, and change nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from collections.abc import Callable
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from prometheus_client import Counter, Gauge
 from werkzeug.wrappers import Request
 
-from .pipeline import BadRequest, BindError, Pipeline
-from .web import DEFAULT_MAX_BODY, HttpError, JsonApp, RawJson, field, read_json
+from .api import BadRequest, parse_args, parse_binding
+from .pipeline import BindError, Pipeline
+from .web import DEFAULT_MAX_BODY, HttpError, JsonApp, RawJson, read_json
 
-__all__ = ["Extender", "parse_args", "parse_binding"]
-
-
-def _object(value: Any, name: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise BadRequest(f"{name}: expected an object, got "
-                         f"{'null' if value is None else type(value).__name__}")
-    return value
-
-
-def parse_args(body: Any) -> tuple[Mapping[str, Any], list[str], Mapping[str, Any] | None]:
-    """``ExtenderArgs`` -> (pod, node names, the NodeList if one was sent)."""
-    args = _object(body, "ExtenderArgs")
-    pod = _object(field(args, "Pod"), "Pod")
-    _object(pod.get("metadata"), "Pod.metadata")
-    names = field(args, "NodeNames")
-    nodes = field(args, "Nodes")
-    if names is not None:
-        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
-            raise BadRequest("NodeNames: expected a list of node names")
-        return pod, list(names), None
-    if nodes is None:
-        raise BadRequest("NodeNames: either NodeNames or Nodes is required")
-    node_list = _object(nodes, "Nodes")
-    items = node_list.get("items")
-    if not isinstance(items, list):
-        raise BadRequest("Nodes.items: expected a list of v1 Node objects")
-    out = []
-    for i, item in enumerate(items):
-        meta = _object(_object(item, f"Nodes.items[{i}]").get("metadata"),
-                       f"Nodes.items[{i}].metadata")
-        name = meta.get("name")
-        if not isinstance(name, str) or not name:
-            raise BadRequest(f"Nodes.items[{i}].metadata.name: expected a node name")
-        out.append(name)
-    return pod, out, node_list
-
-
-def parse_binding(body: Any) -> tuple[str, str, str | None, str]:
-    """``ExtenderBindingArgs`` -> (namespace, name, uid, node)."""
-    args = _object(body, "ExtenderBindingArgs")
-    out = []
-    for key in ("PodNamespace", "PodName", "Node"):
-        value = field(args, key)
-        if not isinstance(value, str) or not value:
-            raise BadRequest(f"{key}: expected a non-empty string, got {value!r:.60}")
-        out.append(value)
-    uid = field(args, "PodUID")
-    if uid is not None and not isinstance(uid, str):
-        raise BadRequest(f"PodUID: expected a string, got {uid!r:.60}")
-    return out[0], out[1], uid or None, out[2]
+__all__ = ["Extender"]
 
 
 class Extender:

@@ -344,8 +344,8 @@ class ClusterModel:
         """The tdmcore Pod for a pod JSON object (``ValueError`` if malformed)."""
         with self.lock:
             cluster = self.cluster()
-            return convert.pod_from_json(pod, self.objects["PodBandwidth"].values(),
-                                         cluster.workloads)
+            # kube-scheduler sends the same pod version to filter, prioritize and bind
+            return self._domain_cached(convert.pod_key(pod), pod, cluster)
 
     def _domain_cached(self, key: str, pod: Mapping[str, Any], cluster: Cluster) -> Pod:
         rv = str((pod.get("metadata") or {}).get("resourceVersion", ""))

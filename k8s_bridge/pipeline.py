@@ -38,18 +38,15 @@ from tdmcore.framework import CycleState, Decision, GangDecision, ReserveResult,
 from tdmcore.model import ClusterState, Pod
 from tdmcore.policies import make_policy
 
-from . import convert
+from . import api
+from .api import BadRequest
 from .kube import ApiError, Kube
 from .model import ClusterModel, pod_is_placed
 from .records import entry_key, link_base_period, merge_entries, pod_entry, write_status
 
-__all__ = ["BadRequest", "BindError", "FilterOutcome", "Pipeline", "extender_score", "gang_key"]
+__all__ = ["BindError", "FilterOutcome", "Pipeline", "extender_score", "gang_key"]
 
 log = logging.getLogger(__name__)
-
-
-class BadRequest(ValueError):
-    """The caller sent something malformed (HTTP 400); nothing was changed."""
 
 
 class BindError(RuntimeError):
@@ -88,7 +85,7 @@ def _key_of(pod_json: Mapping[str, Any]) -> str:
 def gang_key(pod_json: Mapping[str, Any]) -> str | None:
     """``namespace/group`` of a PodGroup member, else None."""
     meta = pod_json.get("metadata") or {}
-    group = (meta.get("labels") or {}).get(convert.LABEL_POD_GROUP)
+    group = (meta.get("labels") or {}).get(api.LABEL_POD_GROUP)
     return f"{meta.get('namespace') or 'default'}/{group}" if group else None
 
 
@@ -141,6 +138,8 @@ class Pipeline:
         self.kube = kube
         self.lock = threading.RLock()
         self._last: tuple[tuple[Any, ...], ClusterState, Decision, CycleState] | None = None
+        # (cluster, the nodes filter kept, their indices): prioritize's usual question
+        self._last_index: tuple[Any, list[str], list[int | None]] | None = None
         self._order_us = 0
         # node -> (the cluster, its latest Reserve results): what the status write uses
         self._reserved: dict[int, tuple[Any, list[ReserveResult]]] = {}
@@ -187,7 +186,11 @@ class Pipeline:
 
     def _index(self, state: ClusterState, names: Sequence[str]
                ) -> tuple[list[int | None], dict[str, str]]:
-        out = list(map(state.cluster.node_index.get, names))
+        last = self._last_index
+        if last is not None and last[0] is state.cluster and last[1] == names:
+            out = last[2]  # prioritize asks about the nodes filter just kept
+        else:
+            out = list(map(state.cluster.node_index.get, names))
         if None not in out:
             return out, {}
         return out, {name: "node unknown to tdmcore (not in its Node cache)"
@@ -228,6 +231,8 @@ class Pipeline:
                 reasons = self._why(state, pod, [i for _, i in rejected], decision)
                 for (name, _), (reason, final) in zip(rejected, reasons, strict=True):
                     (unresolvable if final else failed)[name] = reason
+            index = state.cluster.node_index
+            self._last_index = (state.cluster, keep, [index[n] for n in keep])
             return FilterOutcome(keep, failed, unresolvable)
 
     def gang_shortfall(self, pod_json: Mapping[str, Any]) -> str:
@@ -240,7 +245,7 @@ class Pipeline:
         whole (:meth:`schedule_gang`).
         """
         meta = pod_json.get("metadata") or {}
-        group = (meta.get("labels") or {}).get(convert.LABEL_POD_GROUP)
+        group = (meta.get("labels") or {}).get(api.LABEL_POD_GROUP)
         if not group:
             return ""
         namespace = meta.get("namespace") or "default"
@@ -255,7 +260,7 @@ class Pipeline:
             for pod in self.model.objects["Pod"].values():
                 pmeta = pod.get("metadata") or {}
                 if (pmeta.get("namespace") or "default") == namespace \
-                        and (pmeta.get("labels") or {}).get(convert.LABEL_POD_GROUP) == group \
+                        and (pmeta.get("labels") or {}).get(api.LABEL_POD_GROUP) == group \
                         and (pod.get("status") or {}).get("phase") not in ("Succeeded",
                                                                           "Failed"):
                     members += 1
@@ -272,7 +277,7 @@ class Pipeline:
         at = np.asarray(nodes, dtype=np.int64)
         short = [(name, (need > free[at] + 1e-9).tolist()) for name, need, free in (
             ("cpu", pod.cpu, state.free_cpu), ("memory", pod.mem_gib, state.free_mem),
-            (convert.GPU_RESOURCE, pod.gpu, state.free_gpu))]
+            (api.GPU_RESOURCE, pod.gpu, state.free_gpu))]
         link = state.cluster.link_gbps[at]
         too_narrow = (pod.bandwidth_gbps > link).tolist()
         lacking_at = [[name for name, flags in short if flags[k]] for k in range(len(nodes))]
@@ -455,7 +460,7 @@ class Pipeline:
         for key, pod in self.model.objects["Pod"].items():
             meta = pod.get("metadata") or {}
             if (meta.get("namespace") or "default") == namespace \
-                    and (meta.get("labels") or {}).get(convert.LABEL_POD_GROUP) == group \
+                    and (meta.get("labels") or {}).get(api.LABEL_POD_GROUP) == group \
                     and pod_is_placed(pod):
                 out.append(key)
         return out

@@ -26,7 +26,7 @@ from typing import Any
 from tdmcore.base_period import unify_periods
 from tdmcore.model import ClusterState, Pod
 
-from . import convert
+from . import api
 from .kube import ApiError, Conflict, Kube, NotFound
 from .model import ClusterModel, pod_is_placed
 
@@ -121,7 +121,7 @@ def write_status(kube: Kube | None, model: ClusterModel, node: str, compute: Com
             if current is None:
                 try:
                     current = kube.create("NodeBandwidth", {
-                        "apiVersion": f"{convert.GROUP}/{convert.VERSION}",
+                        "apiVersion": f"{api.GROUP}/{api.VERSION}",
                         "kind": "NodeBandwidth", "metadata": {"name": node}, "spec": {}})
                 except Conflict:  # created meanwhile by the other writer
                     current = kube.get("NodeBandwidth", node)
