@@ -144,6 +144,7 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
         binder_histogram(plain, env.plane) if plain is not None else {}
     load = os.getloadavg()[0]
     rebuilds = ext.metric("tdmcore_model_rebuilds") if ext is not None else 0.0
+    decisions = ext.metric("tdmcore_pipeline_decisions") if ext is not None else 0.0
     names = [f"p{i:04d}" for i in range(pods)]
 
     def create(name: str) -> None:
@@ -168,6 +169,8 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
         result["bind_p50_le_s"] = quantile(before, after, 0.50)
         result["bind_p99_le_s"] = quantile(before, after, 0.99)
         result["model_rebuilds"] = ext.metric("tdmcore_model_rebuilds") - rebuilds
+        result["decisions_per_pod"] = round(
+            (ext.metric("tdmcore_pipeline_decisions") - decisions) / pods, 2)
     env.clean(ns, [])
     return result
 

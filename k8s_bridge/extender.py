@@ -49,6 +49,10 @@ class Extender:
         rebuilds = Gauge("tdmcore_model_rebuilds", "ClusterState rebuilds from the cache",
                          registry=registry)
         rebuilds.set_function(lambda: float(pipeline.model.rebuilds))
+        decisions = Gauge("tdmcore_pipeline_decisions",
+                          "Full scheduling decisions computed (the rest answered from cache)",
+                          registry=registry)
+        decisions.set_function(lambda: float(pipeline.decisions))
         updates = Gauge("tdmcore_model_node_updates",
                         "Node changes applied to the cluster state in place (no rebuild)",
                         registry=registry)

@@ -137,7 +137,13 @@ class Pipeline:
         self.scheduler = Scheduler(self.policy)
         self.kube = kube
         self.lock = threading.RLock()
-        self._last: tuple[tuple[Any, ...], ClusterState, Decision, CycleState] | None = None
+        # decisions on the current state, by (pod, uid): kube-scheduler's calls for one pod
+        # (filter, prioritize, bind) interleave with the next pod's, so one entry is
+        # not enough to answer bind from its prioritize when the state has not moved
+        self._decided: dict[tuple[Pod, Any], tuple[Decision, CycleState]] = {}
+        self._decided_on: tuple[ClusterState | None, int] = (None, -1)
+        #: full decisions computed (the others were answered from the above)
+        self.decisions = 0
         # (cluster, the nodes filter kept, their indices): prioritize's usual question
         self._last_index: tuple[Any, list[str], list[int | None]] | None = None
         self._order_us = 0
@@ -175,13 +181,18 @@ class Pipeline:
         except LookupError as exc:
             raise BindError(str(exc)) from exc
         meta = pod_json.get("metadata") or {}
-        key = (pod, meta.get("uid"), state.version)
-        last = self._last
+        key = (pod, meta.get("uid"))
         # the state object itself, not its id(): a rebuilt state may reuse the address
-        if last is not None and last[0] == key and last[1] is state:
-            return pod, state, last[2], last[3]
+        on, version = self._decided_on
+        if on is not state or version != state.version or len(self._decided) >= 64:
+            self._decided.clear()
+            self._decided_on = (state, state.version)
+        hit = self._decided.get(key)
+        if hit is not None:
+            return pod, state, hit[0], hit[1]
         decision, cycle = self.scheduler.decide(state, pod)
-        self._last = (key, state, decision, cycle)
+        self.decisions += 1
+        self._decided[key] = (decision, cycle)
         return pod, state, decision, cycle
 
     def _index(self, state: ClusterState, names: Sequence[str]
@@ -348,7 +359,7 @@ class Pipeline:
             if cycle.feasible is None or not cycle.feasible[index]:
                 raise BindError(f"node {node!r} no longer passes tdmcore's Filter for {key}")
             result = self.policy.reserve(state, cycle, index)  # assume
-            self._last = None
+            self._decided.clear()
             self._mark_bound(key, pod_json, node)
             statuses = self._statuses(state, {index: [result]})
             me = _Waiter(key, namespace, name, uid, node, pod_json, statuses)
@@ -446,7 +457,7 @@ class Pipeline:
         """Undo an assumed pod (the locks are held): the API is the truth again."""
         self.model.on_event("Pod", "MODIFIED", dict(pod_json))
         self.model.invalidate()
-        self._last = None
+        self._decided.clear()
 
     def _min_member(self, gkey: str) -> int:
         pg = self.model.objects["PodGroup"].get(gkey) or {}
@@ -525,11 +536,11 @@ class Pipeline:
                 # the model re-reads the API; the rest is retried later.
                 log.warning("gang partially bound (%s): %s", ", ".join(bound), exc)
                 self.model.invalidate()
-                self._last = None
+                self._decided.clear()
                 return GangDecision(Status.ERROR, gang.decisions, str(exc)), []
             bound.append(d.pod)
         state.__dict__.update(trial.__dict__)
-        self._last = None
+        self._decided.clear()
         by_node: dict[int, list[ReserveResult]] = {}
         for d, pod_json in zip(gang.decisions, pod_jsons, strict=True):
             self._mark_bound(d.pod, pod_json, str(d.node_name))
