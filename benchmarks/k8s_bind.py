@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
 import yaml  # noqa: E402
 from e2e_env import DEPLOY, PODGROUP_CRD, SCHEDULER, Component, Env, wait_known  # noqa: E402
 
+from k8s_bridge.cache import ClusterModel  # noqa: E402
 from k8s_bridge.envtest import ControlPlane, Proc, assets_dir, free_port, wait_until  # noqa: E402
-from k8s_bridge.model import ClusterModel  # noqa: E402
 from k8s_bridge.pipeline import Pipeline  # noqa: E402
 
 PLAIN = "plain-scheduler"

@@ -16,9 +16,9 @@ import yaml
 from tdmcore.elastic import ELASTIC_POLICIES
 from tdmcore.policies import POLICIES
 
+from .cache import WATCHED_KINDS, ClusterModel
 from .informer import Informer
 from .kube import Kube
-from .model import WATCHED_KINDS, ClusterModel
 from .web import DEFAULT_MAX_BODY, Server
 
 __all__ = ["main", "start_informers"]
@@ -134,6 +134,10 @@ def cli() -> None:
               help="Touch waiting pods so that kube-scheduler retries them at once.")
 @click.option("--async-status/--sync-status", default=True, show_default=True,
               help="Write NodeBandwidth status behind the bind (not inside it).")
+@click.option("--status-max-delay-seconds", type=click.FloatRange(min=0.0, max=60.0),
+              default=1.0, show_default=True,
+              help="With --async-status: a NodeBandwidth write waits for a lull in the binds "
+                   "(0.1 s without one), at most this long.")
 @click.option("--node-updates", type=click.Choice(["incremental", "rebuild"]),
               default="incremental", show_default=True,
               help="On a change of an existing Node: update it in place, or rebuild the "
@@ -141,7 +145,8 @@ def cli() -> None:
 def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_level: str,
                  policy: str, default_link_gbps: float, port: int, prefix: str,
                  max_body_bytes: int, scheduler_name: str, gang_wait_seconds: float,
-                 requeue: bool, async_status: bool, node_updates: str) -> None:
+                 requeue: bool, async_status: bool, status_max_delay_seconds: float,
+                 node_updates: str) -> None:
     """kube-scheduler HTTP extender: POST /filter, /prioritize, /bind."""
     from .extender import Extender
     from .pipeline import Pipeline
@@ -154,6 +159,7 @@ def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_
     pipeline = Pipeline(model, policy, kube, scheduler_name=scheduler_name,
                         gang_wait_s=gang_wait_seconds)
     pipeline.async_status = async_status
+    pipeline.status_max_delay_s = status_max_delay_seconds
     pipeline.warm_up()
     ext = Extender(pipeline, prefix=prefix, ready=ready, max_body=max_body_bytes)
     stop = threading.Event()

@@ -39,8 +39,8 @@ from tdmcore.elastic.job import DRAGON_FIG2, TaskRequest
 from tdmcore.model import ClusterState, Pod
 
 from . import api, convert
+from .cache import ClusterModel
 from .kube import ApiError, Kube
-from .model import ClusterModel
 
 __all__ = ["ANNOTATION_MODEL", "ElasticController", "TrackedJob", "tracked_job"]
 
@@ -264,5 +264,5 @@ def _place_anyway(state: ClusterState, pod: Pod, node: int) -> None:
     try:
         state.place(pod, node)
     except ValueError:  # over-committed by others: count it, as the model does
-        from .model import _force_place
+        from .cache import _force_place
         _force_place(state, pod, node)

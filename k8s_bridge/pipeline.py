@@ -2,7 +2,7 @@
 
 Both call the same :class:`tdmcore.framework.Scheduler` over the same policy
 objects the simulator uses (``tdmcore.policies.make_policy``) on the
-:class:`~tdmcore.model.ClusterState` that :class:`~k8s_bridge.model.ClusterModel`
+:class:`~tdmcore.model.ClusterState` that :class:`~k8s_bridge.cache.ClusterModel`
 builds from the API: nothing here decides anything a policy does not.
 
 * :meth:`Pipeline.filter` / :meth:`Pipeline.prioritize` run PreFilter -> Filter ->
@@ -40,9 +40,9 @@ from tdmcore.policies import make_policy
 
 from . import api
 from .api import BadRequest
+from .cache import ClusterModel, pod_is_placed
 from .kube import ApiError, Kube
-from .model import ClusterModel, pod_is_placed
-from .records import entry_key, link_base_period, merge_entries, pod_entry, write_status
+from .records import node_status, write_status
 
 __all__ = ["BindError", "FilterOutcome", "Pipeline", "extender_score", "gang_key"]
 
@@ -646,56 +646,27 @@ class Pipeline:
                          functools.partial(self._compute, node))
 
     def _compute(self, node: int, current: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The node's status after its latest Reserve (:func:`records.node_status
+        <k8s_bridge.records.node_status>`): the rotations and base period Reserve
+        planned, ``recalculate`` as the node's latest Reserve asked for it (the
+        controller's ``on_reserve`` takes the last one too), a new entry ordered by
+        bind time."""
         with self.lock, self.model.lock:
             state = self.model.state()
             cluster, results = self._reserved.get(node, (None, []))
             if cluster is not state.cluster:
                 results = []  # the cluster changed since: rotations are re-planned
-            recorded = {entry_key(e): e for e in current.get("pods") or []
-                        if isinstance(e, dict)}
-            status = node_status(state, node, recorded, results, self._next_order,
-                                 getattr(self.policy, "config", None))
-            status["pods"] = merge_entries(status["pods"], current.get("pods") or [],
-                                           state.cluster.nodes[node].name,
-                                           self.model.objects["Pod"],
-                                           deleted=self.model.deleted_pods)
-            return status
-
-
-def node_status(state: ClusterState, node: int, recorded: Mapping[str, Mapping[str, Any]],
-                results: Sequence[ReserveResult], next_order: Any,
-                config: Any = None) -> dict[str, Any]:
-    """The NodeBandwidth ``status`` of a node's link after Reserve.
-
-    Traffic pods only (LowComm pods have no place on the circle); ``basePeriodMs`` is
-    Reserve's, else the link's unified period (:func:`~k8s_bridge.records.link_base_period`,
-    0 with no traffic pod); ``recalculate``
-    is what the node's latest Reserve asked for (the controller's ``on_reserve``
-    takes the last one too).
-    """
-    rotations: dict[str, int] = {}
-    base = 0.0
-    recalculate = None
-    for r in results:
-        rotations.update(r.rotations)
-        base = r.base_period_ms or base
-        if r.shifts_ms:
-            recalculate = not r.skip_phase_three
-    pods = []
-    for name in state.node_pods[node]:
-        placed = state.placed[name]
-        pod = placed.pod
-        if pod.pattern is None:
-            continue
-        old = recorded.get(name, {})
-        order = old.get("order")
-        if not isinstance(order, int) or isinstance(order, bool):
-            order = next_order()
-        pods.append(pod_entry(name, pod, placed.shift_ms, order,
-                              rotations.get(pod.job, old.get("rotation", 0) or 0)))
-    if not base:  # Reserve planned nothing (e.g. an uncontended link): the unified period
-        base = link_base_period(state, node, config)
-    status: dict[str, Any] = {"pods": pods, "basePeriodMs": base}
-    if recalculate is not None:
-        status["recalculate"] = recalculate
-    return status
+            rotations: dict[str, int] = {}
+            base = 0.0
+            recalculate = None
+            for r in results:
+                rotations.update(r.rotations)
+                base = r.base_period_ms or base
+                if r.shifts_ms:
+                    recalculate = not r.skip_phase_three
+            return node_status(state, node, current, rotations=rotations,
+                               base_period_ms=base or None,
+                               order_of=lambda key: self._next_order(),
+                               pods=self.model.objects["Pod"], deleted=self.model.deleted_pods,
+                               recalculate=recalculate, keep_rotations=True,
+                               config=getattr(self.policy, "config", None))

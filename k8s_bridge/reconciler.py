@@ -2,7 +2,7 @@
 
 It runs :class:`tdmcore.controller.Controller` -- the simulator's controller, not
 a second implementation -- on the ClusterState that
-:class:`~k8s_bridge.model.ClusterModel` rebuilds from the API, and writes what it
+:class:`~k8s_bridge.cache.ClusterModel` rebuilds from the API, and writes what it
 decides back into the API:
 
 * **offsets** (§III-C "Global offset") and **rotations**: each link's plan is
@@ -43,9 +43,9 @@ from tdmcore.policies.metronome import link_pods
 
 from . import convert
 from .api import REPORT_PATH, ReportError, validate_report
+from .cache import ClusterModel
 from .kube import ApiError, Kube
-from .model import ClusterModel
-from .records import entry_key, link_base_period, merge_entries, pod_entry, write_status
+from .records import entry_key, node_status, write_status
 from .web import HttpError, JsonApp, read_json
 
 __all__ = ["ControllerService", "LeaderForwarder"]
@@ -145,28 +145,17 @@ class ControllerService:
     # ------------------------------------------------------------- reconcile
     def desired_status(self, ctrl: Controller, node: int,
                        current: Mapping[str, Any]) -> dict[str, Any]:
-        """The node's NodeBandwidth status as the controller would write it."""
-        state = ctrl.state
-        recorded = {entry_key(e): e for e in current.get("pods") or [] if isinstance(e, dict)}
+        """The node's NodeBandwidth status as the controller would write it
+        (:func:`records.node_status <k8s_bridge.records.node_status>`): its link
+        plan's rotations and base period, a new entry ordered by creation time."""
         plan = ctrl.links.get(node)
-        rotations = plan.job_rotations if plan is not None else {}
-        pods = []
-        for key in state.node_pods[node]:
-            placed = state.placed[key]
-            pod = placed.pod
-            if pod.pattern is None:
-                continue
-            order = recorded.get(key, {}).get("order")
-            if not isinstance(order, int) or isinstance(order, bool):
-                order = self._creation_order(key)
-            pods.append(pod_entry(key, pod, placed.shift_ms, order,
-                                  rotations.get(pod.job, 0)))
-        pods = merge_entries(pods, current.get("pods") or [], state.cluster.nodes[node].name,
-                             self.model.objects["Pod"], deleted=self.model.deleted_pods)
-        return {"pods": pods,
-                "basePeriodMs": plan.base.period_ms if plan is not None
-                else link_base_period(state, node, getattr(self.policy, "config", None)),
-                "recalculate": self._flags.get(node, bool(current.get("recalculate", False)))}
+        return node_status(
+            ctrl.state, node, current, rotations=plan.job_rotations if plan is not None else {},
+            base_period_ms=plan.base.period_ms if plan is not None else None,
+            order_of=self._creation_order, pods=self.model.objects["Pod"],
+            deleted=self.model.deleted_pods,
+            recalculate=self._flags.get(node, bool(current.get("recalculate", False))),
+            config=getattr(self.policy, "config", None))
 
     def _creation_order(self, key: str) -> int:
         pod = self.model.objects["Pod"].get(key) or {}

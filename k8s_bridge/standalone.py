@@ -25,7 +25,7 @@ from tdmcore.framework import GangDecision, Status
 
 from . import api, convert
 from .api import BadRequest
-from .model import pod_is_placed
+from .cache import pod_is_placed
 from .pipeline import Pipeline
 from .web import JsonApp
 

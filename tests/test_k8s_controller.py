@@ -81,8 +81,8 @@ def test_restart_rebuilds_from_the_api():
         first.reconcile()
         before = shifts(fake)
         # a new process: fresh model and informers over the same API
+        from k8s_bridge.cache import ClusterModel
         from k8s_bridge.cli import start_informers
-        from k8s_bridge.model import ClusterModel
         model2 = ClusterModel()
         infs, ready = start_informers(Kube.connect(host=fake.url), model2, watch_timeout_s=5)
         try:

@@ -15,7 +15,7 @@ import pytest
 
 from k8s_bridge import api as A
 from k8s_bridge import convert as C
-from k8s_bridge.model import ClusterModel
+from k8s_bridge.cache import ClusterModel
 from tdmcore.model import Node, TrafficPattern, Workload
 
 GIB = 2.0**30

@@ -428,7 +428,7 @@ def test_bind_answers_from_its_pods_decision_when_calls_interleave():
     """kube-scheduler sends the next pod's filter before this pod's bind: the bind still
     finds this pod's decision on the unchanged state (no third decision), and the
     next pod's prioritize decides again once the bind's Reserve moved the state."""
-    from k8s_bridge.model import ClusterModel
+    from k8s_bridge.cache import ClusterModel
 
     model = ClusterModel()
     for n in ("n0", "n1", "n2"):

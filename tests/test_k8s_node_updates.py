@@ -1,6 +1,6 @@
 """Node changes applied in place (``ClusterModel._update_nodes``) against the rebuild.
 
-The oracle is the plain path: a fresh :class:`~k8s_bridge.model.ClusterModel` fed the
+The oracle is the plain path: a fresh :class:`~k8s_bridge.cache.ClusterModel` fed the
 same API objects builds its cluster and state from scratch.  On seeded random
 sequences of Node changes (allocatable, zone and region labels with and without a
 NetworkTopology, cordons, Ready conditions, heartbeats, NodeBandwidth links valid and
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from test_k8s_convert import topology
 
-from k8s_bridge.model import ClusterModel
+from k8s_bridge.cache import ClusterModel
 from tdmcore.framework import Scheduler
 from tdmcore.model import Pod, TrafficPattern
 from tdmcore.policies import make_policy

@@ -3,8 +3,10 @@
 Informers (or tests) feed :meth:`ClusterModel.on_event`; :meth:`ClusterModel.state`
 returns the :class:`~tdmcore.model.ClusterState` the policies work on, rebuilt
 lazily when something that matters for scheduling changed (a pod's node, phase,
-requests, labels or pattern; a node; a NodeBandwidth; the topology or AppGroups).
-Pod status churn (conditions, container states) does not trigger a rebuild.
+requests, labels or pattern; a node added or deleted; a NodeBandwidth's status; the
+topology or AppGroups).  A change of an existing Node or of its link is applied in
+place instead (:meth:`ClusterModel._update_nodes`).  Pod status churn (conditions,
+container states) and Node heartbeats change nothing.
 
 Placement order (the "deploy order" Metronome breaks ties with) is what the
 NodeBandwidth status recorded at Reserve (``status.pods[].order``), then the pod's
