@@ -74,8 +74,10 @@ def _target(path: str | Path) -> Path:
 def _save(fig: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     # PNG at zlib level 1: a few percent larger files, encoded several times faster
-    extra = {"pil_kwargs": {"compress_level": 1}} if path.suffix.lower() == ".png" else {}
-    fig.savefig(path, dpi=_DPI, **extra)
+    if path.suffix.lower() == ".png":
+        fig.savefig(path, dpi=_DPI, pil_kwargs={"compress_level": 1})
+    else:
+        fig.savefig(path, dpi=_DPI)
     return path
 
 
