@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from k8s_bridge.cache import ClusterModel
 from k8s_bridge.cli import start_informers
 from k8s_bridge.informer import Informer
 from k8s_bridge.kube import Kube
-from k8s_bridge.model import ClusterModel
 from tests.k8s_bridge.k8s_fake import FakeApiServer
 
 

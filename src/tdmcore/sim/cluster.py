@@ -41,6 +41,7 @@ from ..metronome.controller import Controller
 from ..metronome.link import LinkPlan
 from ..metronome.policies import POLICIES, make_policy
 from ..model import Cluster, Pod, TrafficPattern
+from .engine.network import CONTENTION_EFFICIENCY, check_efficiency
 from .run.loop import Run
 
 __all__ = [
@@ -227,7 +228,8 @@ class RunResult:
 def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *,
                 seed: int = 0, noise_sigma: float = 0.01, sample_ms: float | None = None,
                 progress: Callable[[float], None] | None = None,
-                skip_ahead: bool = True, queue: str = "backoff") -> RunResult:
+                skip_ahead: bool = True, queue: str = "backoff",
+                contention_efficiency: float = CONTENTION_EFFICIENCY) -> RunResult:
     """Simulate ``jobs`` on ``sim`` under ``policy`` until every job has finished.
 
     Parameters
@@ -267,6 +269,13 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
         leaves), while the jobs behind it — and new arrivals — are tried
         meanwhile, so one unschedulable gang never blocks the cluster.
         ``"fifo"``: strict head-of-line order, nothing passes a waiting gang.
+    contention_efficiency : float
+        ``eta`` in (0, 1]: two or more transfers that together ask for more than
+        a link has left share ``eta`` of it (docs/simulator.md, "Contention").
+        The default is the value fitted on the Metronome paper's measurements
+        (:data:`tdmcore.sim.engine.network.CONTENTION_EFFICIENCY`); 1 is plain max-min
+        fair sharing.  ``ideal`` gives every transfer a private link, so it
+        never contends.
 
     Returns
     -------
@@ -276,8 +285,8 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
     ------
     ValueError
         Naming the argument: an unknown policy name, an object that lacks an
-        extension point, jobs that are not unique ``SimJob``s, a bad seed, noise
-        or queue.
+        extension point, jobs that are not unique ``SimJob``s, a bad seed, noise,
+        queue or contention efficiency.
 
     Notes
     -----
@@ -312,6 +321,7 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
         raise ValueError(f"noise_sigma: must be >= 0, got {sigma}")
     if queue not in QUEUES:
         raise ValueError(f"queue: expected one of {', '.join(QUEUES)}, got {queue!r}")
+    eta = check_efficiency(contention_efficiency)
     ideal = policy == "ideal"
     if isinstance(policy, str):
         placement = make_policy("metronome" if ideal else policy)
@@ -327,7 +337,7 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
     wall = time.perf_counter()
     run = Run(sim, jobs, placement, results, ideal=ideal, seed=seed, sigma=sigma,
               sample_ms=sample_ms, progress=progress, skip_ahead=bool(skip_ahead),
-              strict_fifo=queue == "fifo")
+              strict_fifo=queue == "fifo", contention_efficiency=eta)
     run.execute()
     first = min((j.arrival_ms for j in results.values()), default=0.0)
     ends = [j.end_ms for j in results.values() if j.end_ms is not None]

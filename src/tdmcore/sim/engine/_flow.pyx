@@ -5,8 +5,10 @@ A job iterates: compute, then every one of its network pods sends a volume throu
 its node's host link; the iteration ends when the last of its transfers ends
 (synchronous data parallel), plus a fixed latency tail (high-latency node pairs).
 A link of capacity ``B`` (minus background traffic) shares bandwidth max-min fairly
-among its active transfers, each capped at its own rate ``r_p``.  Rates change only
-at events (a phase ends, a transfer ends), so the model is exact between events.
+among its active transfers, each capped at its own rate ``r_p``; when two or more
+transfers together ask for more than that, they share ``eta x`` it (the link's
+contention efficiency ``L_ETA``, docs/simulator.md).  Rates change only at events
+(a phase ends, a transfer ends), so the model is exact between events.
 
 The engine is a discrete-event loop over a binary heap: every job has at most one
 pending event (its compute or latency tail ends, or its next iteration starts) and
@@ -42,7 +44,7 @@ from libc.math cimport sqrt, log, cos, exp, fabs, floor, INFINITY, NAN, isnan
 
 from tdmcore._kernels.regulation cimport (
     DRIFT_UPDATE, HORIZON, LIMIT, N_COUNTERS, N_LIMITS, O_T, PAUSE, PAUSE_KEEP,
-    PAUSE_UPDATE, PERIOD, QUIET, WINDOW, Watch, decide, pymod, take,
+    PAUSE_UPDATE, QUIET, WINDOW, Watch, decide, pymod, take,
 )
 
 ctypedef long long i64
@@ -90,7 +92,7 @@ cdef enum:
     F_PAUSE_MS = 10    # pauses taken in the engine (ms)
     F_LAST_DUR = 11    # the latest finished iteration's time and start
     F_LAST_START = 12
-    F_JOB_PERIOD = 13  # the job's period: a pause is a hold modulo it
+    F_JOB_PERIOD = 13  # the phase period: a pause is taken, and held, modulo it
     # target phase = anchor(root) + compute(root) + offset(job) - offset(root) - compute(job),
     # term by term in that order (Controller.target_phase)
     F_T_CR = 14
@@ -142,7 +144,8 @@ cdef enum:
     L_T = 2      # transfers on the link advanced up to this time
     L_SENT = 3
     L_MARK = 4   # scratch: the _comm call (C_MARK) that last relinked it
-    N_LF = 5
+    L_ETA = 5    # contention efficiency: the share of the link a saturating crowd gets
+    N_LF = 6
 
 cdef enum:
     # configuration (``cfg``): the regulation's rules first (regulation.pxd's order)
@@ -392,14 +395,20 @@ cdef inline void _pop(Eng* e) noexcept nogil:
 # ---------------------------------------------------------------------------- links
 cdef inline double _waterfill(Eng* e, i64 lk) noexcept nogil:
     """Max-min fair rates of link ``lk``'s active transfers (each capped at its
-    rate) by progressive filling; returns the earliest completion time."""
+    rate) by progressive filling; returns the earliest completion time.
+
+    Two or more transfers whose rates add up to more than the link has left
+    (capacity minus background) contend: they share ``L_ETA`` times it.  One
+    transfer alone, or transfers that fit, are not touched (``L_ETA = 1`` is plain
+    max-min fair sharing, bit for bit)."""
     cdef i64 k = 0, q, p, m, i
-    cdef double cap, left, share, t0, first, r, finish
+    cdef double cap, left, share, t0, first, r, finish, asked = 0.0
     for q in range(e.lptr[lk], e.lptr[lk + 1]):
         p = e.lpods[q]
         if e.pi[PX(e, P_ACTIVE, p)] != 0:
             m = k  # insertion sort by cap (ties keep pod order)
             cap = e.pf[PX(e, P_CAP, p)]
+            asked += cap
             while m > 0 and e.pf[PX(e, P_CAP, e.scratch[m - 1])] > cap:
                 e.scratch[m] = e.scratch[m - 1]
                 m -= 1
@@ -410,6 +419,8 @@ cdef inline double _waterfill(Eng* e, i64 lk) noexcept nogil:
     left = e.lf[LX(e, L_CAP, lk)] - e.lf[LX(e, L_BG, lk)]
     if left < 0.0:
         left = 0.0
+    if k >= 2 and asked > left:
+        left *= e.lf[LX(e, L_ETA, lk)]
     i = 0
     while i < k:
         share = left / (k - i)
@@ -532,10 +543,10 @@ cdef void _apply(Eng* e, i64 j, double t, int outcome) noexcept nogil:
         if anchor > -INFINITY:  # the reference has a phase
             target = anchor + e.jf[JX(e, F_T_CR, j)] + e.jf[JX(e, F_T_OJ, j)] \
                 - e.jf[JX(e, F_T_OR, j)] - e.jf[JX(e, F_T_CJ, j)]
-    pause = pymod(target - t, x.lim[PERIOD])
+    period = e.jf[JX(e, F_JOB_PERIOD, j)]
+    pause = pymod(target - t, period)
     e.ji[JX(e, I_READJ, j)] += 1
     e.jf[JX(e, F_PAUSE_MS, j)] += pause
-    period = e.jf[JX(e, F_JOB_PERIOD, j)]
     e.jf[JX(e, F_HOLD_PHASE, j)] = pymod(t + pause, period)
     e.jf[JX(e, F_HOLD_PERIOD, j)] = period
 
@@ -748,7 +759,8 @@ cdef class FlowEngine:
     ``i % step == 0``); a full buffer stops :meth:`run` (``STOP_SAMPLES``) so the
     caller can :meth:`take_samples`.  ``window``, ``o_t``, ``horizon`` and ``limit``
     are the regulation's rules (:class:`tdmcore.metronome.controller.
-    ControllerConfig`).
+    ControllerConfig`); ``contention_efficiency`` is every link's ``eta``
+    (:func:`tdmcore.sim.engine.network.check_efficiency`).
     """
 
     cdef Eng e
@@ -760,7 +772,8 @@ cdef class FlowEngine:
     cdef list free
 
     def __init__(self, capacity_gbps, background_gbps, *, seed=0, sigma=0.0, window=10,
-                 o_t=5, horizon=50, limit=3, samples_per_job=512, jobs_hint=8):
+                 o_t=5, horizon=50, limit=3, samples_per_job=512, jobs_hint=8,
+                 contention_efficiency=1.0):
         cap = np.asarray(capacity_gbps, dtype=np.float64)
         self.n_links = cap.shape[0]
         self.sigma = float(sigma)
@@ -769,6 +782,7 @@ cdef class FlowEngine:
         self.lf = np.zeros((N_LF, self.n_links))
         self.lf[L_CAP] = cap
         self.lf[L_BG] = np.asarray(background_gbps, dtype=np.float64)
+        self.lf[L_ETA] = contention_efficiency
         self.lptr = np.zeros(self.n_links + 1, dtype=np.int64)
         self.lpods = np.zeros(0, dtype=np.int64)
         self.n_samples = int(samples_per_job)
@@ -1146,14 +1160,17 @@ cdef class FlowEngine:
 
     # ------------------------------------------------------------ regulation
     def set_regulation(self, j, bint monitored, bint high, limits, double target_ms,
-                       root=-1, terms=None):
+                       double phase_period_ms, root=-1, terms=None):
         """The controller's view of job ``j``: whether it is monitored, whether it is
         high priority (never paused), its thresholds (``N_LIMITS`` values in
         regulation.pxd's order, or None to keep them) and its target phase: the
         offset ``target_ms`` when ``root`` is -1; ``anchor(root) + terms[0] +
         terms[1] - terms[2] - terms[3]`` when ``root`` is the reference job's slot;
-        the controller's own (a stop before each pause) when ``root`` is -2."""
+        the controller's own (a stop before each pause) when ``root`` is -2.  A
+        pause lands on the target plus a multiple of ``phase_period_ms``
+        (:meth:`tdmcore.metronome.controller.Controller.phase_period_ms`)."""
         self.ji[I_MON, j] = int(monitored)
+        self.jf[F_JOB_PERIOD, j] = phase_period_ms
         if limits is not None:
             self.lim[j] = limits
         self.ji[I_HIGH, j] = int(high)

@@ -47,7 +47,7 @@ class Run:
     def __init__(self, sim: SimCluster, jobs: tuple[SimJob, ...], placement: Policy,
                  results: dict[str, JobResult], *, ideal: bool, seed: int, sigma: float,
                  sample_ms: float, progress: Callable[[float], None] | None,
-                 skip_ahead: bool, strict_fifo: bool) -> None:
+                 skip_ahead: bool, strict_fifo: bool, contention_efficiency: float) -> None:
         cluster = sim.cluster
         self.jobs, self.progress, self.skip_ahead = jobs, progress, skip_ahead
         self.state = ClusterState(cluster)
@@ -64,7 +64,8 @@ class Run:
         engine = FlowEngine(capacity, background, seed=seed, sigma=sigma,
                             window=rules.window, o_t=rules.o_t,
                             horizon=rules.readjust_horizon, limit=rules.readjust_limit,
-                            samples_per_job=SAMPLE_BUFFER, jobs_hint=16)
+                            samples_per_job=SAMPLE_BUFFER, jobs_hint=16,
+                            contention_efficiency=contention_efficiency)
         self.book = Book(jobs, results, engine, k, seed, sigma)
         self.mirror = None if self.controller is None else ControllerMirror(
             self.book, self.controller, self.state)

@@ -50,7 +50,7 @@ def load_monitor_params(engine: FlowEngine, j: int, ctrl: Controller, name: str,
             slot = -2
     engine.set_regulation(j, monitor and limits is not None, name in high,
                           None if limits is None else limits.as_limits(), off.get(name, 0.0),
-                          slot, terms)
+                          ctrl.phase_period_ms(name), slot, terms)
 
 
 class ControllerMirror:
@@ -164,7 +164,7 @@ class ControllerMirror:
         res = book.results[name]
         res.readjustments += 1
         res.pause_ms += pause_ms
-        period = book.by_name[name].period_ms
+        period = self.controller.phase_period_ms(name)
         book.engine.hold(book.slot[name], (at_ms + pause_ms) % period, period)
 
     def idle_map(self) -> dict[str, float]:
@@ -204,7 +204,7 @@ class ControllerMirror:
             j = book.slot[name]
             if target is None or eng.is_done(j):
                 continue
-            period = book.by_name[name].period_ms
+            period = ctrl.phase_period_ms(name)
             if eng.is_waiting(j):  # not started yet: move the start
                 now = max(t, eng.next_event_ms(j))
                 eng.start_at(j, now + (target - now) % period)

@@ -176,7 +176,7 @@ class Placement:
             self.mirror.refresh_anchor(job.name, t)
             target = ctrl.target_phase(job.name)
             if target is not None:
-                start = t + (target - t) % period
+                start = t + (target - t) % ctrl.phase_period_ms(job.name)
             ctrl.anchors_ms.setdefault(job.name, start)  # phase before 1st report
         if not networked:
             skip.start_local(job, start)
