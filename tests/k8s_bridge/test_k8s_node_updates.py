@@ -15,15 +15,15 @@ import copy
 import random
 from typing import Any
 
-from tests.k8s_bridge import k8s_objects as K
 import numpy as np
 import pytest
-from tests.k8s_bridge.test_k8s_convert import topology
 
 from k8s_bridge.cache import ClusterModel
 from tdmcore.framework import Scheduler
-from tdmcore.model import Pod, TrafficPattern
 from tdmcore.metronome.policies import make_policy
+from tdmcore.model import Pod, TrafficPattern
+from tests.k8s_bridge import k8s_objects as K
+from tests.k8s_bridge.test_k8s_convert import topology
 
 ZONE = "topology.kubernetes.io/zone"
 REGION = "topology.kubernetes.io/region"

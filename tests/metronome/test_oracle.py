@@ -53,7 +53,8 @@ def test_score_and_utilization_match_oracle(seed: int) -> None:
         assert math.isclose(tdmcore.score(demand, rotations, capacity),
                             naive.score(demand, rotations % bins, capacity), abs_tol=1e-9)
         assert math.isclose(tdmcore.link_utilization(demand, rotations, capacity),
-                            naive.link_utilization(demand, rotations % bins, capacity), abs_tol=1e-12)
+                            naive.link_utilization(demand, rotations % bins, capacity),
+                            abs_tol=1e-12)
         assert math.isclose(tdmcore.excess(demand, rotations, capacity),
                             naive.excess(demand, rotations % bins, capacity),
                             rel_tol=1e-12, abs_tol=1e-9)

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from tdmcore.app.cli import cli
 from tdmcore.sim.calibration import BASELINES, baseline_slowdowns, calibrate
 from tdmcore.sim.cluster import run_cluster
-from tdmcore.sim.fidelity import PAPER_TABLE_V, paper_slowdown
 from tdmcore.sim.engine.network import CONTENTION_EFFICIENCY
+from tdmcore.sim.fidelity import PAPER_TABLE_V, paper_slowdown
 from tdmcore.sim.scenarios import metronome_snapshots
 
 

@@ -22,8 +22,8 @@ from tdmcore.sim.cluster import (
     SimJob,
     run_cluster,
 )
-from tdmcore.sim.models import model_pattern
 from tdmcore.sim.engine.network import CONTENTION_EFFICIENCY
+from tdmcore.sim.models import model_pattern
 from tdmcore.sim.run.book import KEEP_DURATIONS
 from tdmcore.sim.scenarios import Scenario, metronome_snapshots, metronome_trace, philly
 

@@ -200,7 +200,7 @@ def link_cmd(scenario: str | None, pod_specs: tuple[str, ...], pod_file: Path | 
     """Interleave the pods sharing one link (SCENARIO: see `tdmcore list scenarios`).
 
     Runs the scheduler's search (first perfect interval, Score phase) and the
-    controller's (maximum Psi, offline recalculation) and compares both with the
+    controller's (maximum Psi, phase three) and compares both with the
     link left unshifted.
     """
     sources = sum(x is not None and x != () for x in (scenario, pod_file, pod_specs or None))
@@ -381,8 +381,8 @@ def fidelity_cmd(window_s: float, seed: int, out_dir: Path, eta: float | None) -
     value, ours and the difference, and writes fidelity.csv, fidelity.json and
     fidelity.md (a Markdown table) to --out.
     """
-    from ..sim.fidelity import fidelity_rows
     from ..sim.engine.network import CONTENTION_EFFICIENCY
+    from ..sim.fidelity import fidelity_rows
 
     console = Console()
     with _report_dir(out_dir, "fidelity") as report:
@@ -431,7 +431,7 @@ def calibrate_cmd(fit: str, check: str, seeds: str, window_s: float, out_dir: Pa
     reports the --check snapshots at it.  Writes calibrate.csv/.json (the figures)
     and calibrate-curve.csv (the error of every efficiency) to --out.
     """
-    from .sim.calibration import calibrate
+    from ..sim.calibration import calibrate
 
     fit_ids = [x.strip() for x in fit.split(",") if x.strip()]
     check_ids = [x.strip() for x in check.split(",") if x.strip()]

@@ -4,7 +4,7 @@ Front-end independent: the simulator feeds it iteration reports from its
 network model, the Kubernetes bridge from the agents; both apply what it returns
 (time shifts, pauses, pattern updates).  It keeps, per contended link, the
 rotations of the jobs on it; turns them into one global offset per job; runs the
-offline recalculation (``optimal`` search, 3rd stage); and regulates pods whose
+phase three (the ``optimal`` search); and regulates pods whose
 iterations keep running long.
 """
 
@@ -51,7 +51,7 @@ class ControllerConfig:
         iterations make the controller re-measure the pattern (3 in 50; the paper:
         "frequent").
     phase_three, monitor : the ablations ``metronome-no-phase3`` (compact
-        rotations instead of the offline recalculation, :meth:`Controller.
+        rotations instead of phase three, :meth:`Controller.
         _recalc_mode`) and ``metronome-no-monitor`` (never regulate).
     """
 
@@ -185,7 +185,7 @@ class Thresholds:
 
 
 class Controller:
-    """Global offsets, offline recalculation and continuous regulation."""
+    """Global offsets, phase three and continuous regulation."""
 
     def __init__(self, state: ClusterState, config: ControllerConfig | None = None) -> None:
         if not isinstance(state, ClusterState):
@@ -214,7 +214,7 @@ class Controller:
     def for_policy(cls, state: ClusterState, policy: object) -> Controller:
         """The controller of a Metronome policy, with its ablation flags.
 
-        ``metronome-no-phase3`` never runs the offline recalculation and
+        ``metronome-no-phase3`` never runs phase three and
         ``metronome-no-monitor`` never regulates; other policies get the defaults.
         """
         config = getattr(policy, "config", None)
@@ -226,16 +226,16 @@ class Controller:
     def on_reserve(self, result: ReserveResult) -> dict[str, float]:
         """Take the scheduler's Reserve output; return every pod's global shift (ms).
 
-        With ``SkipPhaseThree = 0`` (and the 3rd stage enabled) the link's rotations
+        With ``SkipPhaseThree = 0`` (and phase three enabled) the link's rotations
         are recalculated in ``optimal`` mode first.
         """
         self._take_reserve(result)
         return self.update_offsets()
 
     def _recalc_mode(self, optimal: bool) -> str:
-        """The plan mode of a link: the offline recalculation (``optimal``) when
-        asked for and the 3rd stage is enabled, else the scheduler's ``first``;
-        without the 3rd stage (``metronome-no-phase3``) always ``compact``, the
+        """The plan mode of a link: phase three (``optimal``) when
+        asked for and enabled, else the scheduler's ``first``;
+        without phase three (``metronome-no-phase3``) always ``compact``, the
         paper's ablation (§IV-C: each low-priority comm phase starts where the
         previous one ends, no cushion slots; docs/scheduler.md)."""
         if not self.config.phase_three:
@@ -276,8 +276,8 @@ class Controller:
     def plan_link(self, node: int, *, optimal: bool) -> None:
         """(Re)plan ``node``'s link as :meth:`on_reserve` would.
 
-        ``optimal=True`` asks for the offline recalculation (``SkipPhaseThree = 0``);
-        it runs only when the 3rd stage is enabled, else the ``first`` mode does.
+        ``optimal=True`` asks for phase three (``SkipPhaseThree = 0``);
+        it runs only when phase three is enabled, else the ``first`` mode does.
         A front end that rebuilds the controller from recorded state (the
         Kubernetes controller after a restart) uses this to restore each link.
         """

@@ -1,7 +1,7 @@
 """One shared link end to end: pods -> base period -> circle -> rotations -> shifts.
 
 This is the Score-phase computation of Algorithm 1 (lines 14-16) for one link, and
-the offline recalculation of §III-C when run in ``optimal`` mode.  It knows nothing
+phase three of §III-C when run in ``optimal`` mode.  It knows nothing
 about clusters or front ends; the scheduler pipeline and the CLI both call it.
 """
 
@@ -129,7 +129,7 @@ def plan_link(
     Unifies the periods (docs/traffic-circle.md), draws every pod on the circle as its job's
     row, puts the reference job in row 0 (Eq. 16), searches the rotations
     (docs/traffic-circle.md; ``mode="compact"``: :func:`compact_rotations`, the paper's
-    ablation without the third stage) and converts them into shifts in ms.
+    ablation without phase three) and converts them into shifts in ms.
 
     Raises
     ------

@@ -1,4 +1,4 @@
-"""Rotation search on one link: the Score phase and the offline recalculation.
+"""Rotation search on one link: the Score phase and phase three.
 
 docs/traffic-circle.md; Metronome paper §III-B (Score) and §III-C (offline
 recalculation, 3rd-stage objective Psi of Eq. 9).
@@ -123,7 +123,7 @@ def search_rotations(
         Allowed rotations per row, ``ceil(N / mul)`` (Eq. 15); ``limits[0]`` is ignored.
     mode : {"first", "optimal"}
         ``first`` (Score phase): the middle of the first perfect-score interval met
-        in enumeration order.  ``optimal`` (offline recalculation): among the
+        in enumeration order.  ``optimal`` (phase three): among the
         middles of all perfect intervals, the one maximizing Psi (Eq. 9).
     mids : sequence of k 1-D arrays, optional
         Midpoints (bins, rotation 0) of each row's comm units; required for

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cluster import run_cluster
-from .fidelity import PAPER_TABLE_V, paper_slowdown
 from .engine.network import check_efficiency
+from .fidelity import PAPER_TABLE_V, paper_slowdown
 from .scenarios import metronome_snapshots
 
 __all__ = ["BASELINES", "CalibrationResult", "SlowdownRow", "baseline_slowdowns",

@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass
 
 from .cluster import RunResult, run_cluster
-from .network import CONTENTION_EFFICIENCY
+from .engine.network import CONTENTION_EFFICIENCY
 from .scenarios import TABLE_VI_MS, metronome_snapshots, metronome_trace
 
 __all__ = ["FidelityRow", "PAPER_TABLE_VI", "fidelity_rows", "paper_slowdown"]
