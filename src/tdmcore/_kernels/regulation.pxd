@@ -48,7 +48,7 @@ cpdef enum:
     OWN_HI = 2       # ... or whose p25 is above this has drifted
     IDLE = 3         # idle the plans inject (re-measuring takes it off)
     COMM = 4         # the pattern's communication time (kept after a drift)
-    PERIOD = 5       # the pattern's period (pauses are taken modulo it)
+    PERIOD = 5       # the pattern's period (a re-measured period stands near it)
     TOL_MS = 6       # a re-measured period this close to PERIOD stands
     N_LIMITS = 7
 
@@ -135,7 +135,7 @@ cdef inline i64 with_report(const double* ring, i64 size, i64 n, i64 pos, double
 cdef inline double remeasured_period(Watch* x, const i64* rules, bint drift, double d,
                                      double o, double* scratch) noexcept nogil:
     """The period re-measured from the histories with this report pushed
-    (Controller._remeasure): after a drift the median own part less the idle plus
+    (Controller._update_pattern): after a drift the median own part less the idle plus
     the pattern's comm time; after repeated readjustments the median iteration
     time less the idle."""
     cdef i64 h = rules[HORIZON]
