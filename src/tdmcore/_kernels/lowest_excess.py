@@ -1,0 +1,445 @@
+"""Phase B of the rotation search: the highest score when no vector is perfect.
+
+The brute force scans every rotation vector in enumeration order (lexicographic,
+last row fastest) and keeps a vector when its excess is below the kept one's by
+more than the tie tolerance (docs/traffic-circle.md).  :func:`lowest_excess` walks
+the same order depth first, so its incumbent evolves exactly as the scan's, and
+skips a prefix, a child rotation or a last-row rotation only when a lower bound on
+its excess already reaches ``best - tol``: nothing there could replace the
+incumbent.
+
+The bounds come from the convexity of a bin's excess ``f(x) = max(0, x - B)``.
+With ``g_y(a) = f(a + y) - f(a)``, the excess demand ``y`` adds to a bin holding
+``a``, ``g_y`` grows with ``a`` and with slope at most 1.  Hence
+
+* the excess a row adds to a prefix ``P`` at rotation ``s``, ``inc(P, s)``, only
+  grows as rows join ``P``: it bounds that row under every completion of ``P``;
+* rows added together add at least the sum of what each adds alone, so
+  ``exc(P) + sum_r min_s inc_r(P, s)`` bounds every completion of ``P``;
+* once row ``x`` joins ``P``, ``g(P + x) = g(P) + g(x) - g(0)`` on every bin where
+  ``P`` or ``x`` is zero: the increment against ``P + x`` is the one against ``P``,
+  plus the one against ``x`` alone (a table per pair of rows and relative shift),
+  minus the row's own excess, plus a correction on the few bins where ``P`` and
+  ``x`` overlap (:func:`_joint_increment`).  That is exact in exact arithmetic,
+  for ``O(1 + overlap)`` per rotation instead of a pass over the row: it bounds
+  the last two rows together, and carries each row's increments one level down.
+
+Every bound is compared with a safety margin for rounding, so a skipped part can
+never hold a vector the scan would have kept.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._config import jit
+from .partial_sums import add_rotated, excess_slack, over_capacity, rotation_excess
+
+
+@jit
+def _added(a: float, y: float, capacity: float) -> float:
+    """``g_y(a)``: the excess demand ``y`` adds to a bin already holding ``a``."""
+    v = a + y - capacity
+    w = a - capacity
+    return (v if v > 0.0 else 0.0) - (w if w > 0.0 else 0.0)
+
+
+@jit
+def _sort_indices(keys: np.ndarray, n: int, order: np.ndarray) -> None:
+    """``order[:n]`` = ``0..n-1`` sorted by ``keys`` ascending (Shell sort, in place)."""
+    for i in range(n):
+        order[i] = i
+    gap = 1
+    while gap < n // 3:
+        gap = 3 * gap + 1
+    while gap > 0:
+        for i in range(gap, n):
+            item = order[i]
+            key = keys[item]
+            j = i
+            while j >= gap and keys[order[j - gap]] > key:
+                order[j] = order[j - gap]
+                j -= gap
+            order[j] = item
+        gap //= 3
+
+
+@jit
+def _support_runs(demand: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Maximal circular runs of non-zero bins of every row, as CSR
+    ``(run_ptr, run_start, run_len)``; a row non-zero everywhere is one run from 0."""
+    k, n_bins = demand.shape
+    run_ptr = np.zeros(k + 1, dtype=np.int64)
+    run_start = np.empty(k * n_bins, dtype=np.int64)
+    run_len = np.empty(k * n_bins, dtype=np.int64)
+    n = 0
+    for r in range(k):
+        row = demand[r]
+        first_gap = -1
+        for b in range(n_bins):
+            if row[b] <= 0.0:
+                first_gap = b
+                break
+        if first_gap < 0:
+            run_start[n] = 0
+            run_len[n] = n_bins
+            n += 1
+        else:
+            length = 0
+            for t in range(1, n_bins + 1):
+                b = (first_gap + t) % n_bins
+                if row[b] > 0.0:
+                    if length == 0:
+                        run_start[n] = b
+                    length += 1
+                elif length > 0:
+                    run_len[n] = length
+                    n += 1
+                    length = 0
+        run_ptr[r + 1] = n
+    return run_ptr, run_start, run_len
+
+
+@jit
+def _pair_increments(
+    demand: np.ndarray, capacity: float, supp_ptr: np.ndarray, supp_idx: np.ndarray,
+    supp_val: np.ndarray, over: np.ndarray,
+) -> np.ndarray:
+    """``pair[j, r, d]`` (``j < r``): the excess row ``r`` adds to row ``j`` alone when
+    rotated ``d`` bins further than row ``j``."""
+    k, n_bins = demand.shape
+    pair = np.zeros((k, k, n_bins))
+    for j in range(k - 1):
+        over_capacity(demand[j], capacity, over)
+        for r in range(j + 1, k):
+            lo = supp_ptr[r]
+            hi = supp_ptr[r + 1]
+            for d in range(n_bins):
+                pair[j, r, d] = rotation_excess(demand[j], over, 0.0, supp_idx[lo:hi],
+                                                supp_val[lo:hi], d, capacity, np.inf)
+    return pair
+
+
+@jit
+def _overlap(
+    prefix_row: np.ndarray, idx: np.ndarray, val: np.ndarray, shift: int,
+    ov_bin: np.ndarray, ov_val: np.ndarray, ov_before: np.ndarray, ov_state: np.ndarray,
+) -> None:
+    """The bins where both the prefix and a row (support ``idx``, ``val``) rotated by
+    ``shift`` are non-zero: ``ov_bin`` ascending, the row's demand there in
+    ``ov_val``, and ``ov_before[b]`` = how many lie below bin ``b``.
+
+    Sets ``ov_state = [1, count, slope]`` with ``slope = sum min(P_b, x_b)`` over
+    those bins, which bounds the overlap correction of :func:`_joint_increment`
+    from below (negated): per bin it is ``g(P + x) - g(P) - g(x) + g(0)``, where
+    ``g(P + x) >= g(P)`` and ``g(x) - g(0) <= x`` (and symmetrically).
+    """
+    n_bins = prefix_row.shape[0]
+    n = 0
+    slope = 0.0
+    # idx is ascending: the rotated bins that wrap past the end come first.
+    for wrapped in range(2):
+        for t in range(idx.shape[0]):
+            b = idx[t] + shift
+            if (b >= n_bins) != (wrapped == 0):
+                continue
+            if b >= n_bins:
+                b -= n_bins
+            p_b = prefix_row[b]
+            if p_b > 0.0:
+                x_b = val[t]
+                ov_bin[n] = b
+                ov_val[n] = x_b
+                n += 1
+                slope += p_b if p_b < x_b else x_b
+    o = 0
+    for b in range(n_bins + 1):
+        while o < n and ov_bin[o] < b:
+            o += 1
+        ov_before[b] = o
+    ov_state[0] = 1.0
+    ov_state[1] = n
+    ov_state[2] = slope
+
+
+@jit
+def _joint_increment(
+    v: float, w: float, alone: float, row: np.ndarray, run_start: np.ndarray,
+    run_len: np.ndarray, q_lo: int, q_hi: int, shift: int, prefix_row: np.ndarray,
+    ov_bin: np.ndarray, ov_val: np.ndarray, ov_before: np.ndarray, capacity: float,
+) -> float:
+    """A lower bound on the excess a row adds, at rotation ``shift``, to a prefix ``P``
+    (sum ``prefix_row``) extended by one more row ``x``.
+
+    ``v`` and ``w`` bound it on their own: what the row adds to ``P`` alone and to
+    ``x`` alone.  Where ``P`` or ``x`` is zero, ``g(P + x) = g(P) + g(x) - g(0)``, so
+    the increment is ``v + w - alone`` (``alone`` = the row's own excess, the sum of
+    ``g(0)``) plus the exact correction on the bins where both are non-zero
+    (``ov_*``, from :func:`_overlap`) and the row is too (its support runs
+    ``run_*[q_lo:q_hi]``).  In exact arithmetic that is the increment itself (a lower bound
+    when ``v`` is one); the largest of the three is returned.
+    """
+    n_bins = row.shape[0]
+    u = v + w - alone
+    for q in range(q_lo, q_hi):
+        lo = run_start[q] + shift
+        if lo >= n_bins:
+            lo -= n_bins
+        hi = lo + run_len[q]
+        for piece in range(2):
+            if piece == 0:
+                a = lo
+                z = hi if hi < n_bins else n_bins
+            else:
+                if hi <= n_bins:
+                    break
+                a = 0
+                z = hi - n_bins
+            for o in range(ov_before[a], ov_before[z]):
+                b = ov_bin[o]
+                src = b - shift
+                if src < 0:
+                    src += n_bins
+                y = row[src]
+                p_b = prefix_row[b]
+                x_b = ov_val[o]
+                u += (_added(p_b + x_b, y, capacity) - _added(p_b, y, capacity)
+                      - _added(x_b, y, capacity) + _added(0.0, y, capacity))
+    if w > v:
+        v = w
+    return u if u > v else v
+
+
+@jit
+def _direct_increments(
+    demand: np.ndarray, prefix_row: np.ndarray, over: np.ndarray, supp_ptr: np.ndarray,
+    supp_idx: np.ndarray, supp_val: np.ndarray, limits: np.ndarray, capacity: float,
+    incs: np.ndarray, order: np.ndarray,
+) -> None:
+    """``incs[0, r, s]``: the excess row ``r >= 1`` adds to the reference row at
+    rotation ``s``, by a pass over its non-zero bins; ``order[0, r]`` sorts them."""
+    for r in range(1, demand.shape[0]):
+        lo = supp_ptr[r]
+        hi = supp_ptr[r + 1]
+        out = incs[0, r]
+        for s in range(limits[r]):
+            out[s] = rotation_excess(prefix_row, over, 0.0, supp_idx[lo:hi], supp_val[lo:hi],
+                                     s, capacity, np.inf)
+        _sort_indices(out, limits[r], order[0, r])
+
+
+@jit
+def _derived_increments(
+    level: int, shift: int, parent: int, demand: np.ndarray, run_ptr: np.ndarray,
+    run_start: np.ndarray, run_len: np.ndarray, limits: np.ndarray, incs: np.ndarray,
+    order: np.ndarray, pair: np.ndarray, alone: np.ndarray, prefix_row: np.ndarray,
+    ov_bin: np.ndarray, ov_val: np.ndarray, ov_before: np.ndarray, capacity: float,
+) -> float:
+    """``incs[level]`` and ``order[level]`` from ``incs[parent]`` once row ``level``
+    joins at rotation ``shift`` (:func:`_joint_increment` per rotation); returns
+    ``sum_r min_s incs[level, r]``."""
+    n_bins = demand.shape[1]
+    total = 0.0
+    for r in range(level + 1, demand.shape[0]):
+        row = demand[r]
+        out = incs[level, r]
+        for s in range(limits[r]):
+            d = s - shift
+            if d < 0:
+                d += n_bins
+            out[s] = _joint_increment(incs[parent, r, s], pair[level, r, d], alone[r], row,
+                                      run_start, run_len, run_ptr[r], run_ptr[r + 1], s,
+                                      prefix_row, ov_bin, ov_val, ov_before, capacity)
+        _sort_indices(out, limits[r], order[level, r])
+        total += out[order[level, r, 0]]
+    return total
+
+
+@jit
+def _joint_min(
+    level: int, shift: int, parent: int, r: int, demand: np.ndarray, supp_ptr: np.ndarray,
+    supp_idx: np.ndarray, supp_val: np.ndarray, run_ptr: np.ndarray, run_start: np.ndarray,
+    run_len: np.ndarray, limits: np.ndarray, incs: np.ndarray, order: np.ndarray,
+    pair: np.ndarray, alone: np.ndarray, prefix_row: np.ndarray, ov_bin: np.ndarray,
+    ov_val: np.ndarray, ov_before: np.ndarray, ov_state: np.ndarray, capacity: float,
+    need: float, any_below: bool,
+) -> float:
+    """``min_s`` of :func:`_joint_increment` for row ``r`` once row ``level`` joins the
+    prefix ``parent`` at rotation ``shift``: a lower bound on the excess row ``r``
+    adds to every completion.
+
+    Rotations are visited by increasing ``incs[parent, r]``, a lower bound of each
+    value, so the scan stops once that reaches the minimum found or ``need``: a
+    result ``>= need`` only says the true minimum is ``>= need`` too.  With
+    ``any_below`` it also stops at the first value below ``need`` (the caller then
+    only learns that it cannot prune).  The overlap (:func:`_overlap`) is found on
+    first use, and the exact joint value computed only where the cheaper bounds
+    leave a chance.
+    """
+    n_bins = prefix_row.shape[0]
+    row = demand[r]
+    q_lo = run_ptr[r]
+    q_hi = run_ptr[r + 1]
+    best = np.inf
+    cut = need
+    for t in range(limits[r]):
+        s = order[parent, r, t]
+        v = incs[parent, r, s]
+        if v >= cut:
+            break
+        d = s - shift
+        if d < 0:
+            d += n_bins
+        w = pair[level, r, d]
+        if w >= cut:
+            continue
+        if ov_state[0] == 0.0:
+            _overlap(prefix_row, supp_idx[supp_ptr[level]:supp_ptr[level + 1]],
+                     supp_val[supp_ptr[level]:supp_ptr[level + 1]], shift, ov_bin, ov_val,
+                     ov_before, ov_state)
+        if v + w - alone[r] - ov_state[2] >= cut:
+            continue
+        j = _joint_increment(v, w, alone[r], row, run_start, run_len, q_lo, q_hi, s,
+                             prefix_row, ov_bin, ov_val, ov_before, capacity)
+        if j < best:
+            best = j
+            if best < cut:
+                if any_below:
+                    break
+                cut = best
+    return best
+
+
+@jit
+def lowest_excess(
+    demand: np.ndarray, capacity: float, limits: np.ndarray, supp_ptr: np.ndarray,
+    supp_idx: np.ndarray, supp_val: np.ndarray, rem: np.ndarray, tol_excess: float,
+    margin: float, best_rot: np.ndarray,
+) -> int:
+    """Write into ``best_rot`` the vector the brute force's sequential scan keeps:
+    the first in enumeration order that no later one beats by more than
+    ``tol_excess``.  Returns how many vectors had their excess computed.
+
+    ``supp_*`` is every row's non-zero bins (CSR), ``rem[j]`` the total demand of
+    rows ``j..k-1`` (a prefix whose slack cannot hold it has excess), ``margin``
+    the rounding allowance of every bound.
+    """
+    k, n_bins = demand.shape
+    last = k - 1
+    top = last - 1  # deepest prefix row
+    n_last = limits[last]
+    last_row = demand[last]
+    last_idx = supp_idx[supp_ptr[last]:supp_ptr[k]]
+    last_val = supp_val[supp_ptr[last]:supp_ptr[k]]
+    run_ptr, run_start, run_len = _support_runs(demand)
+    over = np.empty(n_bins)
+    pair = _pair_increments(demand, capacity, supp_ptr, supp_idx, supp_val, over)
+    alone = np.zeros(k)
+    for r in range(k):
+        alone[r] = over_capacity(demand[r], capacity, over)
+    # incs[l, r, s]: what row r adds at rotation s to prefix l; order[l, r] sorts them.
+    incs = np.empty((k, k, n_bins))
+    order = np.empty((k, k, n_bins), dtype=np.int64)
+    # the overlap of the current child with its parent prefix (_overlap)
+    ov_bin = np.empty(n_bins, dtype=np.int64)
+    ov_val = np.empty(n_bins)
+    ov_before = np.empty(n_bins + 1, dtype=np.int64)
+    ov_state = np.zeros(3)
+    prefix = np.empty((k, n_bins))
+    exc = np.zeros(k)
+    rot = np.zeros(k, dtype=np.int64)
+    for b in range(n_bins):
+        prefix[0, b] = demand[0, b]
+    best_e = np.inf
+    evaluated = 0
+    exc[0] = over_capacity(prefix[0], capacity, over)
+    level = 0
+    if top > 0:
+        _direct_increments(demand, prefix[0], over, supp_ptr, supp_idx, supp_val, limits,
+                           capacity, incs, order)
+        level = 1
+        rot[1] = -1
+    while True:
+        if level > 0:
+            parent = level - 1
+            rot[level] += 1
+            if rot[level] >= limits[level]:
+                level -= 1
+                if level == 0:
+                    break
+                continue
+            s = rot[level]
+            threshold = best_e - tol_excess
+            # What the rows after this one must add, at least, for this child to
+            # beat the incumbent.
+            need = threshold + margin - exc[parent] - incs[parent, level, s]
+            if need <= 0.0:
+                continue
+            cheap = 0.0
+            for r in range(level + 1, k):
+                cheap += incs[parent, r, order[parent, r, 0]]
+            if cheap >= need:
+                continue
+            ov_state[0] = 0.0
+            tail = 0.0
+            for r in range(level + 1, k):
+                tail += _joint_min(level, s, parent, r, demand, supp_ptr, supp_idx, supp_val,
+                                   run_ptr, run_start, run_len, limits, incs, order, pair,
+                                   alone, prefix[parent], ov_bin, ov_val, ov_before, ov_state,
+                                   capacity, need - tail, level == top)
+                if tail >= need:
+                    break
+            if tail >= need:
+                continue
+            add_rotated(prefix[parent], demand[level], s, prefix[level])
+            e_level, slack = excess_slack(prefix[level], capacity)
+            exc[level] = e_level
+            if e_level + max(0.0, rem[level + 1] - slack) - margin >= threshold:
+                continue
+            if ov_state[0] == 0.0:
+                _overlap(prefix[parent], supp_idx[supp_ptr[level]:supp_ptr[level + 1]],
+                         supp_val[supp_ptr[level]:supp_ptr[level + 1]], s, ov_bin, ov_val,
+                         ov_before, ov_state)
+            if level < top:
+                tail = _derived_increments(level, s, parent, demand, run_ptr, run_start,
+                                           run_len, limits, incs, order, pair, alone,
+                                           prefix[parent], ov_bin, ov_val, ov_before, capacity)
+                if e_level + tail - margin >= threshold:
+                    continue
+                level += 1
+                rot[level] = -1
+                continue
+        # level == top: every rotation of the last row, unless its increment against
+        # the parent prefix, against row top alone, or both jointly rules it out.
+        p_row = prefix[top]
+        base = over_capacity(p_row, capacity, over)
+        if top > 0:
+            parent_row = prefix[top - 1]
+            shift_top = rot[top]
+        for s in range(n_last):
+            threshold = best_e - tol_excess
+            if top > 0:
+                need = threshold + margin - base
+                v = incs[top - 1, last, s]
+                if v >= need:
+                    continue
+                d = s - shift_top
+                if d < 0:
+                    d += n_bins
+                w = pair[top, last, d]
+                if w >= need or v + w - alone[last] - ov_state[2] >= need:
+                    continue
+                if _joint_increment(v, w, alone[last], last_row, run_start, run_len,
+                                    run_ptr[last], run_ptr[k], s, parent_row, ov_bin, ov_val,
+                                    ov_before, capacity) >= need:
+                    continue
+            e = rotation_excess(p_row, over, base, last_idx, last_val, s, capacity, threshold)
+            evaluated += 1
+            if e < threshold:
+                best_e = e
+                for i in range(last):
+                    best_rot[i] = rot[i]
+                best_rot[last] = s
+        if level == 0:
+            break
+    return evaluated
