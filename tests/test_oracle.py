@@ -170,8 +170,8 @@ MUTANTS = [
      "    return 1.02 * (u if u > v else v)\n"),
     ("sorted scan stops 2 % early", "        if v >= cut:\n            break\n",
      "        if v >= 0.98 * cut:\n            break\n"),
-    ("prefix bound 2 % high", "if e_level + tail - margin >= threshold:",
-     "if 1.02 * (e_level + tail) - margin >= threshold:"),
+    ("prefix bound 2 % high", "pruned = e_level + tail - prune >= threshold",
+     "pruned = 1.02 * (e_level + tail) - prune >= threshold"),
 ]
 
 

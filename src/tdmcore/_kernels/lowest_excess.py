@@ -262,7 +262,7 @@ def _joint_min(
     run_len: np.ndarray, limits: np.ndarray, incs: np.ndarray, order: np.ndarray,
     pair: np.ndarray, alone: np.ndarray, prefix_row: np.ndarray, ov_bin: np.ndarray,
     ov_val: np.ndarray, ov_before: np.ndarray, ov_state: np.ndarray, capacity: float,
-    need: float, any_below: bool,
+    need: float, any_below: bool, twin_limit: int, twin_slack: float,
 ) -> float:
     """``min_s`` of :func:`_joint_increment` for row ``r`` once row ``level`` joins the
     prefix ``parent`` at rotation ``shift``: a lower bound on the excess row ``r``
@@ -274,7 +274,10 @@ def _joint_min(
     ``any_below`` it also stops at the first value below ``need`` (the caller then
     only learns that it cannot prune).  The overlap (:func:`_overlap`) is found on
     first use, and the exact joint value computed only where the cheaper bounds
-    leave a chance.
+    leave a chance.  Rotations from ``twin_limit`` on repeat earlier ones up to
+    ``twin_slack`` (the symmetry of :func:`lowest_excess`, when row ``r`` is the
+    last and the only one it moves): they are skipped, and the minimum lowered by
+    ``twin_slack``.
     """
     n_bins = prefix_row.shape[0]
     row = demand[r]
@@ -287,6 +290,8 @@ def _joint_min(
         v = incs[parent, r, s]
         if v >= cut:
             break
+        if s >= twin_limit:
+            continue
         d = s - shift
         if d < 0:
             d += n_bins
@@ -307,22 +312,99 @@ def _joint_min(
                 if any_below:
                     break
                 cut = best
+    if twin_limit < limits[r]:
+        return best - twin_slack
     return best
+
+
+@jit
+def _period_gap(row: np.ndarray, period: int) -> float:
+    """``max_b |row[(b + period) mod N] - row[b]|``: 0 when ``row`` repeats every
+    ``period`` bins."""
+    n_bins = row.shape[0]
+    gap = 0.0
+    for b in range(n_bins):
+        c = b + period
+        if c >= n_bins:
+            c -= n_bins
+        d = abs(row[c] - row[b])
+        if d > gap:
+            gap = d
+    return gap
+
+
+@jit
+def _symmetry_shift(demand: np.ndarray, limits: np.ndarray, allowance: float) -> int:
+    """The smallest shift ``t`` (a proper divisor of N) by which rotating every row
+    maps the rotation vectors onto themselves with the reference row in place, or 0.
+
+    Row 0 must repeat every ``t`` bins, and every other row either have all N
+    rotations or repeat every ``limits[r]`` bins (a divisor of N), so its rotation
+    ``(s + t) mod limits[r]`` is the same row.  Rows need only repeat up to
+    rounding: ``N k`` times the largest gap must stay within ``allowance``.
+    """
+    k, n_bins = demand.shape
+    gap = 0.0
+    for r in range(1, k):
+        if limits[r] < n_bins:
+            if n_bins % limits[r] != 0:
+                return 0
+            gap = max(gap, _period_gap(demand[r], limits[r]))
+    for t in range(1, n_bins):
+        if n_bins % t == 0:
+            g = max(gap, _period_gap(demand[0], t))
+            if n_bins * k * g <= allowance:
+                return t
+    return 0
+
+
+@jit
+def _first_twin(s: int, sym_t: int, limit: int, n_bins: int) -> int:
+    """The smallest of ``(s + j t) mod limit``: the first rotation whose subtree the
+    one of rotation ``s`` repeats when the circle turns by multiples of ``t``."""
+    first = s
+    for turn in range(sym_t, n_bins, sym_t):
+        twin = (s + turn) % limit
+        if twin < first:
+            first = twin
+    return first
 
 
 @jit
 def lowest_excess(
     demand: np.ndarray, capacity: float, limits: np.ndarray, supp_ptr: np.ndarray,
     supp_idx: np.ndarray, supp_val: np.ndarray, rem: np.ndarray, tol_excess: float,
-    margin: float, best_rot: np.ndarray,
-) -> int:
+    margin: float, best_rot: np.ndarray, find_perfect: bool, perfect: np.ndarray,
+) -> tuple[bool, int]:
     """Write into ``best_rot`` the vector the brute force's sequential scan keeps:
     the first in enumeration order that no later one beats by more than
-    ``tol_excess``.  Returns how many vectors had their excess computed.
+    ``tol_excess``.  Returns ``(False, evaluated)``: how many vectors had their
+    excess computed.
+
+    With ``find_perfect`` the threshold stays at "perfect" (excess within
+    ``tol_excess``) instead: the walk stops at the first prefix, in enumeration
+    order, with a perfect rotation of the last row, writes the prefix into
+    ``best_rot[:k-1]`` and which rotations are perfect into ``perfect`` and
+    returns ``(True, evaluated)``; ``(False, evaluated)`` means no vector is
+    perfect.
 
     ``supp_*`` is every row's non-zero bins (CSR), ``rem[j]`` the total demand of
     rows ``j..k-1`` (a prefix whose slack cannot hold it has excess), ``margin``
     the rounding allowance of every bound.
+
+    **Symmetry.**  When the reference row repeats every ``t`` bins (its period is
+    a multiple ``m`` of the base period, Eq. 15) and the other rows allow it
+    (:func:`_symmetry_shift`), turning the whole circle by ``t`` maps each vector
+    onto one with the same excess up to rounding.  Rows whose rotations repeat
+    every ``t`` bins keep theirs; the first row that does not, row ``r``, moves
+    from ``s_r`` to ``(s_r + t) mod L_r``: under one prefix, the subtree of a
+    rotation of row ``r`` repeats one met earlier.  Every vector of that earlier
+    subtree was found unable to replace the incumbent, by at least a recorded
+    floor; when the floor, less the rounding between the two copies
+    (``margin / 2``), still clears the current ``best - tol_excess``, the copy is
+    skipped.  Pruning uses ``2 margin``, so a pruned part's floor is
+    ``threshold + margin``; the floor of an evaluated vector is its excess.  Near a
+    floor that does not clear, the copy is walked.
     """
     k, n_bins = demand.shape
     last = k - 1
@@ -350,7 +432,23 @@ def lowest_excess(
     rot = np.zeros(k, dtype=np.int64)
     for b in range(n_bins):
         prefix[0, b] = demand[0, b]
+    prune = 2.0 * margin
+    # Symmetry: the rounding between a vector and its turned copy (sums in another
+    # order, rows equal up to the allowed gap) stays within margin / 2.
+    sym_t = 0
+    sym_level = k  # none
+    if 8.0 * (k + n_bins) * 2.2e-16 * (rem[0] + capacity * n_bins) <= 0.25 * margin:
+        sym_t = _symmetry_shift(demand, limits, 0.25 * margin)
+    if sym_t > 0:
+        for r in range(1, k):
+            if sym_t % limits[r] != 0:
+                sym_level = r
+                break
+    floors = np.full(n_bins, np.inf)  # per rotation of row sym_level, under one prefix
+    floor = np.inf  # of the sym_level subtree being walked
     best_e = np.inf
+    # e < perfect_below  <=>  e <= tol_excess
+    perfect_below = np.nextafter(tol_excess, np.inf)
     evaluated = 0
     exc[0] = over_capacity(prefix[0], capacity, over)
     level = 0
@@ -362,6 +460,8 @@ def lowest_excess(
     while True:
         if level > 0:
             parent = level - 1
+            if level == sym_level and rot[level] >= 0:
+                floors[rot[level]] = floor
             rot[level] += 1
             if rot[level] >= limits[level]:
                 level -= 1
@@ -369,45 +469,59 @@ def lowest_excess(
                     break
                 continue
             s = rot[level]
-            threshold = best_e - tol_excess
+            threshold = perfect_below if find_perfect else best_e - tol_excess
+            if level == sym_level:
+                floor = np.inf
+                first = _first_twin(s, sym_t, limits[level], n_bins)
+                if first < s and floors[first] - 0.5 * margin >= threshold:
+                    floor = floors[first] - 0.5 * margin
+                    continue
             # What the rows after this one must add, at least, for this child to
             # beat the incumbent.
-            need = threshold + margin - exc[parent] - incs[parent, level, s]
-            if need <= 0.0:
-                continue
-            cheap = 0.0
-            for r in range(level + 1, k):
-                cheap += incs[parent, r, order[parent, r, 0]]
-            if cheap >= need:
-                continue
-            ov_state[0] = 0.0
-            tail = 0.0
-            for r in range(level + 1, k):
-                tail += _joint_min(level, s, parent, r, demand, supp_ptr, supp_idx, supp_val,
-                                   run_ptr, run_start, run_len, limits, incs, order, pair,
-                                   alone, prefix[parent], ov_bin, ov_val, ov_before, ov_state,
-                                   capacity, need - tail, level == top)
-                if tail >= need:
-                    break
-            if tail >= need:
-                continue
-            add_rotated(prefix[parent], demand[level], s, prefix[level])
-            e_level, slack = excess_slack(prefix[level], capacity)
-            exc[level] = e_level
-            if e_level + max(0.0, rem[level + 1] - slack) - margin >= threshold:
-                continue
-            if ov_state[0] == 0.0:
-                _overlap(prefix[parent], supp_idx[supp_ptr[level]:supp_ptr[level + 1]],
-                         supp_val[supp_ptr[level]:supp_ptr[level + 1]], s, ov_bin, ov_val,
-                         ov_before, ov_state)
-            if level < top:
-                tail = _derived_increments(level, s, parent, demand, run_ptr, run_start,
-                                           run_len, limits, incs, order, pair, alone,
-                                           prefix[parent], ov_bin, ov_val, ov_before, capacity)
-                if e_level + tail - margin >= threshold:
-                    continue
-                level += 1
-                rot[level] = -1
+            need = threshold + prune - exc[parent] - incs[parent, level, s]
+            pruned = need <= 0.0
+            if not pruned:
+                cheap = 0.0
+                for r in range(level + 1, k):
+                    cheap += incs[parent, r, order[parent, r, 0]]
+                pruned = cheap >= need
+            if not pruned:
+                ov_state[0] = 0.0
+                tail = 0.0
+                for r in range(level + 1, k):
+                    tail += _joint_min(level, s, parent, r, demand, supp_ptr, supp_idx,
+                                       supp_val, run_ptr, run_start, run_len, limits, incs,
+                                       order, pair, alone, prefix[parent], ov_bin, ov_val,
+                                       ov_before, ov_state, capacity, need - tail, level == top,
+                                       sym_t if r == sym_level == last else limits[r],
+                                       0.5 * margin)
+                    if tail >= need:
+                        break
+                pruned = tail >= need
+            if not pruned:
+                add_rotated(prefix[parent], demand[level], s, prefix[level])
+                e_level, slack = excess_slack(prefix[level], capacity)
+                exc[level] = e_level
+                pruned = e_level + max(0.0, rem[level + 1] - slack) - prune >= threshold
+            if not pruned:
+                if ov_state[0] == 0.0:
+                    _overlap(prefix[parent], supp_idx[supp_ptr[level]:supp_ptr[level + 1]],
+                             supp_val[supp_ptr[level]:supp_ptr[level + 1]], s, ov_bin, ov_val,
+                             ov_before, ov_state)
+                if level < top:
+                    tail = _derived_increments(level, s, parent, demand, run_ptr, run_start,
+                                               run_len, limits, incs, order, pair, alone,
+                                               prefix[parent], ov_bin, ov_val, ov_before,
+                                               capacity)
+                    pruned = e_level + tail - prune >= threshold
+                    if not pruned:
+                        level += 1
+                        rot[level] = -1
+                        if level == sym_level:
+                            floors[:] = np.inf
+                        continue
+            if pruned:
+                floor = min(floor, threshold + margin)
                 continue
         # level == top: every rotation of the last row, unless its increment against
         # the parent prefix, against row top alone, or both jointly rules it out.
@@ -416,30 +530,52 @@ def lowest_excess(
         if top > 0:
             parent_row = prefix[top - 1]
             shift_top = rot[top]
+        if sym_level == last:
+            floors[:] = np.inf
+        any_perfect = False
         for s in range(n_last):
-            threshold = best_e - tol_excess
+            threshold = perfect_below if find_perfect else best_e - tol_excess
+            perfect[s] = False
+            if sym_level == last:
+                first = _first_twin(s, sym_t, n_last, n_bins)
+                if first < s and floors[first] - 0.5 * margin >= threshold:
+                    floors[s] = floors[first] - 0.5 * margin
+                    continue
             if top > 0:
-                need = threshold + margin - base
+                need = threshold + prune - base
                 v = incs[top - 1, last, s]
-                if v >= need:
-                    continue
-                d = s - shift_top
-                if d < 0:
-                    d += n_bins
-                w = pair[top, last, d]
-                if w >= need or v + w - alone[last] - ov_state[2] >= need:
-                    continue
-                if _joint_increment(v, w, alone[last], last_row, run_start, run_len,
-                                    run_ptr[last], run_ptr[k], s, parent_row, ov_bin, ov_val,
-                                    ov_before, capacity) >= need:
+                pruned = v >= need
+                if not pruned:
+                    d = s - shift_top
+                    if d < 0:
+                        d += n_bins
+                    w = pair[top, last, d]
+                    pruned = (w >= need or v + w - alone[last] - ov_state[2] >= need
+                              or _joint_increment(v, w, alone[last], last_row, run_start,
+                                                  run_len, run_ptr[last], run_ptr[k], s,
+                                                  parent_row, ov_bin, ov_val, ov_before,
+                                                  capacity) >= need)
+                if pruned:
+                    floors[s] = threshold + margin
+                    floor = min(floor, floors[s])
                     continue
             e = rotation_excess(p_row, over, base, last_idx, last_val, s, capacity, threshold)
             evaluated += 1
+            floors[s] = e
+            floor = min(floor, e)
             if e < threshold:
+                if find_perfect:
+                    perfect[s] = True
+                    any_perfect = True
+                    continue
                 best_e = e
                 for i in range(last):
                     best_rot[i] = rot[i]
                 best_rot[last] = s
+        if any_perfect:
+            for i in range(last):
+                best_rot[i] = rot[i]
+            return True, evaluated
         if level == 0:
             break
-    return evaluated
+    return False, evaluated

@@ -34,6 +34,9 @@ from .partial_sums import add_rotated, excess_slack, over_capacity, rotation_exc
 
 MODE_FIRST = 0
 MODE_OPTIMAL = 1
+#: last-row sweeps of the plain phase-A walk without a perfect vector before the
+#: stronger walk of lowest_excess looks for one
+PHASE_A_BUDGET = 8
 
 
 @jit
@@ -219,6 +222,37 @@ def _reach_bound(
 
 
 @jit
+def _first_interval_middle(
+    perfect: np.ndarray, n_last: int, middles: np.ndarray, run_starts: np.ndarray,
+    run_lengths: np.ndarray, best_rot: np.ndarray,
+) -> None:
+    """``first`` mode: the middle of the perfect interval that holds the smallest
+    perfect rotation of the last row, into ``best_rot[-1]``."""
+    n_runs = perfect_interval_middles(perfect, n_last, middles, run_starts, run_lengths)
+    smallest = 0
+    while not perfect[smallest]:
+        smallest += 1
+    for r in range(n_runs):
+        if (smallest - run_starts[r]) % n_last < run_lengths[r]:
+            best_rot[best_rot.shape[0] - 1] = middles[r]
+            return
+
+
+@jit
+def _phase_b(
+    demand: np.ndarray, capacity: float, limits: np.ndarray, supp_ptr: np.ndarray,
+    supp_idx: np.ndarray, supp_val: np.ndarray, rem: np.ndarray, tol_excess: float,
+    margin: float, best_rot: np.ndarray, perfect: np.ndarray, evaluated: int,
+) -> tuple[bool, float, int]:
+    """Phase B: the highest score, ties first in enumeration order."""
+    for i in range(best_rot.shape[0]):
+        best_rot[i] = 0
+    _, count = lowest_excess(demand, capacity, limits, supp_ptr, supp_idx, supp_val, rem,
+                             tol_excess, margin, best_rot, False, perfect)
+    return False, np.inf, evaluated + count
+
+
+@jit
 def search_rotations_kernel(
     demand: np.ndarray,
     capacity: float,
@@ -301,6 +335,13 @@ def search_rotations_kernel(
     # ---------------- phase A: perfect vectors only ----------------
     found = False
     best_psi = np.inf
+    # The plain walk below usually meets a perfect vector within a few prefixes.
+    # When it has not after this many vectors, the walk of lowest_excess, with its
+    # stronger bounds, looks for the first perfect prefix: in first mode that is
+    # the answer; in optimal mode, if there is one, the plain walk goes on (it
+    # alone weighs Psi).  Either way it settles at once that none is perfect.
+    budget = PHASE_A_BUDGET * n_last
+    checked = False
     exc0, slack0 = excess_slack(prefix[0], capacity)
     if exc0 + max(0.0, rem[1] - slack0) <= tol_excess + margin and _rows_fit(
             prefix[0], capacity, over, 1, k, limits, supp_ptr, supp_all_idx, supp_all_val,
@@ -337,6 +378,18 @@ def search_rotations_kernel(
                     rot[level] = -1
                     continue
             # -- level == top: every rotation of the last row, perfect or not --
+            if not found and not checked and evaluated >= budget:
+                checked = True
+                exists, count = lowest_excess(demand, capacity, limits, supp_ptr,
+                                              supp_all_idx, supp_all_val, rem, tol_excess,
+                                              margin, best_rot, True, perfect)
+                evaluated += count
+                if not exists:
+                    break
+                if not optimal:
+                    _first_interval_middle(perfect, n_last, middles, run_starts,
+                                           run_lengths, best_rot)
+                    return True, np.inf, evaluated
             p_row = prefix[top]
             base = over_capacity(p_row, capacity, over)
             any_perfect = False
@@ -348,19 +401,14 @@ def search_rotations_kernel(
                     any_perfect = True
             evaluated += n_last
             if any_perfect:
+                if not optimal:
+                    for i in range(last):
+                        best_rot[i] = rot[i]
+                    _first_interval_middle(perfect, n_last, middles, run_starts, run_lengths,
+                                           best_rot)
+                    return True, np.inf, evaluated
                 n_runs = perfect_interval_middles(perfect, n_last, middles, run_starts,
                                                   run_lengths)
-                if not optimal:
-                    smallest = 0
-                    while not perfect[smallest]:
-                        smallest += 1
-                    for r in range(n_runs):
-                        if (smallest - run_starts[r]) % n_last < run_lengths[r]:
-                            for i in range(last):
-                                best_rot[i] = rot[i]
-                            best_rot[last] = middles[r]
-                            break
-                    return True, np.inf, evaluated
                 for r in range(n_runs):
                     psi = psi_pre[top]
                     for i in range(last):
@@ -379,8 +427,5 @@ def search_rotations_kernel(
                 break
     if found or perfect_only:
         return found, best_psi, evaluated
-
-    # ---------------- phase B: highest score, first in order ----------------
-    evaluated += lowest_excess(demand, capacity, limits, supp_ptr, supp_all_idx, supp_all_val,
-                               rem, tol_excess, margin, best_rot)
-    return False, np.inf, evaluated
+    return _phase_b(demand, capacity, limits, supp_ptr, supp_all_idx, supp_all_val, rem,
+                    tol_excess, margin, best_rot, perfect, evaluated)
