@@ -70,6 +70,29 @@ def test_heavily_contended_links_match_brute_force(k: int, mode: str) -> None:
     assert perfect.count(False) >= 0.6 * len(perfect)
 
 
+@pytest.mark.parametrize("mode", ["first", "optimal"])
+def test_heavy_links_with_a_periodic_reference_match_brute_force(mode: str) -> None:
+    """Reference rows of multiple 2 or 3 repeat every N/2 or N/3 bins, so the search
+    skips turned copies of subtrees (lowest_excess's symmetry): whole links, limits
+    uncut, on 12-24 bins."""
+    from asv_bench.instances import heavy_link
+    from tdmcore._kernels.lowest_excess import _symmetry_shift
+
+    turned = 0
+    for seed in range(300):
+        bins = (12, 16, 18, 24)[seed % 4]
+        link = heavy_link(4, bins, seed)
+        limits = link.limits.copy()
+        limits[0] = 1
+        margin = 1e-12 * (link.demand.sum() + link.capacity_gbps * bins)
+        shift = _symmetry_shift(link.demand, limits, 0.25 * margin)
+        turned += shift > 0 and any(shift % limits[r] for r in range(1, 4))
+        inst = instances.Instance("heavy", seed, link.demand, link.capacity_gbps, limits,
+                                  list(link.mids))
+        _check_against_oracle(inst, mode)
+    assert turned >= 100
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_score_and_utilization_match_oracle(seed: int) -> None:
     rng = np.random.default_rng(seed)
