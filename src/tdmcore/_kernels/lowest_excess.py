@@ -65,42 +65,6 @@ def _sort_indices(keys: np.ndarray, n: int, order: np.ndarray) -> None:
 
 
 @jit
-def _support_runs(demand: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Maximal circular runs of non-zero bins of every row, as CSR
-    ``(run_ptr, run_start, run_len)``; a row non-zero everywhere is one run from 0."""
-    k, n_bins = demand.shape
-    run_ptr = np.zeros(k + 1, dtype=np.int64)
-    run_start = np.empty(k * n_bins, dtype=np.int64)
-    run_len = np.empty(k * n_bins, dtype=np.int64)
-    n = 0
-    for r in range(k):
-        row = demand[r]
-        first_gap = -1
-        for b in range(n_bins):
-            if row[b] <= 0.0:
-                first_gap = b
-                break
-        if first_gap < 0:
-            run_start[n] = 0
-            run_len[n] = n_bins
-            n += 1
-        else:
-            length = 0
-            for t in range(1, n_bins + 1):
-                b = (first_gap + t) % n_bins
-                if row[b] > 0.0:
-                    if length == 0:
-                        run_start[n] = b
-                    length += 1
-                elif length > 0:
-                    run_len[n] = length
-                    n += 1
-                    length = 0
-        run_ptr[r + 1] = n
-    return run_ptr, run_start, run_len
-
-
-@jit
 def _pair_increments(
     demand: np.ndarray, capacity: float, supp_ptr: np.ndarray, supp_idx: np.ndarray,
     supp_val: np.ndarray, over: np.ndarray,
@@ -123,11 +87,10 @@ def _pair_increments(
 @jit
 def _overlap(
     prefix_row: np.ndarray, idx: np.ndarray, val: np.ndarray, shift: int,
-    ov_bin: np.ndarray, ov_val: np.ndarray, ov_before: np.ndarray, ov_state: np.ndarray,
+    ov_bin: np.ndarray, ov_val: np.ndarray, ov_state: np.ndarray,
 ) -> None:
     """The bins where both the prefix and a row (support ``idx``, ``val``) rotated by
-    ``shift`` are non-zero: ``ov_bin`` ascending, the row's demand there in
-    ``ov_val``, and ``ov_before[b]`` = how many lie below bin ``b``.
+    ``shift`` are non-zero (``ov_bin``), with the row's demand there (``ov_val``).
 
     Sets ``ov_state = [1, count, slope]`` with ``slope = sum min(P_b, x_b)`` over
     those bins, which bounds the overlap correction of :func:`_joint_increment`
@@ -137,26 +100,17 @@ def _overlap(
     n_bins = prefix_row.shape[0]
     n = 0
     slope = 0.0
-    # idx is ascending: the rotated bins that wrap past the end come first.
-    for wrapped in range(2):
-        for t in range(idx.shape[0]):
-            b = idx[t] + shift
-            if (b >= n_bins) != (wrapped == 0):
-                continue
-            if b >= n_bins:
-                b -= n_bins
-            p_b = prefix_row[b]
-            if p_b > 0.0:
-                x_b = val[t]
-                ov_bin[n] = b
-                ov_val[n] = x_b
-                n += 1
-                slope += p_b if p_b < x_b else x_b
-    o = 0
-    for b in range(n_bins + 1):
-        while o < n and ov_bin[o] < b:
-            o += 1
-        ov_before[b] = o
+    for t in range(idx.shape[0]):
+        b = idx[t] + shift
+        if b >= n_bins:
+            b -= n_bins
+        p_b = prefix_row[b]
+        if p_b > 0.0:
+            x_b = val[t]
+            ov_bin[n] = b
+            ov_val[n] = x_b
+            n += 1
+            slope += p_b if p_b < x_b else x_b
     ov_state[0] = 1.0
     ov_state[1] = n
     ov_state[2] = slope
@@ -164,9 +118,8 @@ def _overlap(
 
 @jit
 def _joint_increment(
-    v: float, w: float, alone: float, row: np.ndarray, run_start: np.ndarray,
-    run_len: np.ndarray, q_lo: int, q_hi: int, shift: int, prefix_row: np.ndarray,
-    ov_bin: np.ndarray, ov_val: np.ndarray, ov_before: np.ndarray, capacity: float,
+    v: float, w: float, alone: float, row: np.ndarray, shift: int, prefix_row: np.ndarray,
+    ov_bin: np.ndarray, ov_val: np.ndarray, n_overlap: int, capacity: float,
 ) -> float:
     """A lower bound on the excess a row adds, at rotation ``shift``, to a prefix ``P``
     (sum ``prefix_row``) extended by one more row ``x``.
@@ -175,36 +128,23 @@ def _joint_increment(
     ``x`` alone.  Where ``P`` or ``x`` is zero, ``g(P + x) = g(P) + g(x) - g(0)``, so
     the increment is ``v + w - alone`` (``alone`` = the row's own excess, the sum of
     ``g(0)``) plus the exact correction on the bins where both are non-zero
-    (``ov_*``, from :func:`_overlap`) and the row is too (its support runs
-    ``run_*[q_lo:q_hi]``).  In exact arithmetic that is the increment itself (a lower bound
-    when ``v`` is one); the largest of the three is returned.
+    (``ov_*[:n_overlap]``, from :func:`_overlap`) and the row is too.  In exact
+    arithmetic that is the increment itself (a lower bound when ``v`` is one); the
+    largest of the three is returned.
     """
     n_bins = row.shape[0]
     u = v + w - alone
-    for q in range(q_lo, q_hi):
-        lo = run_start[q] + shift
-        if lo >= n_bins:
-            lo -= n_bins
-        hi = lo + run_len[q]
-        for piece in range(2):
-            if piece == 0:
-                a = lo
-                z = hi if hi < n_bins else n_bins
-            else:
-                if hi <= n_bins:
-                    break
-                a = 0
-                z = hi - n_bins
-            for o in range(ov_before[a], ov_before[z]):
-                b = ov_bin[o]
-                src = b - shift
-                if src < 0:
-                    src += n_bins
-                y = row[src]
-                p_b = prefix_row[b]
-                x_b = ov_val[o]
-                u += (_added(p_b + x_b, y, capacity) - _added(p_b, y, capacity)
-                      - _added(x_b, y, capacity) + _added(0.0, y, capacity))
+    for o in range(n_overlap):
+        b = ov_bin[o]
+        src = b - shift
+        if src < 0:
+            src += n_bins
+        y = row[src]
+        if y > 0.0:
+            p_b = prefix_row[b]
+            x_b = ov_val[o]
+            u += (_added(p_b + x_b, y, capacity) - _added(p_b, y, capacity)
+                  - _added(x_b, y, capacity) + _added(0.0, y, capacity))
     if w > v:
         v = w
     return u if u > v else v
@@ -213,11 +153,12 @@ def _joint_increment(
 @jit
 def _direct_increments(
     demand: np.ndarray, prefix_row: np.ndarray, over: np.ndarray, supp_ptr: np.ndarray,
-    supp_idx: np.ndarray, supp_val: np.ndarray, limits: np.ndarray, capacity: float,
-    incs: np.ndarray, order: np.ndarray,
+    supp_idx: np.ndarray, supp_val: np.ndarray, limits: np.ndarray, sorted_count: np.ndarray,
+    capacity: float, incs: np.ndarray, order: np.ndarray,
 ) -> None:
     """``incs[0, r, s]``: the excess row ``r >= 1`` adds to the reference row at
-    rotation ``s``, by a pass over its non-zero bins; ``order[0, r]`` sorts them."""
+    rotation ``s``, by a pass over its non-zero bins; ``order[0, r]`` sorts the
+    first ``sorted_count[r]`` of them."""
     for r in range(1, demand.shape[0]):
         lo = supp_ptr[r]
         hi = supp_ptr[r + 1]
@@ -225,19 +166,20 @@ def _direct_increments(
         for s in range(limits[r]):
             out[s] = rotation_excess(prefix_row, over, 0.0, supp_idx[lo:hi], supp_val[lo:hi],
                                      s, capacity, np.inf)
-        _sort_indices(out, limits[r], order[0, r])
+        _sort_indices(out, sorted_count[r], order[0, r])
 
 
 @jit
 def _derived_increments(
-    level: int, shift: int, parent: int, demand: np.ndarray, run_ptr: np.ndarray,
-    run_start: np.ndarray, run_len: np.ndarray, limits: np.ndarray, incs: np.ndarray,
-    order: np.ndarray, pair: np.ndarray, alone: np.ndarray, prefix_row: np.ndarray,
-    ov_bin: np.ndarray, ov_val: np.ndarray, ov_before: np.ndarray, capacity: float,
+    level: int, shift: int, parent: int, demand: np.ndarray, limits: np.ndarray,
+    sorted_count: np.ndarray, twin_slack: np.ndarray, incs: np.ndarray, order: np.ndarray,
+    pair: np.ndarray, alone: np.ndarray, prefix_row: np.ndarray, ov_bin: np.ndarray,
+    ov_val: np.ndarray, n_overlap: int, capacity: float,
 ) -> float:
-    """``incs[level]`` and ``order[level]`` from ``incs[parent]`` once row ``level``
-    joins at rotation ``shift`` (:func:`_joint_increment` per rotation); returns
-    ``sum_r min_s incs[level, r]``."""
+    """``incs[level]`` and ``order[level]`` (the first ``sorted_count[r]`` rotations)
+    from ``incs[parent]`` once row ``level`` joins at rotation ``shift``
+    (:func:`_joint_increment` per rotation); returns a bound on
+    ``sum_r min_s incs[level, r]`` (``twin_slack``: see :func:`_joint_min`)."""
     n_bins = demand.shape[1]
     total = 0.0
     for r in range(level + 1, demand.shape[0]):
@@ -247,22 +189,20 @@ def _derived_increments(
             d = s - shift
             if d < 0:
                 d += n_bins
-            out[s] = _joint_increment(incs[parent, r, s], pair[level, r, d], alone[r], row,
-                                      run_start, run_len, run_ptr[r], run_ptr[r + 1], s,
-                                      prefix_row, ov_bin, ov_val, ov_before, capacity)
-        _sort_indices(out, limits[r], order[level, r])
-        total += out[order[level, r, 0]]
+            out[s] = _joint_increment(incs[parent, r, s], pair[level, r, d], alone[r], row, s,
+                                      prefix_row, ov_bin, ov_val, n_overlap, capacity)
+        _sort_indices(out, sorted_count[r], order[level, r])
+        total += out[order[level, r, 0]] - twin_slack[r]
     return total
 
 
 @jit
 def _joint_min(
     level: int, shift: int, parent: int, r: int, demand: np.ndarray, supp_ptr: np.ndarray,
-    supp_idx: np.ndarray, supp_val: np.ndarray, run_ptr: np.ndarray, run_start: np.ndarray,
-    run_len: np.ndarray, limits: np.ndarray, incs: np.ndarray, order: np.ndarray,
-    pair: np.ndarray, alone: np.ndarray, prefix_row: np.ndarray, ov_bin: np.ndarray,
-    ov_val: np.ndarray, ov_before: np.ndarray, ov_state: np.ndarray, capacity: float,
-    need: float, any_below: bool, twin_limit: int, twin_slack: float,
+    supp_idx: np.ndarray, supp_val: np.ndarray, limits: np.ndarray, incs: np.ndarray,
+    order: np.ndarray, pair: np.ndarray, alone: np.ndarray, prefix_row: np.ndarray,
+    ov_bin: np.ndarray, ov_val: np.ndarray, ov_state: np.ndarray, capacity: float,
+    need: float, any_below: bool, sorted_count: int, twin_slack: float,
 ) -> float:
     """``min_s`` of :func:`_joint_increment` for row ``r`` once row ``level`` joins the
     prefix ``parent`` at rotation ``shift``: a lower bound on the excess row ``r``
@@ -274,24 +214,20 @@ def _joint_min(
     ``any_below`` it also stops at the first value below ``need`` (the caller then
     only learns that it cannot prune).  The overlap (:func:`_overlap`) is found on
     first use, and the exact joint value computed only where the cheaper bounds
-    leave a chance.  Rotations from ``twin_limit`` on repeat earlier ones up to
-    ``twin_slack`` (the symmetry of :func:`lowest_excess`, when row ``r`` is the
-    last and the only one it moves): they are skipped, and the minimum lowered by
-    ``twin_slack``.
+    leave a chance.  Only the first ``sorted_count`` rotations are visited: the
+    others repeat them up to ``twin_slack`` (the symmetry of :func:`lowest_excess`,
+    when row ``r`` is the last and the only one it moves), by which the minimum is
+    lowered.
     """
     n_bins = prefix_row.shape[0]
     row = demand[r]
-    q_lo = run_ptr[r]
-    q_hi = run_ptr[r + 1]
     best = np.inf
     cut = need
-    for t in range(limits[r]):
+    for t in range(sorted_count):
         s = order[parent, r, t]
         v = incs[parent, r, s]
         if v >= cut:
             break
-        if s >= twin_limit:
-            continue
         d = s - shift
         if d < 0:
             d += n_bins
@@ -301,20 +237,18 @@ def _joint_min(
         if ov_state[0] == 0.0:
             _overlap(prefix_row, supp_idx[supp_ptr[level]:supp_ptr[level + 1]],
                      supp_val[supp_ptr[level]:supp_ptr[level + 1]], shift, ov_bin, ov_val,
-                     ov_before, ov_state)
+                     ov_state)
         if v + w - alone[r] - ov_state[2] >= cut:
             continue
-        j = _joint_increment(v, w, alone[r], row, run_start, run_len, q_lo, q_hi, s,
-                             prefix_row, ov_bin, ov_val, ov_before, capacity)
+        j = _joint_increment(v, w, alone[r], row, s, prefix_row, ov_bin, ov_val,
+                             int(ov_state[1]), capacity)
         if j < best:
             best = j
             if best < cut:
                 if any_below:
                     break
                 cut = best
-    if twin_limit < limits[r]:
-        return best - twin_slack
-    return best
+    return best - twin_slack
 
 
 @jit
@@ -413,7 +347,6 @@ def lowest_excess(
     last_row = demand[last]
     last_idx = supp_idx[supp_ptr[last]:supp_ptr[k]]
     last_val = supp_val[supp_ptr[last]:supp_ptr[k]]
-    run_ptr, run_start, run_len = _support_runs(demand)
     over = np.empty(n_bins)
     pair = _pair_increments(demand, capacity, supp_ptr, supp_idx, supp_val, over)
     alone = np.zeros(k)
@@ -425,7 +358,6 @@ def lowest_excess(
     # the overlap of the current child with its parent prefix (_overlap)
     ov_bin = np.empty(n_bins, dtype=np.int64)
     ov_val = np.empty(n_bins)
-    ov_before = np.empty(n_bins + 1, dtype=np.int64)
     ov_state = np.zeros(3)
     prefix = np.empty((k, n_bins))
     exc = np.zeros(k)
@@ -444,6 +376,13 @@ def lowest_excess(
             if sym_t % limits[r] != 0:
                 sym_level = r
                 break
+    # Rows the turn moves last of all: their rotations from sym_t on repeat the first
+    # sym_t ones under every prefix, so the bounds scan only those, less the rounding.
+    sorted_count = limits.copy()
+    twin_slack = np.zeros(k)
+    if sym_level == last:
+        sorted_count[last] = sym_t
+        twin_slack[last] = 0.5 * margin
     floors = np.full(n_bins, np.inf)  # per rotation of row sym_level, under one prefix
     floor = np.inf  # of the sym_level subtree being walked
     best_e = np.inf
@@ -454,7 +393,7 @@ def lowest_excess(
     level = 0
     if top > 0:
         _direct_increments(demand, prefix[0], over, supp_ptr, supp_idx, supp_val, limits,
-                           capacity, incs, order)
+                           sorted_count, capacity, incs, order)
         level = 1
         rot[1] = -1
     while True:
@@ -483,18 +422,17 @@ def lowest_excess(
             if not pruned:
                 cheap = 0.0
                 for r in range(level + 1, k):
-                    cheap += incs[parent, r, order[parent, r, 0]]
+                    cheap += incs[parent, r, order[parent, r, 0]] - twin_slack[r]
                 pruned = cheap >= need
             if not pruned:
                 ov_state[0] = 0.0
                 tail = 0.0
                 for r in range(level + 1, k):
                     tail += _joint_min(level, s, parent, r, demand, supp_ptr, supp_idx,
-                                       supp_val, run_ptr, run_start, run_len, limits, incs,
-                                       order, pair, alone, prefix[parent], ov_bin, ov_val,
-                                       ov_before, ov_state, capacity, need - tail, level == top,
-                                       sym_t if r == sym_level == last else limits[r],
-                                       0.5 * margin)
+                                       supp_val, limits, incs, order, pair, alone,
+                                       prefix[parent], ov_bin, ov_val, ov_state, capacity,
+                                       need - tail, level == top, sorted_count[r],
+                                       twin_slack[r])
                     if tail >= need:
                         break
                 pruned = tail >= need
@@ -507,12 +445,12 @@ def lowest_excess(
                 if ov_state[0] == 0.0:
                     _overlap(prefix[parent], supp_idx[supp_ptr[level]:supp_ptr[level + 1]],
                              supp_val[supp_ptr[level]:supp_ptr[level + 1]], s, ov_bin, ov_val,
-                             ov_before, ov_state)
+                             ov_state)
                 if level < top:
-                    tail = _derived_increments(level, s, parent, demand, run_ptr, run_start,
-                                               run_len, limits, incs, order, pair, alone,
-                                               prefix[parent], ov_bin, ov_val, ov_before,
-                                               capacity)
+                    tail = _derived_increments(level, s, parent, demand, limits, sorted_count,
+                                               twin_slack, incs, order, pair, alone,
+                                               prefix[parent], ov_bin, ov_val,
+                                               int(ov_state[1]), capacity)
                     pruned = e_level + tail - prune >= threshold
                     if not pruned:
                         level += 1
@@ -551,10 +489,9 @@ def lowest_excess(
                         d += n_bins
                     w = pair[top, last, d]
                     pruned = (w >= need or v + w - alone[last] - ov_state[2] >= need
-                              or _joint_increment(v, w, alone[last], last_row, run_start,
-                                                  run_len, run_ptr[last], run_ptr[k], s,
-                                                  parent_row, ov_bin, ov_val, ov_before,
-                                                  capacity) >= need)
+                              or _joint_increment(v, w, alone[last], last_row, s,
+                                                  parent_row, ov_bin, ov_val,
+                                                  int(ov_state[1]), capacity) >= need)
                 if pruned:
                     floors[s] = threshold + margin
                     floor = min(floor, floors[s])
