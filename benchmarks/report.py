@@ -112,12 +112,13 @@ def main() -> None:
 
 
 def decision_table() -> None:
-    print(f"{'nodes':>6} {'median ms':>10} {'p99 ms':>8} {'max ms':>8}  "
+    print(f"{'nodes':>6} {'median ms':>10} {'p99 ms':>8} {'max ms':>8} {'CPU p99 ms':>11}  "
           "(seeds 0-19 x 5 decisions, fresh snapshot each)", flush=True)
     for nodes in (10, 100, 1000, 5000, 10000):
-        lat = np.array(decision_samples(nodes)) * 1e3
+        wall, busy = decision_samples(nodes, cpu=True)
+        lat, cpu = np.array(wall) * 1e3, np.array(busy) * 1e3
         print(f"{nodes:>6} {np.median(lat):>10.2f} {np.percentile(lat, 99):>8.2f} "
-              f"{lat.max():>8.2f}", flush=True)
+              f"{lat.max():>8.2f} {np.percentile(cpu, 99):>11.2f}", flush=True)
     print(f"{'nodes':>6} {'seed':>4} {'tdmcore ms':>11} {'per-node peer ms':>17} {'ratio':>7}")
     for nodes in (1000, 10000):
         for seed in range(5):

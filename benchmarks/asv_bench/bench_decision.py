@@ -30,21 +30,26 @@ def _waiting_with_sibling(state, waiting, seed):
     return waiting
 
 
-def decision_samples(n_nodes: int, seeds=range(20), repeat: int = 5):
-    """Per seed, ``repeat`` decision times (s); a fresh snapshot every call."""
+def decision_samples(n_nodes: int, seeds=range(20), repeat: int = 5, cpu: bool = False):
+    """Per seed, ``repeat`` decision times (s); a fresh snapshot every call.  With
+    ``cpu``, also the CPU time of this thread for each (on a shared machine the
+    wall time includes the time slices other processes take): ``(wall, cpu)``."""
     sched = Scheduler(make_policy("metronome"))
-    out = []
+    wall, busy = [], []
     for seed in seeds:
         state, waiting = random_cluster(n_nodes, seed)
         waiting = _waiting_with_sibling(state, waiting, seed)
         sched.decide(state, waiting)
-        times = []
+        times, cpu_times = [], []
         for _ in range(repeat):
+            c0 = time.thread_time()
             t0 = time.perf_counter()
             sched.decide(state, waiting)
             times.append(time.perf_counter() - t0)
-        out.append(times)
-    return out
+            cpu_times.append(time.thread_time() - c0)
+        wall.append(times)
+        busy.append(cpu_times)
+    return (wall, busy) if cpu else wall
 
 
 def decision_latencies(n_nodes: int, seeds=range(20), repeat: int = 5):
