@@ -45,7 +45,7 @@ from .._kernels.flow import (
     stretch_locate,
     stretch_summary,
 )
-from ..controller import Controller, PatternUpdate, Readjustment
+from ..controller import Controller, ControllerConfig, PatternUpdate, Readjustment
 from ..framework import Policy, Scheduler, Status, check_policy
 from ..link import LinkPlan
 from ..model import Cluster, ClusterState, Pod, TrafficPattern
@@ -299,7 +299,8 @@ class _Solo:
 def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *,
                 seed: int = 0, noise_sigma: float = 0.01, sample_ms: float | None = None,
                 progress: Callable[[float], None] | None = None,
-                skip_ahead: bool = True, queue: str = "backoff") -> RunResult:
+                skip_ahead: bool = True, queue: str = "backoff",
+                controller: ControllerConfig | None = None) -> RunResult:
     """Simulate ``jobs`` on ``sim`` under ``policy`` until every job has finished.
 
     Parameters
@@ -339,6 +340,13 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
         leaves), while the jobs behind it — and new arrivals — are tried
         meanwhile, so one unschedulable gang never blocks the cluster.
         ``"fifo"``: strict head-of-line order, nothing passes a waiting gang.
+    controller : ControllerConfig, optional
+        The stop-and-wait controller's thresholds (window, ``O_T``, ``A_T``, drift
+        tolerance, re-measuring; paper §III-C) for a policy that runs it.  Default:
+        :meth:`ControllerConfig.for_policy` of the policy's ``config``, the paper's
+        values with the policy's ablation flags.  Its ``scheduler`` must be the
+        policy's :class:`~tdmcore.policies.MetronomeConfig` (the controller plans
+        the links with the scheduler's thresholds).
 
     Returns
     -------
@@ -349,7 +357,8 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
     ValueError
         Naming the argument: an unknown policy name, an object that lacks an
         extension point, jobs that are not unique ``SimJob``s, a bad seed, noise
-        or queue.
+        or queue, a ``controller`` for a policy that runs none or whose
+        ``scheduler`` is not the policy's config.
 
     Notes
     -----
@@ -384,8 +393,21 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
         raise ValueError(f"noise_sigma: must be >= 0, got {sigma}")
     if queue not in QUEUES:
         raise ValueError(f"queue: expected one of {', '.join(QUEUES)}, got {queue!r}")
+    if controller is not None:
+        if not isinstance(controller, ControllerConfig):
+            raise ValueError(f"controller: expected a ControllerConfig, got "
+                             f"{type(controller).__name__}")
+        placement = make_policy(policy) if isinstance(policy, str) and policy != "ideal" \
+            else policy
+        config = getattr(placement, "config", None)
+        if not isinstance(config, MetronomeConfig):
+            label = policy if isinstance(policy, str) else policy.name
+            raise ValueError(f"controller: policy {label!r} runs no controller")
+        if controller.scheduler != config:
+            raise ValueError("controller: its scheduler config differs from the policy's "
+                             "(build it with ControllerConfig.for_policy(policy.config))")
     return _Run(sim, jobs, policy, seed, sigma, sample_ms, progress,
-                bool(skip_ahead), queue).execute()
+                bool(skip_ahead), queue, controller).execute()
 
 
 def gamma_over_time(t_ms: NDArray[np.float64], rates_gbps: NDArray[np.float64],
@@ -447,7 +469,7 @@ class _Run:
     def __init__(self, sim: SimCluster, jobs: tuple[SimJob, ...], policy: str | Policy,
                  seed: int, sigma: float, sample_ms: float | None,
                  progress: Callable[[float], None] | None, skip_ahead: bool = True,
-                 queue: str = "backoff") -> None:
+                 queue: str = "backoff", controller: ControllerConfig | None = None) -> None:
         self.sim, self.jobs = sim, jobs
         self.policy_name = policy if isinstance(policy, str) else str(policy.name)
         self.seed, self.sigma, self.progress = seed, sigma, progress
@@ -461,7 +483,8 @@ class _Run:
         self.scheduler = Scheduler(placement)
         self.state = ClusterState(self.cluster)
         # the stop-and-wait controller runs for the Metronome policies only
-        self.controller = Controller.for_policy(self.state, placement) \
+        self.controller = (Controller(self.state, controller) if controller is not None
+                           else Controller.for_policy(self.state, placement)) \
             if not self.ideal and isinstance(getattr(placement, "config", None),
                                              MetronomeConfig) else None
         self.monitor = self.controller is not None and self.controller.config.monitor
