@@ -788,7 +788,7 @@ def sweep_cmd(spec_file: Path | None, example_name: str | None, show: bool,
                 raise click.ClickException(str(exc)) from None
         rows = sweep.result_rows(spec, outcomes)
         _write_rows(report, f"sweep-{spec.name}", rows)
-        _print_listing_rows(console, spec.title, sweep.summary_rows(spec, rows))
+        _sweep_table(console, spec, sweep.summary_rows(spec, rows))
         if not no_plots:
             sweep.plot_sweep(spec, rows, report.path, plot_format)
     failed = [o for o in outcomes if not o.ok]
@@ -803,17 +803,24 @@ def sweep_cmd(spec_file: Path | None, example_name: str | None, show: bool,
                                    f"(status and error in sweep-{spec.name}.csv)")
 
 
-def _print_listing_rows(console: Console, title: str, rows: list[dict[str, Any]]) -> None:
-    """A table of dict rows, numbers right-aligned (the sweep's summary)."""
+def _sweep_table(console: Console, spec: Any, rows: list[dict[str, Any]]) -> None:
+    """The sweep's means over seeds: the swept parameters and the spec's metrics
+    (the fixed parameters are in the CSV and the run record)."""
     from rich import box
 
-    table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for key in rows[0] if rows else ():
-        table.add_column(key.rpartition(".")[2], overflow="fold", justify="left" if key in (
-            "group", "policy") else "right")
+    if not rows:
+        return
+    keys = [k for k in rows[0] if k not in spec.fixed
+            and not (k == "group" and len(spec.groups) < 2)]
+    if not console.is_terminal:  # piped or CI: room for the columns
+        console = Console(width=max(80, 14 * len(keys)), file=console.file)
+    table = Table(title=spec.title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for key in keys:
+        table.add_column(key.rpartition(".")[2], overflow="fold", no_wrap=key in (
+            "group", "policy"), justify="left" if key in ("group", "policy") else "right")
     for row in rows:
-        table.add_row(*("" if v is None else _num(v, 3) if isinstance(v, float) else str(v)
-                        for v in row.values()))
+        table.add_row(*("" if row[k] is None else _num(row[k], 3)
+                        if isinstance(row[k], float) else str(row[k]) for k in keys))
     console.print(table)
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..plots import _fixed_grid, _grid, _save, _target
 from .execute import Outcome
-from .spec import SweepSpec
+from .spec import SweepSpec, compared_name
 
 __all__ = ["plot_sweep", "result_rows", "summary_rows"]
 
@@ -43,7 +43,10 @@ def result_rows(spec: SweepSpec, outcomes: Sequence[Outcome]) -> list[dict[str, 
     Columns: ``group`` (left out when the run has none), ``policy``, ``seed``,
     every parameter of the spec (None where the policy does not take it),
     ``status`` (``ok`` or ``failed``), ``error`` (the last attempt's, empty when
-    ok), ``attempts``, then every metric (NaN in a failed row).
+    ok), ``attempts``, then every metric (NaN in a failed row), then for each
+    policy of ``spec.compare`` each numeric metric's change against that policy's
+    run in % (``<metric>_vs_<policy>_pct``, negative = lower): its run of the same
+    group and seed with the same values of the parameters it takes.
     """
     metrics: list[str] = []
     for outcome in outcomes:
@@ -62,7 +65,37 @@ def result_rows(spec: SweepSpec, outcomes: Sequence[Outcome]) -> list[dict[str, 
         got = outcome.metrics or {}
         row.update({name: got.get(name, math.nan) for name in metrics})
         rows.append(row)
+    for ref in spec.compare:
+        _compare(rows, outcomes, ref, metrics)
     return rows
+
+
+def _change(value: Any, ref: Any) -> float:
+    a, b = _number(value), _number(ref)
+    if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)) or b == 0:
+        return math.nan
+    return round(100.0 * (a - b) / b, 3) + 0.0  # + 0.0: never -0.0
+
+
+def _compare(rows: list[dict[str, Any]], outcomes: Sequence[Outcome], ref: str,
+             metrics: list[str]) -> None:
+    """Add ``<metric>_vs_<ref>_pct`` to every row (NaN where no reference ran)."""
+    refs: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row, outcome in zip(rows, outcomes, strict=True):
+        if outcome.task.policy == ref and outcome.ok:
+            refs[(outcome.task.group, outcome.task.seed, outcome.task.params)] = row
+    numeric = [m for m in metrics if all(_number(r.get(m)) is not None for r in rows)]
+    for row, outcome in zip(rows, outcomes, strict=True):
+        task = outcome.task
+        match = None
+        for (group, seed, params), ref_row in refs.items():
+            if group == task.group and seed == task.seed and \
+                    all(dict(task.params).get(k) == v for k, v in params):
+                match = ref_row
+                break
+        for metric in numeric:
+            row[compared_name(metric, ref)] = (
+                _change(row[metric], match[metric]) if match is not None else math.nan)
 
 
 def _line_key(spec: SweepSpec, row: dict[str, Any], skip: str | None = None
@@ -164,10 +197,14 @@ def _plot_one(spec: SweepSpec, rows: list[dict[str, Any]], metric: str, param: s
             colour = colours.setdefault(label, f"C{len(colours) % 10}")
             if list(by_x) == [repr(None)]:  # the policy does not take the parameter
                 values = np.asarray(by_x[repr(None)])
-                ax.hlines(np.nanmean(values), x_lo, x_hi, colors=colour, linestyles="--",
-                          label=label)
+                if np.isfinite(values).any():
+                    ax.hlines(np.nanmean(values), x_lo, x_hi, colors=colour,
+                              linestyles="--", label=label)
                 continue
-            points = sorted((xs[k], np.asarray(v)) for k, v in by_x.items() if k in xs)
+            points = sorted((xs[k], np.asarray(v)) for k, v in by_x.items()
+                            if k in xs and np.isfinite(v).any())
+            if not points:  # the policy does not report the metric (NaN)
+                continue
             x = np.array([p[0] for p in points])
             mean = np.array([np.nanmean(p[1]) for p in points])
             ax.plot(x, mean, marker="o", ms=3.5, color=colour, label=label)

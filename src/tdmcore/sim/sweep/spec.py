@@ -15,6 +15,7 @@ prints a shipped one)::
       controller.o_t: [3, 5]
       controller.a_t: [1.05, 1.10, 1.15]
     metrics: [per_1000_low_s, readjustments]   # shown and plotted (the table has all)
+    compare: [ideal]                   # optional: each metric also as % vs these policies
 
 A parameter is ``NAMESPACE.NAME``, and each namespace is read off the code that
 takes it, so a new option there is sweepable as soon as it exists:
@@ -74,6 +75,7 @@ __all__ = [
     "SweepSpec",
     "Task",
     "build_policy",
+    "compared_name",
     "controller_config",
     "load_spec",
     "parse_spec",
@@ -95,7 +97,7 @@ SCENARIO_BUILDERS: dict[str, Callable[..., Any]] = {
 _RUN_OWN = ("seed", "progress", "controller")
 _SCENARIO_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 _TOP = ((), ("name", "title", "run", "scenario", "groups", "policies", "seeds", "set",
-             "grid", "metrics"))
+             "grid", "metrics", "compare"))
 #: Scalars a parameter may take (a value is one of these or a list of them).
 _SCALARS = (bool, int, float, str)
 
@@ -151,6 +153,7 @@ class SweepSpec:
     fixed: dict[str, Any]
     grid: dict[str, tuple[Any, ...]]
     metrics: tuple[str, ...]
+    compare: tuple[str, ...] = ()
     tasks: tuple[Task, ...] = field(default=(), repr=False)
 
     @property
@@ -388,17 +391,39 @@ DEFAULT_METRICS = {"simulate": ("jct_s", "per_1000_high_s", "per_1000_low_s", "g
                    "scheduler-time": ("scheduler_ms", "controller_ms")}
 
 
-def _check_metrics(raw: Any, run: str) -> tuple[str, ...]:
+def compared_name(metric: str, policy: str) -> str:
+    """The column of ``metric`` relative to ``policy``'s run, in %."""
+    return f"{metric}_vs_{policy}_pct"
+
+
+def _check_compare(raw: Any, policies: tuple[str, ...]) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    out = []
+    for i, name in enumerate(_list("compare", raw)):
+        if name not in policies:
+            _fail(f"compare[{i}]", f"{_show(name)} is not one of the sweep's policies "
+                                   f"({', '.join(policies)})")
+        if name in out:
+            _fail(f"compare[{i}]", f"policy {name!r} is listed twice")
+        out.append(name)
+    return tuple(out)
+
+
+def _check_metrics(raw: Any, run: str, compare: tuple[str, ...] = ()) -> tuple[str, ...]:
     if raw is None:
         return DEFAULT_METRICS[run]
-    known = metric_names(run)
+    base = metric_names(run)
+    known = (*base, *(compared_name(m, p) for p in compare for m in base))
     out = []
     for i, name in enumerate(_list("metrics", raw)):
         if not isinstance(name, str) or name not in known:
             close = difflib.get_close_matches(str(name), known, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             _fail(f"metrics[{i}]", f"unknown metric {_show(name)}{hint}; a {run} task "
-                                   f"reports {', '.join(known)}")
+                                   f"reports {', '.join(base)}" + (
+                                       f", and each as <metric>_vs_<policy>_pct for "
+                                       f"{', '.join(compare)}" if compare else ""))
         out.append(name)
     return tuple(out)
 
@@ -507,13 +532,14 @@ def parse_spec(data: Any, *, default_name: str = "sweep", base: Path | None = No
         if not any(space in spaces for spaces in applies.values()):
             _fail(path, f"no policy of the sweep takes {space}.* parameters "
                         f"({', '.join(policies)})")
-    metrics = _check_metrics(data.get("metrics"), run)
+    compare = _check_compare(data.get("compare"), policies)
+    metrics = _check_metrics(data.get("metrics"), run, compare)
     name = _text("name", data.get("name"), default_name)
     title = _text("title", data.get("title"), name)
     all_groups = _groups_of(run, scenario, seeds, fixed, grid, where)
     groups = _check_groups(data.get("groups"), all_groups)
     spec = SweepSpec(name, title, run, scenario, groups, policies, seeds, fixed, grid,
-                     metrics)
+                     metrics, compare)
     tasks = _expand(spec, digest, applies, where)
     return dataclasses.replace(spec, tasks=tasks)
 
