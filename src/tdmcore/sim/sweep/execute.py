@@ -217,7 +217,7 @@ def _client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
         return
     cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
                            processes=True, host="127.0.0.1", dashboard_address=None,
-                           silence_logs=logging.ERROR)
+                           silence_logs=logging.CRITICAL)  # failures: on_retry, Outcome
     try:
         client = Client(cluster, set_as_default=False)
         try:

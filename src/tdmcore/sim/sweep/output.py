@@ -185,7 +185,7 @@ def _plot_one(spec: SweepSpec, rows: list[dict[str, Any]], metric: str, param: s
     legend_w = 0.3 + 0.075 * max(len(t) for t in labels.values())
     n_rows, n_cols = _grid(len(groups))
     fig, axes = _fixed_grid(n_rows, n_cols, 3.2, 2.4, left=0.75, right=legend_w + 0.2,
-                            top=0.65, bottom=0.6, wgap=0.6, hgap=0.75)
+                            top=0.85, bottom=0.6, wgap=0.6, hgap=0.75)
     colours: dict[str, str] = {}
     x_lo, x_hi = min(xs.values()), max(xs.values())
     for idx, group in enumerate(groups):
@@ -212,7 +212,7 @@ def _plot_one(spec: SweepSpec, rows: list[dict[str, Any]], metric: str, param: s
                 lo = np.array([np.nanmin(p[1]) for p in points])
                 hi = np.array([np.nanmax(p[1]) for p in points])
                 ax.fill_between(x, lo, hi, color=colour, alpha=0.18, linewidth=0)
-        if group:
+        if len(groups) > 1:
             ax.set_title(str(group), fontsize=9)
         ax.set_xlabel(param, fontsize=8)
         ax.set_ylabel(metric, fontsize=8)
@@ -231,9 +231,9 @@ def _plot_one(spec: SweepSpec, rows: list[dict[str, Any]], metric: str, param: s
                     names.append(n)
     width = fig.get_figwidth()
     fig.legend(handles, names, loc="upper left", fontsize=7, frameon=False,
-               bbox_to_anchor=(1 - (legend_w + 0.1) / width, 1 - 0.65 / fig.get_figheight()))
+               bbox_to_anchor=(1 - (legend_w + 0.1) / width, 1 - 0.85 / fig.get_figheight()))
     seeds = len(spec.seeds)
-    fig.suptitle(f"{spec.title}\n{metric} vs {param}"
-                 + (f" (mean over {seeds} seeds, min-max shaded)" if seeds > 1 else
-                    f" (seed {spec.seeds[0]})"), fontsize=9)
+    fig.suptitle(f"{spec.title}\n{metric} vs {param}\n"
+                 + (f"mean over {seeds} seeds, min-max shaded" if seeds > 1 else
+                    f"seed {spec.seeds[0]}"), fontsize=8.5)
     return _save(fig, path)
