@@ -138,6 +138,26 @@ def test_two_worker_local_cluster_equals_serial(tmp_path) -> None:
     assert count[1.05] > count[1.15]
 
 
+def test_an_existing_scheduler_is_used_after_a_version_check(monkeypatch) -> None:
+    import logging
+
+    from distributed import LocalCluster
+
+    spec = sweep.parse_spec({**SMALL, "groups": ["S2"], "seeds": [0]})
+    serial = sweep.run_tasks(spec.tasks, serial=True)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None, silence_logs=logging.CRITICAL) as cluster:
+        remote = sweep.run_tasks(spec.tasks, scheduler=cluster.scheduler_address)
+        assert _deterministic(remote) == _deterministic(serial)
+        monkeypatch.setattr(execute, "tdmcore_version", lambda: "0.0.0-other")
+        with pytest.raises(ValueError, match=r"^scheduler: workers of tcp://127\.0\.0\.1:"
+                                             r"\d+ run tdmcore .*, this is 0\.0\.0-other"):
+            sweep.run_tasks(spec.tasks, scheduler=cluster.scheduler_address)
+    monkeypatch.setattr(execute, "CONNECT_TIMEOUT_S", 1)
+    with pytest.raises(ValueError, match=r"^scheduler: cannot reach tcp://127\.0\.0\.1:9"):
+        sweep.run_tasks(spec.tasks, scheduler="tcp://127.0.0.1:9")
+
+
 FLAKY = '''
 from pathlib import Path
 from tdmcore.policies import DefaultPolicy

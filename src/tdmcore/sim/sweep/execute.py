@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import tasks as _tasks
 from .spec import Task, canonical
 from .tasks import run_task, tdmcore_version
 
@@ -144,6 +145,12 @@ def run_tasks(tasks: Sequence[Task], *, cache: ResultCache | None = None,
     list of Outcome
         In the order of ``tasks``.
 
+    Notes
+    -----
+    The local cluster's workers are spawned processes, which import the calling
+    script's main module again: a script that calls this must do so under
+    ``if __name__ == "__main__":`` (the ``tdmcore`` command does).
+
     Raises
     ------
     ValueError
@@ -231,7 +238,7 @@ def _client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
 def _check_versions(client: Any, scheduler: str) -> None:
     mine = tdmcore_version()
     try:
-        theirs = client.run(tdmcore_version)
+        theirs = client.run(_tasks.tdmcore_version)  # each worker's own
     except Exception as exc:  # a worker without tdmcore: ModuleNotFoundError inside
         raise ValueError(f"scheduler: the workers of {scheduler} cannot run tdmcore "
                          f"({_error(exc)}); install tdmcore {mine} there") from None

@@ -133,7 +133,7 @@ class Task:
 
     def describe(self) -> str:
         """One line for messages: where, which policy and seed, which values."""
-        where = self.group or Path(self.scenario).name
+        where = self.group or Path(self.scenario).name or self.run
         values = ", ".join(f"{k}={_show(v)}" for k, v in self.params)
         return f"{where} / {self.policy} / seed {self.seed}" + (f" / {values}" if values
                                                                  else "")
