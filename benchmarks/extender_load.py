@@ -136,7 +136,7 @@ def run_load(n_nodes: int = 1000, rate: float = 100.0, seconds: float = 5.0, see
             if churn_per_s > 0:
                 churner.start()
             try:
-                lat, errors, elapsed = _drive(fake, url, names, arriving[:n_pods], rate)
+                lat, errors, refused, elapsed = _drive(fake, url, names, arriving[:n_pods], rate)
             finally:
                 stop.set()
         finally:
@@ -147,6 +147,7 @@ def run_load(n_nodes: int = 1000, rate: float = 100.0, seconds: float = 5.0, see
         "nodes": n_nodes, "seed": seed, "rate_per_s": rate, "churn_per_s": churn_per_s,
         "seconds": round(elapsed, 2),
         "requests": int(everything.size), "errors": len(errors),
+        "binds_refused": len(refused),
         "achieved_rate_per_s": round(everything.size / elapsed, 1),
     }
     for verb, values in list(lat.items()) + [("all", list(everything / 1e3))]:
@@ -173,11 +174,18 @@ def _churn(fake: Any, names: list[str], per_s: float, stop: threading.Event) -> 
 
 
 def _drive(fake: Any, url: str, names: list[str], pods: list[dict[str, Any]], rate: float
-           ) -> tuple[dict[str, list[float]], list[str], float]:
+           ) -> tuple[dict[str, list[float]], list[str], list[str], float]:
     """kube-scheduler's pattern: one scheduling cycle at a time (filter, then
-    prioritize) for pods arriving at ``rate / 3`` per second, binds in parallel."""
+    prioritize) for pods arriving at ``rate / 3`` per second, binds in parallel.
+
+    A bind the extender refuses because the node no longer fits is a *refusal*,
+    not an error: the extender learns a pod's node only at its bind, so a cycle
+    that starts before an earlier pod's bind arrives can pick the same node, and
+    kube-scheduler requeues the refused pod.  Refusals are counted apart.
+    """
     lat: dict[str, list[float]] = {"filter": [], "prioritize": [], "bind": []}
     errors: list[str] = []
+    refused: list[str] = []
     lock = threading.Lock()
 
     def bind(live: dict[str, Any], node: str) -> None:
@@ -192,7 +200,8 @@ def _drive(fake: Any, url: str, names: list[str], pods: list[dict[str, Any]], ra
         with lock:
             lat["bind"].append(t3)
             if bound.get("Error"):
-                errors.append(bound["Error"])
+                message = bound["Error"]
+                (refused if "no longer passes" in message else errors).append(message)
 
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=16) as pool:
@@ -213,7 +222,7 @@ def _drive(fake: Any, url: str, names: list[str], pods: list[dict[str, Any]], ra
             lat["prioritize"].append(t2)
             if scores:
                 pool.submit(bind, live, max(scores, key=lambda h: h["Score"])["Host"])
-    return lat, errors, time.perf_counter() - start
+    return lat, errors, refused, time.perf_counter() - start
 
 
 def main(argv: list[str] | None = None) -> int:

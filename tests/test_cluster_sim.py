@@ -24,6 +24,7 @@ from tdmcore.sim.cluster import (
     run_cluster,
 )
 from tdmcore.sim.models import model_pattern
+from tdmcore.sim.network import CONTENTION_EFFICIENCY
 from tdmcore.sim.scenarios import Scenario, metronome_snapshots, metronome_trace, philly
 
 ATOL_MS = 1e-9
@@ -133,18 +134,23 @@ def contention_jobs(second_arrival_s: float = 0.0) -> list[SimJob]:
             sim_job("b", duty=0.5, iterations=6, arrival_s=second_arrival_s, spread=True)]
 
 
-def test_contention_in_phase_under_default() -> None:
+@pytest.mark.parametrize("eta, iteration_ms", [
+    (1.0, 150.0),  # max-min: 12.5 Gbps each -> 1.25 Gbit in 100 ms
+    (0.8, 175.0),  # 0.8 x 25 = 20 Gbps shared: 10 each -> 125 ms
+    (CONTENTION_EFFICIENCY, 50.0 + 100.0 / CONTENTION_EFFICIENCY),  # the default
+])
+def test_contention_in_phase_under_default(eta: float, iteration_ms: float) -> None:
     # Two 2-GPU nodes, two 2-worker jobs: default spreads each over n0 and n1, so both
     # links carry one pod of each.  Both arrive at 0: compute 50 ms in step, then each
-    # pod's 25 x 100 x 0.5 = 1.25 Gbit share the 25 Gbps link at 12.5 Gbps = 100 ms
-    # -> 150 ms per iteration for both, every iteration (they stay in phase).
-    res = run(sim_of([2, 2]), contention_jobs(), "default")
+    # pod's 25 x 100 x 0.5 = 1.25 Gbit share the 25 Gbps link (eta of it) -> every
+    # iteration of both lasts 50 ms + the shared transfer (they stay in phase).
+    res = run(sim_of([2, 2]), contention_jobs(), "default", contention_efficiency=eta)
     for name in ("a", "b"):
         job = res.jobs[name]
         assert sorted(job.nodes) == ["n0", "n1"]
-        assert_ms(job.durations_ms[0], 150.0)
-        assert_ms(job.durations_ms.mean(), 150.0)
-        assert_ms(job.end_ms, 6 * 150.0)
+        assert_ms(job.durations_ms[0], iteration_ms)
+        assert_ms(job.durations_ms.mean(), iteration_ms)
+        assert_ms(job.end_ms, 6 * iteration_ms)
     # 2 jobs x 6 iterations x 1.25 Gbit through each link
     np.testing.assert_allclose(res.link_sent_gbit, [15.0, 15.0], rtol=1e-12)
 
@@ -159,7 +165,7 @@ def test_contention_case_under_ideal_runs_each_job_as_if_alone() -> None:
 
 
 @pytest.mark.parametrize("policy, b_end", [
-    # both in phase on n0's link: 50 + 100 = 150 ms per iteration
+    # both in phase on n0's link (max-min, eta = 1): 50 + 100 = 150 ms per iteration
     ("default", None),
     # Metronome rotates b by half the 100 ms base period (36 of 72 bins = a's 50 ms
     # of comm), so their bursts alternate on n0: both run alone, and b's first
@@ -172,7 +178,7 @@ def test_contention_case_under_ideal_runs_each_job_as_if_alone() -> None:
 def test_shared_link_three_nodes(policy, b_end) -> None:
     # n0 has 2 GPUs, n1 and n2 one each: the two 2-worker jobs share n0's link only,
     # and both arrive at 0 (same period 100 ms, duty 0.5).
-    res = run(sim_of([2, 1, 1]), contention_jobs(), policy)
+    res = run(sim_of([2, 1, 1]), contention_jobs(), policy, contention_efficiency=1.0)
     a, b = res.jobs["a"], res.jobs["b"]
     assert "n0" in a.nodes and "n0" in b.nodes and set(a.nodes) != set(b.nodes)
     assert a.start_ms == b.start_ms == 0.0

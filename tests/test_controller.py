@@ -340,3 +340,47 @@ def test_on_reserve_gang_rejects_what_is_not_a_reserve() -> None:
     with pytest.raises(ValueError, match="^results"):
         ctl.on_reserve_gang([object()])  # type: ignore[list-item]
     assert ctl.offsets_ms == before
+
+
+def _pair(high: TrafficPattern, low: TrafficPattern) -> Controller:
+    """A high- and a low-priority job, one pod each, sharing node n0's link."""
+    state = ClusterState(Cluster([Node("n0", 64, 64, 8, 25.0)]))
+    sched = Scheduler(MetronomePolicy(MetronomeConfig()))
+    ctl = Controller(state)
+    for job, pattern, prio in (("h", high, 1), ("l", low, 0)):
+        ctl.on_reserve(sched.schedule(state, Pod(f"{job}-0", job, pattern=pattern,
+                                                 priority=prio)).reserve)
+    return ctl
+
+
+@pytest.mark.parametrize("high, low, lattice", [
+    # S2: 1:1 beside a reference of 98.68 ms: only its period keeps the arrangement
+    (TrafficPattern(98.68, 0.2, 25.0), TrafficPattern(91.94, 0.21, 25.0), 98.68),
+    # S3: the low job (186.84 + 13.68 ms of idle) holds one unit per two of the
+    # reference's: P m_parent / lcm(2, 1) = 102.76 x 2 / 2
+    (TrafficPattern(102.76, 0.2, 25.0), TrafficPattern(186.84, 0.209, 25.0), 102.76),
+    # S5: four low units per reference unit: 429.88 x 1 / lcm(1, 4) = 107.47
+    (TrafficPattern(429.88, 0.086, 25.0), TrafficPattern(107.47, 0.209, 25.0), 107.47),
+])
+def test_pauses_land_on_the_target_plus_a_multiple_of_the_phase_lattice(
+        high: TrafficPattern, low: TrafficPattern, lattice: float) -> None:
+    ctl = _pair(high, low)
+    assert ctl.phase_period_ms("l") == pytest.approx(lattice)
+    assert ctl.phase_period_ms("h") == high.period_ms  # the reference: its own period
+    ctl.anchors_ms["h"] = 5_000.0
+    target = ctl.target_phase("l")
+    assert target is not None
+    limits = ctl.thresholds("l")
+    assert limits is not None
+    start, out = 7_000.0, []
+    for _ in range(ctl.config.window):  # every iteration 30 % slow: contention
+        duration = 1.3 * (low.period_ms + limits.idle)
+        out += ctl.report_iteration("l-0", start, duration)
+        if out:
+            break
+        start += duration
+    (pause,) = [a for a in out if isinstance(a, Readjustment)]
+    resume = start + duration + pause.pause_ms
+    steps = (resume - target) / lattice
+    assert steps == pytest.approx(round(steps), abs=1e-9)  # on the target's lattice
+    assert 0.0 <= pause.pause_ms < lattice

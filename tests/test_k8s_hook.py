@@ -233,7 +233,10 @@ def test_iterations_arrive_in_batches_with_the_right_fields(fake, make_hook) -> 
         timed_step(hook, 0.003)
     wait_for(lambda: len(fake.bodies) >= 2)
     time.sleep(0.05)
-    assert [len(body["iterations"]) for body in fake.bodies] == [5, 5]  # 2 left pending
+    # a post waits for 5 pending iterations (the 30 s interval never fires); it takes
+    # all that are pending, which is 6 when the machine is slow to wake the thread
+    sizes = [len(body["iterations"]) for body in fake.bodies]
+    assert all(size >= 5 for size in sizes) and sum(sizes) <= 12, sizes
     body = fake.bodies[0]
     assert set(body) == {"namespace", "pod", "iterations"}
     assert (body["namespace"], body["pod"]) == ("team-a", "resnet-worker-0")

@@ -18,6 +18,9 @@ from extender_load import run_load
 
 def _check_served(result: dict) -> None:
     assert result["errors"] == 0, result.get("first_errors")
+    # a bind refused because an earlier pod's bind took the node first is a valid
+    # answer (kube-scheduler requeues the pod); on a loaded machine a few happen
+    assert result["binds_refused"] <= 0.05 * result["requests"] / 3, result
     assert result["requests"] == 3 * int(result["rate_per_s"] * 6.0 / 3)
     for verb in ("filter", "prioritize", "bind"):
         assert result[verb]["p50"] > 0.0

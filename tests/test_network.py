@@ -38,7 +38,33 @@ def job(name="a", period=100.0, duty=0.5, rate=10.0, links=(0,), iters=4, **kw):
     ([job(iters=2, stretch_ms=25.0)], [10.0], None, [[125, 250]]),
 ])
 def test_hand_computed_cases(jobs, capacity, background, expected) -> None:
-    result = simulate_flows(jobs, capacity, background_gbps=background, noise_sigma=0.0)
+    # plain max-min fair sharing (contention efficiency 1)
+    result = simulate_flows(jobs, capacity, background_gbps=background, noise_sigma=0.0,
+                            contention_efficiency=1.0)
+    for got, want in zip(result.iteration_end_ms, expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("jobs, capacity, background, expected", [
+    # two in phase on 10 Gbps contend: 0.8 x 10 = 8 Gbps shared, 4 each ->
+    # 0.5 Gbit in 125 ms -> 175 ms per iteration
+    ([job(), job("b")], [10.0], None, [[175, 350, 525, 700]] * 2),
+    # one transfer alone is never touched, even on a link with background:
+    # 5 Gbps left -> 100 ms -> 150 ms
+    ([job()], [10.0], [5.0], [[150, 300, 450, 600]]),
+    # background 2 of 10: 8 left, two contend -> 0.8 x 8 = 6.4, 3.2 each ->
+    # 0.5 / 3.2 = 156.25 ms -> 206.25 ms
+    ([job(), job("b")], [10.0], [2.0], [[206.25, 412.5, 618.75, 825]] * 2),
+    # two 4 Gbps transfers fit on 10 Gbps (8 <= 10): no contention, 0.2 Gbit in 50 ms
+    ([job(rate=4.0), job("b", rate=4.0)], [10.0], None, [[100, 200, 300, 400]] * 2),
+    # 2 + 10 Gbps ask 12 > 10: 8 Gbps shared max-min: 2 and 6.  small: 0.1 Gbit at 2
+    # = 50 ms -> ends at 100; big has sent 0.3, then alone at 10: 0.2 / 10 = 20 ms
+    ([job("s", rate=2.0, iters=1), job("b", iters=1)], [10.0], None, [[100], [120]]),
+])
+def test_contending_transfers_share_eta_of_the_link(jobs, capacity, background,
+                                                    expected) -> None:
+    result = simulate_flows(jobs, capacity, background_gbps=background, noise_sigma=0.0,
+                            contention_efficiency=0.8)
     for got, want in zip(result.iteration_end_ms, expected, strict=True):
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
 
@@ -84,16 +110,19 @@ def _random_instance(seed: int):
     capacity = [float(x) for x in rng.uniform(2, 40, n_links)]
     background = [float(x) for x in rng.uniform(0, 3, n_links) * (rng.random(n_links) < .3)]
     sigma = float(rng.choice([0.0, 0.01, 0.05]))
-    return jobs, capacity, background, sigma
+    eta = float(rng.choice([1.0, rng.uniform(0.2, 1.0)]))
+    return jobs, capacity, background, sigma, eta
 
 
 @pytest.mark.parametrize("chunk", range(6))
 def test_kernel_matches_the_naive_oracle(chunk: int) -> None:
+    # 600 random instances, half of them with a contention efficiency below 1
     for seed in range(chunk * 100, chunk * 100 + 100):
-        jobs, capacity, background, sigma = _random_instance(seed)
+        jobs, capacity, background, sigma, eta = _random_instance(seed)
         fast = simulate_flows(jobs, capacity, background_gbps=background, noise_sigma=sigma,
-                              seed=seed)
-        ends, sent, _ = naive_simulate(jobs, capacity, background, sigma, seed)
+                              seed=seed, contention_efficiency=eta)
+        ends, sent, _ = naive_simulate(jobs, capacity, background, sigma, seed,
+                                       efficiency=eta)
         for i, (got, want) in enumerate(zip(fast.iteration_end_ms, ends, strict=True)):
             np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-6,
                                        err_msg=f"seed {seed}, job {i}")
@@ -126,6 +155,10 @@ def test_bad_jobs_name_the_argument(kwargs, name) -> None:
     (([job()], [10.0]), dict(noise_sigma=-0.1), "noise_sigma"),
     (([job()], [10.0]), dict(seed=-1), "seed"),
     (([job()], [10.0]), dict(until_ms=math.nan), "until_ms"),
+    (([job()], [10.0]), dict(contention_efficiency=0.0), "contention_efficiency"),
+    (([job()], [10.0]), dict(contention_efficiency=1.5), "contention_efficiency"),
+    (([job()], [10.0]), dict(contention_efficiency=math.nan), "contention_efficiency"),
+    (([job()], [10.0]), dict(contention_efficiency="x"), "contention_efficiency"),
     (([job(links=(3,))], [10.0]), {}, "jobs\\[0\\]"),
 ])
 def test_bad_runs_name_the_argument(args, kwargs, name) -> None:

@@ -7,6 +7,8 @@ and no test pretends otherwise.
 
 from __future__ import annotations
 
+from functools import cache
+
 import pytest
 
 from tdmcore.admission import OasisPolicy
@@ -18,6 +20,7 @@ from tdmcore.sim.scenarios import metronome_snapshots
 SNAPSHOTS = metronome_snapshots(600.0)
 
 
+@cache
 def run(snapshot: str, policy: str) -> RunResult:
     sc = SNAPSHOTS[snapshot]
     return run_cluster(sc.sim, sc.jobs, policy, seed=0)
@@ -29,29 +32,52 @@ def per_1000(r: RunResult, high: bool) -> float:
     return sum(values) / len(values)
 
 
-@pytest.mark.parametrize("snapshot", ["S1", "S2", "S3", "S4", "S5"])
+def ratio(snapshot: str, policy: str, other: str, high: bool = True) -> float:
+    return per_1000(run(snapshot, policy), high) / per_1000(run(snapshot, other), high)
+
+
+# Seed 0, 600 s, contention efficiency 0.99 (docs/fidelity.md, "What holds").
+# Metronome's high-priority job against default / diktyo / ideal, time per 1,000
+# iterations: S1 424.4 vs 478.9 / 478.9 / 422.0 s; S2 102.98 vs 102.96 / 102.96 /
+# 98.67; S3 106.99 vs 107.24 / 107.24 / 102.75; S4 544.9 vs 618.3 / 584.4 / 533.1;
+# S5 435.9 vs 494.3 / 468.7 / 429.6.
+@pytest.mark.parametrize("snapshot", ["S1", "S3", "S4", "S5"])
 def test_metronome_high_priority_job_no_slower_than_default_or_diktyo(snapshot: str) -> None:
-    # Paper Fig. 8: Metronome's high-priority job is the fastest of the three
-    # schedulers in every snapshot.  Seed 0, 600 s (docs/fidelity.md): S1 424.3 vs
-    # 479.0 / 479.0 s, S4 544.1 vs 617.6 / 584.3, S5 515.4 vs 780.1 / 580.8; S2 and S3
-    # tie (their Table VI periods do not unify, so Metronome places as the others).
-    ours = per_1000(run(snapshot, "metronome"), high=True)
-    assert ours <= per_1000(run(snapshot, "default"), high=True)
-    assert ours <= per_1000(run(snapshot, "diktyo"), high=True)
+    # Paper Fig. 8: Metronome's high-priority job is the fastest of the three.
+    assert ratio(snapshot, "metronome", "default") <= 1.0
+    assert ratio(snapshot, "metronome", "diktyo") <= 1.0
 
 
-def test_metronome_high_priority_job_within_2_percent_of_ideal_on_s1() -> None:
-    # S1 +0.5 %.  S2 +4.3 %, S3 +10.3 %, S4 +2.1 %, S5 +19.9 % are not within the
-    # paper's 2 % (docs/fidelity.md, "Limits").
-    ratio = per_1000(run("S1", "metronome"), True) / per_1000(run("S1", "ideal"), True)
-    assert 1.0 <= ratio <= 1.02
+def test_s2_metronome_is_the_baselines_in_the_model() -> None:
+    # NOT the paper's S2 (Metronome 19.35 % faster than default): the two jobs'
+    # periods (98.68 / 91.94 ms) differ by 6.74 ms, so the low job's comm phase
+    # sweeps through the high one's every ~14 iterations in episodes of ~5, too
+    # short for the monitor (more than 5 of 10 iterations slow by 10 %) to act: no
+    # readjustment, the same contention as under default (docs/fidelity.md).
+    met = run("S2", "metronome")
+    assert met.readjustments == 0
+    for other in ("default", "diktyo"):
+        for high in (True, False):
+            assert abs(ratio("S2", "metronome", other, high) - 1.0) <= 0.001
+
+
+@pytest.mark.parametrize("snapshot, bound", [
+    ("S1", 1.02), ("S5", 1.02),
+    # not within the paper's 2 % (docs/fidelity.md): S4 +2.2 % (its low job's second
+    # worker on the congested link runs slower, so the two drift), S3 +4.1 % (the
+    # 5 ms gap G_T leaves drifts the low job into the high one's comm phase and
+    # its iterations stay under the 110 % trigger), S2 +4.4 % (above)
+    ("S4", 1.03), ("S3", 1.05), ("S2", 1.05),
+])
+def test_metronome_high_priority_job_against_ideal(snapshot: str, bound: float) -> None:
+    assert 1.0 <= ratio(snapshot, "metronome", "ideal") <= bound
 
 
 def test_ablations_cost_time_where_the_paper_says() -> None:
     # Table VII / Fig. 13 (S1): compact rotations (no 3rd stage) readjust far more
     # often and both priorities slow down; without monitoring nothing is readjusted
-    # and both slow down more.  S1: readjustments 11 vs 1; high 429.0 / 438.7 vs
-    # 424.3 s.
+    # and both slow down more.  S1: readjustments 10 vs 1; high 428.1 / 439.0 vs
+    # 424.4 s.
     full = run("S1", "metronome")
     compact = run("S1", "metronome-no-phase3")
     blind = run("S1", "metronome-no-monitor")
@@ -60,6 +86,16 @@ def test_ablations_cost_time_where_the_paper_says() -> None:
     for high in (True, False):
         assert per_1000(compact, high) > per_1000(full, high)
         assert per_1000(blind, high) > per_1000(full, high)
+
+
+@pytest.mark.parametrize("snapshot", ["S2", "S3", "S4", "S5"])
+def test_ablations_change_little_outside_s1(snapshot: str) -> None:
+    # The paper: S4 almost unchanged by either ablation (as here).  It sees both
+    # ablations cost time in S2, S3 and S5 too; here the monitor hardly acts there
+    # (S2 never, S3 4, S5 3 readjustments), so neither ablation changes the
+    # high-priority job by more than 0.5 % (docs/fidelity.md).
+    for ablation in ("metronome-no-phase3", "metronome-no-monitor"):
+        assert abs(ratio(snapshot, ablation, "metronome") - 1.0) <= 0.005
 
 
 def test_oasis_with_a_quantile_lower_bound_beats_fifo_and_drf() -> None:
@@ -76,7 +112,7 @@ def test_oasis_with_a_quantile_lower_bound_beats_fifo_and_drf() -> None:
 def test_metronome_total_completion_time_no_longer_than_default_on_the_trace(
         seed: int) -> None:
     # Paper Fig. 10: Metronome completes the trace before the default scheduler.
-    # TCT (h), seed 0-3: 5.237 / 5.474, 5.196 / 5.916, 5.028 / 5.028, 4.712 / 6.203.
+    # TCT (h), seed 0-3: 5.237 / 5.474, 5.196 / 5.279, 5.028 / 5.028, 4.712 / 5.710.
     from tdmcore.sim.scenarios import metronome_trace
 
     sc = metronome_trace(seed)

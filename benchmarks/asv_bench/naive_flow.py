@@ -12,10 +12,14 @@ import math
 import numpy as np
 
 
-def maxmin(caps: list[float], capacity: float) -> list[float]:
+def maxmin(caps: list[float], capacity: float, efficiency: float = 1.0) -> list[float]:
+    """Max-min fair rates; two or more transfers asking for more than ``capacity``
+    together share only ``efficiency`` of it (docs/simulator.md, "Contention")."""
     rates = [0.0] * len(caps)
     free = set(range(len(caps)))
     left = max(capacity, 0.0)
+    if len(caps) >= 2 and sum(caps) > left:
+        left *= efficiency
     while free:
         share = left / len(free)
         small = [i for i in free if caps[i] <= share]
@@ -51,7 +55,8 @@ def noise_normal(seed: int, key: int, i: int) -> float:
     return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
 
 
-def simulate(jobs, capacity, background=None, sigma=0.0, seed=0, until=math.inf):
+def simulate(jobs, capacity, background=None, sigma=0.0, seed=0, until=math.inf,
+             efficiency=1.0):
     """Iteration end times per job (lists), and Gbit sent per pod."""
     n = len(jobs)
     max_iter = max(1, max(j.iterations for j in jobs))
@@ -115,7 +120,7 @@ def simulate(jobs, capacity, background=None, sigma=0.0, seed=0, until=math.inf)
         for link in range(len(capacity)):
             active = [p for p, (o, lk) in enumerate(pods) if lk == link and left[p] > 0]
             got = maxmin([jobs[pods[p][0]].bandwidth_gbps for p in active],
-                         capacity[link] - background[link])
+                         capacity[link] - background[link], efficiency)
             for p, r in zip(active, got, strict=True):
                 rates[p] = r
         events = [until]

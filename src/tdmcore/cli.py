@@ -370,7 +370,10 @@ def _num(value: Any, digits: int = 1) -> str:
               help="Compute noise and the trace.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("report"), show_default=True)
-def fidelity_cmd(window_s: float, seed: int, out_dir: Path) -> None:
+@click.option("--contention-efficiency", "eta", type=FiniteFloat(0.0, 1.0, min_open=True),
+              default=None, help="Share of a link that contending transfers get together "
+              "(default: the calibrated value, `tdmcore calibrate`).")
+def fidelity_cmd(window_s: float, seed: int, out_dir: Path, eta: float | None) -> None:
     """The Metronome paper's evaluation figures beside the simulator's.
 
     Runs the snapshots S1-S5 under default, diktyo, metronome, its ablations and
@@ -379,10 +382,12 @@ def fidelity_cmd(window_s: float, seed: int, out_dir: Path) -> None:
     fidelity.md (a Markdown table) to --out.
     """
     from .sim.fidelity import fidelity_rows
+    from .sim.network import CONTENTION_EFFICIENCY
 
     console = Console()
     with _report_dir(out_dir, "fidelity") as report:
-        rows = fidelity_rows(window_s, seed)
+        rows = fidelity_rows(window_s, seed,
+                             contention_efficiency=CONTENTION_EFFICIENCY if eta is None else eta)
         table = Table(title=f"Metronome paper vs tdmcore (seed {seed}, {window_s:g} s "
                             "windows; sources in fidelity.md)")
         for column in ("section", "figure", "paper", "ours", "ours - paper", "unit"):
@@ -403,6 +408,70 @@ def fidelity_cmd(window_s: float, seed: int, out_dir: Path) -> None:
         _write_rows(report, "fidelity", records)
         report.path("fidelity.md").write_text("\n".join(lines) + "\n", "utf-8")
         console.print(table)
+    _announce(console, report)
+
+
+@cli.command("calibrate")
+@click.option("--fit", default="S1,S2,S3", show_default=True,
+              help="Snapshots the contention efficiency is fitted on.")
+@click.option("--check", default="S4,S5", show_default=True,
+              help="Held-out snapshots, run at the fitted value.")
+@click.option("--seeds", default="0,1,2", show_default=True,
+              help="Compute noise seeds averaged (the paper ran each experiment 3 times).")
+@click.option("--window", "window_s", type=click.FloatRange(min=1.0), default=600.0,
+              show_default=True, help="Seconds each snapshot job trains at its ideal speed.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("report"), show_default=True)
+def calibrate_cmd(fit: str, check: str, seeds: str, window_s: float, out_dir: Path) -> None:
+    """Fit the contention efficiency on the Metronome paper's baselines.
+
+    For every efficiency from 0.30 to 1.00 (step 0.01), runs default and diktyo
+    on the --fit snapshots and compares each one's slowdown against ideal with the
+    paper's (its Table V); keeps the efficiency with the smallest RMS error and
+    reports the --check snapshots at it.  Writes calibrate.csv/.json (the figures)
+    and calibrate-curve.csv (the error of every efficiency) to --out.
+    """
+    from .sim.calibration import calibrate
+
+    fit_ids = [x.strip() for x in fit.split(",") if x.strip()]
+    check_ids = [x.strip() for x in check.split(",") if x.strip()]
+    seed_list = _csv_list(seeds, int, "--seeds")
+    console = Console()
+    with _report_dir(out_dir, "calibrate") as report:
+        try:
+            from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+
+            with _progress(TextColumn("{task.description}"), BarColumn(),
+                           TimeElapsedColumn()) as bar:
+                task = bar.add_task("fitting the contention efficiency", total=None)
+
+                def tick(done: int, total: int) -> None:
+                    bar.update(task, completed=done, total=total)
+
+                result = calibrate(fit_ids, check_ids, seeds=seed_list, window_s=window_s,
+                                   progress=tick)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+        table = Table(title=f"contention efficiency eta = {result.eta:.2f} (fitted on "
+                            f"{', '.join(fit_ids)}; seeds {', '.join(map(str, seed_list))})")
+        for column in ("snapshot", "scheduler", "paper", "ours", "error", "role"):
+            table.add_column(column, justify="right" if column in (
+                "paper", "ours", "error") else "left")
+        records = []
+        for row in result.rows:
+            role = "fitted" if row.fitted else "held out"
+            table.add_row(row.snapshot, row.policy, f"{row.paper:.3f}", f"{row.ours:.3f}",
+                          f"{100 * row.error:+.1f} %", role)
+            records.append({"snapshot": row.snapshot, "scheduler": row.policy,
+                            "paper_slowdown": row.paper, "our_slowdown": row.ours,
+                            "log_error": row.error, "role": role, "eta": result.eta})
+        _write_rows(report, "calibrate", records)
+        with report.path("calibrate-curve.csv").open("w", encoding="utf-8") as fh:
+            fh.write("eta,rms_log_error\n")
+            fh.writelines(f"{e:.2f},{r:.6f}\n" for e, r in result.curve)
+        console.print(table)
+        console.print(f"RMS error: fitted {100 * result.rms(True):.1f} %, held out "
+                      f"{100 * result.rms(False):.1f} %")
     _announce(console, report)
 
 
@@ -877,6 +946,9 @@ def example_cmd(show_path: bool) -> None:
               show_default=True,
               help="Waiting gangs: kube-scheduler back-off (the others are tried "
                    "meanwhile) or strict head-of-line FIFO.")
+@click.option("--contention-efficiency", "eta", type=FiniteFloat(0.0, 1.0, min_open=True),
+              default=None, help="Share of a link that contending transfers get together "
+              "(default: the calibrated value, `tdmcore calibrate`).")
 @click.option("--wide", is_flag=True,
               help="Print every column of the table (the default fits 80 columns).")
 @click.pass_context
@@ -885,7 +957,7 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, trace_file: Path | No
                  policies: str | None, seed: int, out_dir: Path, window_s: float,
                  hours: float, load: float, n_jobs: int, n_nodes: int, start: int,
                  max_duration_s: float | None, no_plots: bool, columns: tuple[str, ...],
-                 plot_format: str, queue: str, wide: bool) -> None:
+                 plot_format: str, queue: str, eta: float | None, wide: bool) -> None:
     """Run every applicable policy side by side on a scenario and write the report.
 
     SCENARIO: metronome-snapshots (S0-S5 on the paper's testbed), metronome-trace
@@ -941,7 +1013,7 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, trace_file: Path | No
     applies = {k: v for k, v in ctx.params.items()
                if scenario in SCENARIO_OPTIONS.get(k, (scenario,))}
     with _report_dir(out_dir, f"simulate-{stem}", applies) as report:
-        runs = _run_groups(groups, names, seed, queue)
+        runs = _run_groups(groups, names, seed, queue, eta)
         _print_and_write(console, runs, groups, stem, report, no_plots, wide, plot_format)
     _announce(console, report)
 
@@ -1040,11 +1112,16 @@ def _policy_factories(specs: list[str], scenario: str) -> dict[str, Any]:
 
 
 def _run_groups(groups: dict[str, Any], names: dict[str, Any], seed: int,
-                queue: str = "backoff") -> dict[str, dict[str, Any]]:
-    """Every group under every policy (``names``: label -> name or factory)."""
+                queue: str = "backoff", eta: float | None = None
+                ) -> dict[str, dict[str, Any]]:
+    """Every group under every policy (``names``: label -> name or factory);
+    ``eta``: the contention efficiency (None: the calibrated default)."""
     from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
     from .sim.cluster import run_cluster
+    from .sim.network import CONTENTION_EFFICIENCY
+
+    efficiency = CONTENTION_EFFICIENCY if eta is None else eta
 
     runs: dict[str, dict[str, Any]] = {}
     first = next(iter(groups.values()))
@@ -1069,7 +1146,8 @@ def _run_groups(groups: dict[str, Any], names: dict[str, Any], seed: int,
                 runs[group][name] = run_cluster(
                     scenario.sim, scenario.jobs,
                     policy if isinstance(policy, str) else policy(),  # fresh per run
-                    seed=seed, queue=queue, progress=tick)
+                    seed=seed, queue=queue, progress=tick,
+                    contention_efficiency=efficiency)
                 bar.advance(task)
     return runs
 

@@ -97,6 +97,7 @@ L_BG: int
 L_T: int
 L_SENT: int
 L_MARK: int
+L_ETA: int
 N_LF: int
 C_WINDOW: int
 C_OT: int

@@ -5,8 +5,10 @@ A job iterates: compute, then every one of its network pods sends a volume throu
 its node's host link; the iteration ends when the last of its transfers ends
 (synchronous data parallel), plus a fixed latency tail (high-latency node pairs).
 A link of capacity ``B`` (minus background traffic) shares bandwidth max-min fairly
-among its active transfers, each capped at its own rate ``r_p``.  Rates change only
-at events (a phase ends, a transfer ends), so the model is exact between events.
+among its active transfers, each capped at its own rate ``r_p``; when two or more
+transfers together ask for more than that, they share ``eta x`` it (the link's
+contention efficiency ``L_ETA``, docs/simulator.md).  Rates change only at events
+(a phase ends, a transfer ends), so the model is exact between events.
 
 The engine is a discrete-event loop over a binary heap: every job has at most one
 pending event (its compute or latency tail ends, or its next iteration starts) and
@@ -89,12 +91,12 @@ cpdef enum:
     F_SLOW = 9         # an iteration longer than this is slow (a_t x baseline)
     F_OLO = 10         # drift: the window of own parts has its p75 below this ...
     F_OHI = 11         # ... or its p25 above this
-    F_PPAT = 12        # the pattern's period (pauses are taken modulo it)
+    F_PPAT = 12        # the pattern's period (a re-measured one stands near it)
     F_TFIX = 13        # target phase when the reference job is not tracked here
     F_PAUSE_MS = 14    # pauses taken in the engine (ms)
     F_LAST_DUR = 15    # the latest finished iteration's time and start
     F_LAST_START = 16
-    F_JOB_PERIOD = 17  # the job's period: a pause is a hold modulo it
+    F_JOB_PERIOD = 17  # the phase period: a pause is taken, and held, modulo it
     # target phase = anchor(root) + compute(root) + offset(job) - offset(root) - compute(job),
     # term by term in that order (Controller.target_phase)
     F_T_CR = 18
@@ -160,7 +162,8 @@ cpdef enum:
     L_T = 2      # transfers on the link advanced up to this time
     L_SENT = 3
     L_MARK = 4   # scratch: the _comm call (C_MARK) that last relinked it
-    N_LF = 5
+    L_ETA = 5    # contention efficiency: the share of the link a saturating crowd gets
+    N_LF = 6
 
 cpdef enum:
     # monitor configuration (``cfg``)
@@ -455,14 +458,20 @@ cdef inline void _pop(Eng* e) noexcept nogil:
 # ---------------------------------------------------------------------------- links
 cdef inline double _waterfill(Eng* e, i64 lk) noexcept nogil:
     """Max-min fair rates of link ``lk``'s active transfers (each capped at its
-    rate) by progressive filling; returns the earliest completion time."""
+    rate) by progressive filling; returns the earliest completion time.
+
+    Two or more transfers whose rates add up to more than the link has left
+    (capacity minus background) contend: they share ``L_ETA`` times it.  One
+    transfer alone, or transfers that fit, are not touched (``L_ETA = 1`` is plain
+    max-min fair sharing, bit for bit)."""
     cdef i64 k = 0, q, p, m, i
-    cdef double cap, left, share, t0, first, r, finish
+    cdef double cap, left, share, t0, first, r, finish, asked = 0.0
     for q in range(e.lptr[lk], e.lptr[lk + 1]):
         p = e.lpods[q]
         if e.pi[PX(e, P_ACTIVE, p)] != 0:
             m = k  # insertion sort by cap (ties keep pod order)
             cap = e.pf[PX(e, P_CAP, p)]
+            asked += cap
             while m > 0 and e.pf[PX(e, P_CAP, e.scratch[m - 1])] > cap:
                 e.scratch[m] = e.scratch[m - 1]
                 m -= 1
@@ -473,6 +482,8 @@ cdef inline double _waterfill(Eng* e, i64 lk) noexcept nogil:
     left = e.lf[LX(e, L_CAP, lk)] - e.lf[LX(e, L_BG, lk)]
     if left < 0.0:
         left = 0.0
+    if k >= 2 and asked > left:
+        left *= e.lf[LX(e, L_ETA, lk)]
     i = 0
     while i < k:
         share = left / (k - i)
@@ -745,7 +756,7 @@ cdef void _apply(Eng* e, i64 j, double t, int outcome) noexcept nogil:
         if anchor > -INFINITY:  # the reference has a phase
             target = anchor + e.jf[JX(e, F_T_CR, j)] + e.jf[JX(e, F_T_OJ, j)] \
                 - e.jf[JX(e, F_T_OR, j)] - e.jf[JX(e, F_T_CJ, j)]
-    pause = _pymod(target - t, e.jf[JX(e, F_PPAT, j)])
+    pause = _pymod(target - t, e.jf[JX(e, F_JOB_PERIOD, j)])
     e.ji[JX(e, I_READJ, j)] += 1
     e.jf[JX(e, F_PAUSE_MS, j)] += pause
     _clear_windows(e, j, False)

@@ -50,7 +50,7 @@ from ..framework import Policy, Scheduler, Status, check_policy
 from ..link import LinkPlan
 from ..model import Cluster, ClusterState, Pod, TrafficPattern
 from ..policies import POLICIES, MetronomeConfig, make_policy
-from .network import FlowEngine, MonitorConfig
+from .network import CONTENTION_EFFICIENCY, FlowEngine, MonitorConfig, check_efficiency
 
 __all__ = [
     "CLUSTER_POLICIES",
@@ -267,6 +267,7 @@ def load_monitor_params(engine: FlowEngine, j: int, ctrl: Controller, name: str,
     root = ctrl.roots.get(name)
     off = ctrl.offsets_ms
     jf[K.F_TFIX, j] = off.get(name, 0.0)  # target_phase None: the offset itself
+    jf[K.F_JOB_PERIOD, j] = ctrl.phase_period_ms(name)  # pauses land on the target
     if root is None or root == name:
         ji[K.I_ROOT, j] = -1
     elif root in slot_of:
@@ -300,6 +301,7 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
                 seed: int = 0, noise_sigma: float = 0.01, sample_ms: float | None = None,
                 progress: Callable[[float], None] | None = None,
                 skip_ahead: bool = True, queue: str = "backoff",
+                contention_efficiency: float = CONTENTION_EFFICIENCY,
                 controller: ControllerConfig | None = None) -> RunResult:
     """Simulate ``jobs`` on ``sim`` under ``policy`` until every job has finished.
 
@@ -340,6 +342,13 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
         leaves), while the jobs behind it — and new arrivals — are tried
         meanwhile, so one unschedulable gang never blocks the cluster.
         ``"fifo"``: strict head-of-line order, nothing passes a waiting gang.
+    contention_efficiency : float
+        ``eta`` in (0, 1]: two or more transfers that together ask for more than
+        a link has left share ``eta`` of it (docs/simulator.md, "Contention").
+        The default is the value fitted on the Metronome paper's measurements
+        (:data:`tdmcore.sim.network.CONTENTION_EFFICIENCY`); 1 is plain max-min
+        fair sharing.  ``ideal`` gives every transfer a private link, so it
+        never contends.
     controller : ControllerConfig, optional
         The stop-and-wait controller's thresholds (window, ``O_T``, ``A_T``, drift
         tolerance, re-measuring; paper §III-C) for a policy that runs it.  Default:
@@ -356,9 +365,9 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
     ------
     ValueError
         Naming the argument: an unknown policy name, an object that lacks an
-        extension point, jobs that are not unique ``SimJob``s, a bad seed, noise
-        or queue, a ``controller`` for a policy that runs none or whose
-        ``scheduler`` is not the policy's config.
+        extension point, jobs that are not unique ``SimJob``s, a bad seed, noise,
+        queue or contention efficiency, a ``controller`` for a policy that runs
+        none or whose ``scheduler`` is not the policy's config.
 
     Notes
     -----
@@ -393,6 +402,7 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
         raise ValueError(f"noise_sigma: must be >= 0, got {sigma}")
     if queue not in QUEUES:
         raise ValueError(f"queue: expected one of {', '.join(QUEUES)}, got {queue!r}")
+    eta = check_efficiency(contention_efficiency)
     if controller is not None:
         if not isinstance(controller, ControllerConfig):
             raise ValueError(f"controller: expected a ControllerConfig, got "
@@ -407,7 +417,7 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
             raise ValueError("controller: its scheduler config differs from the policy's "
                              "(build it with ControllerConfig.for_policy(policy.config))")
     return _Run(sim, jobs, policy, seed, sigma, sample_ms, progress,
-                bool(skip_ahead), queue, controller).execute()
+                bool(skip_ahead), queue, eta, controller).execute()
 
 
 def gamma_over_time(t_ms: NDArray[np.float64], rates_gbps: NDArray[np.float64],
@@ -469,7 +479,8 @@ class _Run:
     def __init__(self, sim: SimCluster, jobs: tuple[SimJob, ...], policy: str | Policy,
                  seed: int, sigma: float, sample_ms: float | None,
                  progress: Callable[[float], None] | None, skip_ahead: bool = True,
-                 queue: str = "backoff", controller: ControllerConfig | None = None) -> None:
+                 queue: str = "backoff", efficiency: float = CONTENTION_EFFICIENCY,
+                 controller: ControllerConfig | None = None) -> None:
         self.sim, self.jobs = sim, jobs
         self.policy_name = policy if isinstance(policy, str) else str(policy.name)
         self.seed, self.sigma, self.progress = seed, sigma, progress
@@ -499,7 +510,7 @@ class _Run:
             cfg.window, cfg.o_t, cfg.readjust_horizon, cfg.readjust_limit)
         self.engine = FlowEngine(capacity, background, seed=seed, sigma=sigma,
                                  monitor=monitor, samples_per_job=SAMPLE_BUFFER,
-                                 jobs_hint=16)
+                                 jobs_hint=16, contention_efficiency=efficiency)
         self.slot: dict[str, int] = {}
         self.name_of: dict[int, str] = {}
         self.job_by_name = {j.name: j for j in jobs}
@@ -612,7 +623,7 @@ class _Run:
             self._refresh_anchor(job.name, t)
             target = self.controller.target_phase(job.name)
             if target is not None:
-                start = t + (target - t) % period
+                start = t + (target - t) % self.controller.phase_period_ms(job.name)
             self.controller.anchors_ms.setdefault(job.name, start)  # phase before 1st report
         if not networked:
             self._start_local(job, start)
@@ -745,7 +756,8 @@ class _Run:
         res = self.results[name]
         res.readjustments += 1
         res.pause_ms += pause_ms
-        period = self.job_by_name[name].period_ms
+        assert self.controller is not None
+        period = self.controller.phase_period_ms(name)
         self.engine.jf[K.F_HOLD_PHASE, j] = (at_ms + pause_ms) % period
         self.engine.jf[K.F_HOLD_PERIOD, j] = period
 
@@ -983,7 +995,7 @@ class _Run:
             j = self.slot[name]
             if target is None or eng.ji[K.I_PHASE, j] == K.PHASE_DONE:
                 continue
-            period = self.job_by_name[name].period_ms
+            period = self.controller.phase_period_ms(name)
             if eng.ji[K.I_PHASE, j] == K.PHASE_WAIT:  # not started yet: move the start
                 now = max(t, float(eng.jf[K.F_T, j]))
                 eng.jf[K.F_T, j] = now + (target - now) % period

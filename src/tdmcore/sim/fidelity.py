@@ -8,6 +8,9 @@ table or sentence they come from; where the paper gives a relative change, ours 
 computed the same way:
 
 * time per 1,000 iterations (s) under Metronome: Table VI, 0.5 h column;
+* Default's and Diktyo's slowdown against ideal (mean over the snapshot's jobs):
+  Table V read as times (:func:`paper_slowdown`), the figure the contention
+  efficiency is calibrated on (:mod:`tdmcore.sim.calibration`);
 * high-priority job against ideal: "a difference not exceeding 2 %" (§IV-B1);
 * S2 acceleration against default / Diktyo: §IV-B1 ("19.35 %, 19.50 % ... 17.63 %,
   17.67 %"), read as ``(T_other - T_metronome) / T_other`` (**[decision]**: the
@@ -27,15 +30,14 @@ import math
 from dataclasses import dataclass
 
 from .cluster import RunResult, run_cluster
-from .scenarios import metronome_snapshots, metronome_trace
+from .network import CONTENTION_EFFICIENCY
+from .scenarios import TABLE_VI_MS, metronome_snapshots, metronome_trace
 
-__all__ = ["FidelityRow", "PAPER_TABLE_VI", "fidelity_rows"]
+__all__ = ["FidelityRow", "PAPER_TABLE_VI", "fidelity_rows", "paper_slowdown"]
 
-#: Table VI (0.5 h): time per 1,000 iterations under Metronome, (low, high) s.
-PAPER_TABLE_VI: dict[str, tuple[float, float]] = {
-    "S1": (426.55, 422.26), "S2": (87.92, 98.68), "S3": (124.25, 102.76),
-    "S4": (553.75, 533.53), "S5": (112.41, 429.88),
-}
+#: Table VI (0.5 h): time per 1,000 iterations under Metronome, (low, high) s
+#: (the scenarios read it as ms per iteration).
+PAPER_TABLE_VI: dict[str, tuple[float, float]] = TABLE_VI_MS
 #: Table V: Gamma of Metronome against default, Diktyo (up) and ideal (down), %.
 PAPER_TABLE_V: dict[str, tuple[float, float, float]] = {
     "S1": (4.75, 4.87, -2.39), "S2": (23.10, 23.20, -1.88), "S3": (4.44, 4.03, -1.31),
@@ -59,6 +61,21 @@ PAPER_S2_ACCELERATION = {"default": (19.35, 17.63), "diktyo": (19.50, 17.67),
 PAPER_TCT_MIN = {"default": 30.0, "diktyo": 40.0, "ideal": 10.0}
 POLICIES = ("default", "diktyo", "metronome", "metronome-no-phase3",
             "metronome-no-monitor", "ideal")
+
+
+def paper_slowdown(snapshot: str, policy: str) -> float:
+    """The paper's ``T_policy / T_ideal`` for ``default`` or ``diktyo`` in ``snapshot``.
+
+    **[decision]** Read from Table V: the same jobs send the same bytes per
+    iteration under every scheduler, so a utilization ratio is a speed ratio,
+    ``(1 + V_policy / 100) / (1 + V_ideal / 100)`` with ``V`` Metronome's change
+    against each (ideal's is negative).  S2: 1.231 / 0.9812 = 1.255; §IV-B1's
+    time figures agree (Metronome 19.35 % faster than Default and within 2 % of
+    ideal: 1.24-1.27).
+    """
+    up_default, up_diktyo, down_ideal = PAPER_TABLE_V[snapshot]
+    up = {"default": up_default, "diktyo": up_diktyo}[policy]
+    return (1.0 + up / 100.0) / (1.0 + down_ideal / 100.0)
 
 
 @dataclass(frozen=True)
@@ -89,11 +106,14 @@ def _pct(a: float, b: float) -> float:
 
 
 def fidelity_rows(window_s: float = 600.0, seed: int = 0,
-                  trace_seed: int | None = None) -> list[FidelityRow]:
+                  trace_seed: int | None = None,
+                  contention_efficiency: float = CONTENTION_EFFICIENCY) -> list[FidelityRow]:
     """Run the snapshots and the trace and return every compared figure.
 
     ``window_s``: seconds each snapshot job trains at its ideal speed; ``seed``:
-    compute noise; ``trace_seed``: the trace's seed (default ``seed``).
+    compute noise; ``trace_seed``: the trace's seed (default ``seed``);
+    ``contention_efficiency``: the flow model's ``eta``
+    (:func:`tdmcore.sim.cluster.run_cluster`).
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
@@ -103,7 +123,9 @@ def fidelity_rows(window_s: float = 600.0, seed: int = 0,
     snapshots = metronome_snapshots(float(window_s))
     for sid in ("S1", "S2", "S3", "S4", "S5"):
         sc = snapshots[sid]
-        runs = {p: run_cluster(sc.sim, sc.jobs, p, seed=seed) for p in POLICIES}
+        runs = {p: run_cluster(sc.sim, sc.jobs, p, seed=seed,
+                               contention_efficiency=contention_efficiency)
+                for p in POLICIES}
         met = runs["metronome"]
         low_p, high_p = PAPER_TABLE_VI[sid]
         section = f"{sid} time per 1,000 iterations"
@@ -112,6 +134,14 @@ def fidelity_rows(window_s: float = 600.0, seed: int = 0,
                 rows.append(FidelityRow(section, f"{policy} {'high' if high else 'low'}",
                                         math.nan, _per_1000(runs[policy], high), "s",
                                         "Fig. 8 (no values printed)"))
+        for policy in ("default", "diktyo"):
+            ratios = [j.per_1000_s / runs["ideal"].jobs[name].per_1000_s
+                      for name, j in runs[policy].jobs.items()]
+            rows.append(FidelityRow(section, f"{policy} vs ideal, all jobs",
+                                    100.0 * (paper_slowdown(sid, policy) - 1.0),
+                                    100.0 * (sum(ratios) / len(ratios) - 1.0), "%",
+                                    "Table V (read as times)",
+                                    "the contention calibration's figure"))
         rows.append(FidelityRow(section, "metronome high", high_p, _per_1000(met, True), "s",
                                 "Table VI, 0.5 h"))
         rows.append(FidelityRow(section, "metronome low", low_p, _per_1000(met, False), "s",
@@ -155,7 +185,8 @@ def fidelity_rows(window_s: float = 600.0, seed: int = 0,
         rows.append(FidelityRow(asec, "no monitor: Gamma down", PAPER_TABLE_VIII[sid],
                                 -_pct(blind.gamma, met.gamma), "%", "Table VIII"))
     trace = metronome_trace(seed if trace_seed is None else trace_seed)
-    tct = {p: run_cluster(trace.sim, trace.jobs, p, seed=seed).tct_ms / 6e4
+    tct = {p: run_cluster(trace.sim, trace.jobs, p, seed=seed,
+                          contention_efficiency=contention_efficiency).tct_ms / 6e4
            for p in ("default", "diktyo", "metronome", "ideal")}
     for policy in ("default", "diktyo"):
         rows.append(FidelityRow("trace TCT", f"metronome earlier than {policy}",

@@ -11,7 +11,8 @@ names its source:
   the job's placement, Gavel's single-GPU ``1000 / steps_per_s``.
 * **duty cycle** ``d_p``: the measured communication share (Muri
   ``resource_time_2 / iteration_time`` at the worker count, Pollux
-  ``sync_time / step_time``) where the model is measured; otherwise from the
+  ``sync_time / step_time``) where the model is measured, or where its twin is
+  (:data:`DUTY_TWIN`); otherwise from the
   gradient volume: ring all-reduce moves ``2 (n - 1) / n x gradient`` per worker per
   iteration, ``comm_ms = that x 8 / link_Gbps``.
 * **rate** ``r_p``: the host link's rate (bulk all-reduce runs at the NIC's rate).
@@ -23,7 +24,8 @@ plus the all-reduce time from its own gradient size; the proxy is reported with 
 pattern (:attr:`ModelPattern.sources`).  A period measured on one GPU (Gavel) is
 compute only, so the formula's comm time is added to it; a period measured on the
 distributed testbed (Table VI, Muri, Pollux) already contains its communication,
-so the formula's duty cycle is capped at :func:`max_duty` instead.
+so the formula's duty cycle is capped at :func:`max_duty` (the largest share
+measured at the same GPU count) instead.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ from ..data import data_files, open_data
 from ..model import TrafficPattern
 
 __all__ = [
-        "MODELS",
+    "DUTY_TWIN",
+    "MODELS",
     "PROXY",
     "ModelPattern",
     "max_duty",
@@ -77,6 +80,14 @@ GAVEL_NAME = {"ResNet18": "('ResNet-18 (batch size 64)', 1)",
 #: single-GPU time), else the ResNet of similar depth and compute.
 PROXY = {"VGG11": "VGG16", "AlexNet": "ResNet18", "GoogLeNet": "ResNet18",
          "DenseNet201": "ResNet50"}
+#: **[decision]** a model without a measured communication share that has a measured
+#: twin of the same architecture takes the twin's Muri share at its worker count:
+#: GPT-1 and GPT-2 small are the same decoder stack (12 layers, d_model 768; 117 M
+#: against 124 M parameters) and the Metronome paper trains both with DeepSpeed.
+#: The fp32 ring all-reduce formula gives GPT-1 0.35 at 2 workers on 25 Gbps, four
+#: times the 0.086 Muri measured for GPT-2 (mixed-precision gradients, overlapped
+#: with the backward pass), and made the paper's S5 impossible to interleave.
+DUTY_TWIN = {"GPT-1": "GPT-2"}
 #: Pollux's local batch nearest to this is used (DRAGON's 64 images per step).
 POLLUX_BATCH = 64
 
@@ -132,17 +143,28 @@ def _muri_at(name: str, workers: int) -> tuple[int, float, float]:
     return n, it, comm
 
 
+def _muri_count(workers: int) -> int:
+    """The smallest GPU count Muri measured that is >= ``workers`` (2..32)."""
+    counts = sorted({n for (_, n) in _muri() if n >= 2})
+    return next((c for c in counts if c >= workers), counts[-1])
+
+
 @cache
-def max_duty() -> float:
-    """The largest communication share Muri measured (``resource_time_2 /
-    iteration_time`` over all rows): the cap on formula-derived duty cycles.
+def max_duty(workers: int = 2) -> float:
+    """The largest communication share Muri measured at ``workers`` GPUs
+    (``resource_time_2 / iteration_time`` over every model's row at the smallest
+    measured count >= ``workers``): the cap on formula-derived duty cycles.
 
     **[decision]** A period measured on the distributed testbed already contains
     its communication; when fp32 ring all-reduce would take longer than that share
     allows, the measured run moved less (fine-tuning freezes layers; mixed
-    precision), so the formula is capped at the largest share ever measured.
+    precision), so the formula is capped at the largest share measured at the same
+    GPU count (0.209 at 2, 0.344 at 4, 0.512 at 32).  The share grows with the GPU
+    count, so the cap of 32 GPUs (BERT's 0.512) would let a 2-worker job
+    communicate for more than twice the share any 2-GPU job was measured at.
     """
-    return max(comm / it for it, comm in _muri().values())
+    count = _muri_count(max(2, int(workers)))
+    return max(comm / it for (_, n), (it, comm) in _muri().items() if n == count)
 
 
 def _allreduce_ms(grad_mb: float, workers: int, link_gbps: float) -> float:
@@ -201,11 +223,15 @@ def model_pattern(model: str, workers: int, link_gbps: float = 25.0,
         period = v.positive_float("period_ms", period_ms)
         sources["period_ms"] = period_source or "given"
     if duty is None:
-        if model in MURI_NAME:
-            m, it, comm_ms = _muri_at(MURI_NAME[model], n)
+        measured = DUTY_TWIN.get(model, model)
+        if measured in MURI_NAME:
+            m, it, comm_ms = _muri_at(MURI_NAME[measured], n)
             duty = comm_ms / it
-            sources["duty_cycle"] = (f"Muri {MURI_NAME[model]} on {m} GPUs: resource_time_2 "
-                                     f"/ iteration_time = {comm_ms:g} / {it:g}")
+            twin = "" if measured == model else (f"[decision] {model}'s twin {measured} "
+                                                  "(same architecture), ")
+            sources["duty_cycle"] = (f"{twin}Muri {MURI_NAME[measured]} on {m} GPUs: "
+                                     f"resource_time_2 / iteration_time = {comm_ms:g} / "
+                                     f"{it:g}")
         elif model in POLLUX_APP:
             step, sync, bsz = _pollux(POLLUX_APP[model], "1" * min(n, 4))
             duty = sync / step
@@ -213,10 +239,11 @@ def model_pattern(model: str, workers: int, link_gbps: float = 25.0,
                                      f"local batch {bsz}")
         else:
             comm = _allreduce_ms(grad_mb, n, link)
-            cap = max_duty()
+            cap = max_duty(n)
             duty = min(comm / period, cap)
             sources["duty_cycle"] = (f"ring all-reduce of {grad_mb:g} MB (models.csv) by {n} "
                                      f"workers at {link:g} Gbps: {comm:.1f} ms of "
-                                     f"{period:g} ms, capped at {cap:.3f}")
+                                     f"{period:g} ms, capped at {cap:.3f} (the largest "
+                                     f"share Muri measured on {_muri_count(n)} GPUs)")
     sources["bandwidth_gbps"] = f"the host link's rate ({link:g} Gbps)"
     return ModelPattern(model, workers, TrafficPattern(period, duty, link), sources)

@@ -7,7 +7,9 @@ node's host link; the iteration ends when all its transfers end.  A job whose po
 all sit on one node (``links`` all ``None``) sends nothing over host links and
 iterates in ``t_p`` as if alone (**[decision]**: its communication is local).
 Links share bandwidth max-min fairly, each transfer capped at its ``r_p``;
-background traffic takes its share off the top (like the paper's iPerf3).
+background traffic takes its share off the top (like the paper's iPerf3).  Two or
+more transfers that together ask for more than a link has left contend, and share
+only ``contention_efficiency`` (``eta``) of it (:data:`CONTENTION_EFFICIENCY`).
 
 :class:`FlowEngine` holds the state arrays of the event engine (the Cython module
 :mod:`tdmcore._kernels._flow`) for a changing set of jobs; :func:`simulate_flows`
@@ -33,7 +35,28 @@ from numpy.typing import NDArray
 from .. import _validation as v
 from .._kernels import flow as K
 
-__all__ = ["FlowEngine", "FlowJob", "FlowResult", "simulate_flows"]
+__all__ = ["CONTENTION_EFFICIENCY", "FlowEngine", "FlowJob", "FlowResult",
+           "check_efficiency", "simulate_flows"]
+
+#: ``eta``: the share of a link's free capacity that two or more contending
+#: transfers get together (docs/simulator.md, "Contention"): where fluid max-min
+#: sharing gives contending transfers the whole link, real collectives may lose
+#: goodput to congestion control, retransmissions and rings stalled on their
+#: slowest segment.  Fitted on the Metronome paper's own measurements of its
+#: baselines (Table V, read as times) by :func:`tdmcore.sim.calibration.calibrate`
+#: (``tdmcore calibrate``, seeds 0-2): fitted on S1-S3 (RMS error 11.1 %, all of
+#: it S2's -18 %), checked on S4 and S5 (RMS error 4.4 %).  The error hardly moves
+#: between 0.90 and 1.00: the paper's baselines lose no more than fluid sharing
+#: predicts, except in S2 (docs/fidelity.md).
+CONTENTION_EFFICIENCY = 0.99
+
+
+def check_efficiency(value: Any, name: str = "contention_efficiency") -> float:
+    """``value`` as a contention efficiency in (0, 1], or ValueError naming ``name``."""
+    eta = v.real_number(name, value)
+    if not 0.0 < eta <= 1.0:
+        raise ValueError(f"{name}: expected 0 < eta <= 1, got {value!r}")
+    return eta
 
 
 @dataclass(frozen=True)
@@ -137,7 +160,8 @@ class FlowEngine:
 
     def __init__(self, capacity_gbps: NDArray[np.float64], background_gbps: NDArray[np.float64],
                  *, seed: int = 0, sigma: float = 0.0, monitor: MonitorConfig | None = None,
-                 samples_per_job: int = 512, jobs_hint: int = 8) -> None:
+                 samples_per_job: int = 512, jobs_hint: int = 8,
+                 contention_efficiency: float = 1.0) -> None:
         cap = np.asarray(capacity_gbps, dtype=np.float64)
         self.n_links = cap.shape[0]
         self.sigma = float(sigma)
@@ -147,6 +171,7 @@ class FlowEngine:
         self.lf = np.zeros((K.N_LF, self.n_links))
         self.lf[K.L_CAP] = cap
         self.lf[K.L_BG] = np.asarray(background_gbps, dtype=np.float64)
+        self.lf[K.L_ETA] = check_efficiency(contention_efficiency)
         self.lptr = np.zeros(self.n_links + 1, dtype=np.int64)
         self.lpods = np.zeros(0, dtype=np.int64)
         self.n_samples = int(samples_per_job)
@@ -413,11 +438,14 @@ class FlowEngine:
 def simulate_flows(jobs: Sequence[FlowJob], link_capacity_gbps: Sequence[float], *,
                    background_gbps: Sequence[float] | None = None,
                    noise_sigma: float = 0.01, seed: int = 0,
-                   until_ms: float = math.inf) -> FlowResult:
+                   until_ms: float = math.inf,
+                   contention_efficiency: float = CONTENTION_EFFICIENCY) -> FlowResult:
     """Run ``jobs`` on links of ``link_capacity_gbps`` until all finish or ``until_ms``.
 
     ``noise_sigma``: lognormal compute noise (spec default 1 %), mean 1, seeded
-    per job and iteration (the module's docstring).
+    per job and iteration (the module's docstring).  ``contention_efficiency``:
+    ``eta`` in (0, 1], the share of a link that contending transfers get
+    together (1: plain max-min fair sharing).
     """
     jobs = tuple(jobs)
     if not jobs or not all(isinstance(j, FlowJob) for j in jobs):
@@ -437,6 +465,7 @@ def simulate_flows(jobs: Sequence[FlowJob], link_capacity_gbps: Sequence[float],
     until = float(until_ms)
     if math.isnan(until) or until < 0:
         raise ValueError(f"until_ms: expected a time >= 0, got {until_ms!r}")
+    eta = check_efficiency(contention_efficiency)
     for i, job in enumerate(jobs):
         for link in job.links:
             if link is not None and link >= cap.size:
@@ -444,7 +473,8 @@ def simulate_flows(jobs: Sequence[FlowJob], link_capacity_gbps: Sequence[float],
                                  f"({cap.size} links)")
     longest = max(job.iterations for job in jobs)
     engine = FlowEngine(cap, bg, seed=seed, sigma=sigma, jobs_hint=len(jobs),
-                        samples_per_job=max(1, longest))  # every iteration kept
+                        samples_per_job=max(1, longest),  # every iteration kept
+                        contention_efficiency=eta)
     slots = []
     for i, job in enumerate(jobs):
         links = [-1 if link is None else int(link) for link in job.links]

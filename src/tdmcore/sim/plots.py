@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from numpy.typing import NDArray
@@ -72,7 +73,11 @@ def _target(path: str | Path) -> Path:
 
 def _save(fig: Figure, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=_DPI)
+    # PNG at zlib level 1: a few percent larger files, encoded several times faster
+    if path.suffix.lower() == ".png":
+        fig.savefig(path, dpi=_DPI, pil_kwargs={"compress_level": 1})
+    else:
+        fig.savefig(path, dpi=_DPI)
     return path
 
 
@@ -165,16 +170,10 @@ def figure_jct(runs: Mapping[str, Mapping[str, RunResult]]) -> Figure:
             labels.append(f"{name} ({missing} unfinished)" if missing else name)
         # horizontal boxes: the policies' names read across, never over each other
         positions = np.arange(len(names))[::-1]
-        parts = ax.boxplot(data, positions=positions, widths=0.6, orientation="horizontal",
-                           whis=(5, 95), showfliers=False, patch_artist=True,
-                           showmeans=True, medianprops={"color": "black"},
-                           meanprops={"marker": "D", "markerfacecolor": "white",
-                                      "markeredgecolor": "black", "markersize": 4})
-        for box, name in zip(parts["boxes"], names, strict=True):
-            box.set_facecolor(colour[name])
-            box.set_alpha(0.75)
+        _draw_boxes(ax, data, positions, [colour[n] for n in names], width=0.6,
+                    horizontal=True, means=True)
         ax.set_yticks(positions, labels, fontsize=8)
-        ax.set_title(group, fontsize=10)
+        ax.set_title(group, fontsize=10, y=1.0)
         ax.set_xlabel(f"JCT ({unit})", fontsize=9)
         ax.tick_params(axis="x", labelsize=8)
         ax.ticklabel_format(axis="x", style="plain", useOffset=False)  # no offset text
@@ -227,12 +226,56 @@ def _job_order(by_policy: Mapping[str, RunResult]) -> dict[str, JobResult]:
     return jobs
 
 
+def _draw_boxes(ax: Any, data: list[NDArray[np.float64]], positions: NDArray[np.int64],
+                colours: list[str], *, width: float, horizontal: bool = False,
+                means: bool = False) -> None:
+    """Box plots of ``data`` at ``positions``: box p25-p75, a black median line,
+    whiskers and caps at p5 and p95 (no fliers), optionally the mean as a diamond.
+
+    **[decision]** Drawn as three collections per panel (boxes, lines, means)
+    rather than with ``Axes.boxplot``, which makes about seven artists per box:
+    the statistics are the same (:func:`numpy.percentile`, linear), and the
+    figures of a run with many boxes draw several times faster.  An all-NaN
+    series draws nothing.
+    """
+    polys, segs, mean_xy, face = [], [], [], []
+    half = width / 2
+    for pos, values, colour in zip(positions, data, colours, strict=True):
+        finite = values[np.isfinite(values)]
+        if not finite.size:
+            continue
+        p5, p25, p50, p75, p95 = np.percentile(finite, (5, 25, 50, 75, 95))
+        c = float(pos)
+        box = [(c - half, p25), (c + half, p25), (c + half, p75), (c - half, p75)]
+        lines = [[(c - half, p50), (c + half, p50)],                # median
+                 [(c, p25), (c, p5)], [(c, p75), (c, p95)],          # whiskers
+                 [(c - half / 2, p5), (c + half / 2, p5)],           # caps
+                 [(c - half / 2, p95), (c + half / 2, p95)]]
+        if horizontal:  # (position, value) -> (value, position)
+            box = [(y, x) for x, y in box]
+            lines = [[(y, x) for x, y in seg] for seg in lines]
+        polys.append(box)
+        segs.extend(lines)
+        face.append(colour)
+        if means:
+            m = float(finite.mean())
+            mean_xy.append((m, c) if horizontal else (c, m))
+    ax.add_collection(PolyCollection(polys, facecolors=face, edgecolors="black",
+                                     linewidths=1.0, alpha=0.75))
+    ax.add_collection(LineCollection(segs, colors="black", linewidths=1.0))
+    if mean_xy:
+        xy = np.array(mean_xy)
+        ax.plot(xy[:, 0], xy[:, 1], linestyle="none", marker="D", markersize=4,
+                markerfacecolor="white", markeredgecolor="black")
+    if polys:
+        ax.autoscale_view()
+    if len(positions):
+        limits = (float(positions.min()) - 0.5, float(positions.max()) + 0.5)
+        (ax.set_ylim if horizontal else ax.set_xlim)(*limits)
+
+
 def _boxes(ax: Any, data: list[NDArray[np.float64]], colours: list[str]) -> None:
-    parts = ax.boxplot(data, positions=np.arange(len(data)), widths=0.7, whis=(5, 95),
-                       showfliers=False, patch_artist=True, medianprops={"color": "black"})
-    for box, c in zip(parts["boxes"], colours, strict=True):
-        box.set_facecolor(c)
-        box.set_alpha(0.75)
+    _draw_boxes(ax, data, np.arange(len(data)), colours, width=0.7)
     ax.set_xticks([])
     ax.set_xlim(-0.6, len(data) - 0.4)
     ax.ticklabel_format(axis="y", style="plain", useOffset=False)  # no offset text
@@ -291,7 +334,7 @@ def figure_iteration_boxes(runs: Mapping[str, Mapping[str, RunResult]]) -> Figur
                             top=legend_in + 0.35, bottom=0.15, wgap=0.55, hgap=0.45)
     for idx, (title, spec) in enumerate(panels):
         ax = axes[idx // cols][idx % cols]
-        ax.set_title(title, fontsize=9)
+        ax.set_title(title, fontsize=9, y=1.0)
         if spec is None:
             ax.set_xticks([])
             ax.set_yticks([])
@@ -389,7 +432,8 @@ def figure_link_utilization(runs: Mapping[str, RunResult], title: str = "") -> F
         ax.set_ylim(0.0, 1.08)
         ax.set_ylabel("utilisation")
         # Γ as the table shows it (the report keeps 4 decimals, the table prints 3)
-        ax.set_title(f"{policy}  (Γ {round(run.gamma, 4):.3f})", fontsize=10, loc="left")
+        ax.set_title(f"{policy}  (Γ {round(run.gamma, 4):.3f})", fontsize=10, loc="left",
+                     y=1.0)
         ax.grid(alpha=0.3)
     axes[-1].set_xlabel("simulated time (s)")
     axes[-1].ticklabel_format(axis="x", style="plain", useOffset=False)
