@@ -32,7 +32,7 @@ from typing import Any
 
 from . import tasks as _tasks
 from .spec import Task, canonical
-from .tasks import run_task, tdmcore_version
+from .tasks import code_digest, run_task, tdmcore_version
 
 __all__ = ["Outcome", "ResultCache", "default_cache_dir", "run_tasks"]
 
@@ -69,17 +69,21 @@ class ResultCache:
     """Finished tasks on disk, one JSON file per task.
 
     The key is the sha256 of the task (:meth:`Task.as_dict`: run, scenario and a
-    scenario file's content, group, policy, seed, parameters) and the tdmcore
-    version, so a new version or any changed parameter runs again; only
-    successful tasks are kept.  Files are written atomically.
+    scenario file's content, group, policy, seed, parameters), the tdmcore
+    version and a digest of tdmcore's own code and data (:func:`code_digest`:
+    a development checkout changes without a new version), so a new version, a
+    changed file or any changed parameter runs again; only successful tasks are
+    kept.  Files are written atomically.
     """
 
     def __init__(self, folder: Path, version: str | None = None) -> None:
         self.folder = Path(folder)
         self.version = version if version is not None else tdmcore_version()
+        self.code = code_digest()
 
     def key(self, task: Task) -> str:
-        text = canonical({"tdmcore": self.version, "task": task.as_dict()})
+        text = canonical({"tdmcore": self.version, "code": self.code,
+                          "task": task.as_dict()})
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def path(self, task: Task) -> Path:

@@ -10,9 +10,11 @@ fields of :class:`~tdmcore.sim.scheduler_time.SchedulerTime` for a timing).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 from functools import cache
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,7 +24,7 @@ from ..report import summary_rows
 from ..scheduler_time import TIMED_METRICS, scheduler_time
 from .spec import Task, build_policy, controller_config, scenario_groups
 
-__all__ = ["TIMED", "run_task", "simulate_metric_names", "tdmcore_version"]
+__all__ = ["TIMED", "code_digest", "run_task", "simulate_metric_names", "tdmcore_version"]
 
 #: Row fields that identify a run rather than measure it.
 _LABELS = ("group", "policy")
@@ -34,6 +36,27 @@ TIMED: frozenset[str] = frozenset({"wall_s", "decision_ms_p50", "decision_ms_p99
 def tdmcore_version() -> str:
     """The installed tdmcore's version (the cache key and the workers' check)."""
     return metadata.version("tdmcore")
+
+
+#: The files of the package whose content can change a result: code and data.
+_CODE_SUFFIXES = (".py", ".pyx", ".csv", ".json", ".gz", ".yaml")
+
+
+@cache
+def code_digest() -> str:
+    """sha256 of tdmcore's own code and data files (paths and contents).
+
+    With the version it keys the results cache, so that a development checkout
+    whose code changed under the same version number recomputes.
+    """
+    root = Path(__file__).resolve().parents[2]  # the tdmcore package
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path.suffix in _CODE_SUFFIXES and "__pycache__" not in path.parts \
+                and path.is_file():
+            digest.update(path.relative_to(root).as_posix().encode("utf-8") + b"\0")
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def run_task(task: Task) -> dict[str, Any]:
