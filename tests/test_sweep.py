@@ -113,10 +113,14 @@ def test_usage_errors_and_show(tmp_path, capsys) -> None:
         main(["sweep", "--example", "fig99"])
     assert exit_info.value.code == 2
     assert "fig99" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exit_info:
-        main(["sweep"])
-    assert exit_info.value.code == 2
-    capsys.readouterr()
+    for args in (["sweep"], ["sweep", "--example", "fig14", "--serial", "--workers", "2"],
+                 ["sweep", "--example", "fig14", "--scheduler", "tcp://127.0.0.1:9",
+                  "--workers", "2"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(args)
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith("Error: ") and err.count("\n") == 1, err
     main(["sweep", "--example", "fig14", "--show"])
     shown = capsys.readouterr().out
     assert "controller.a_t: [1.05, 1.10, 1.15]" in shown

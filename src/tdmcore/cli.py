@@ -808,6 +808,8 @@ def sweep_cmd(spec_file: Path | None, example_name: str | None, show: bool,
         raise click.UsageError("give exactly one of SPEC.yaml or --example NAME")
     if serial and (scheduler or workers):
         raise click.UsageError("--serial runs here: drop --scheduler/--workers")
+    if scheduler and workers:
+        raise click.UsageError("--workers sizes the local cluster: drop it with --scheduler")
     try:
         path = Path(sweep.example_path(example_name)) if example_name else spec_file
     except ValueError as exc:
