@@ -3,13 +3,14 @@ same run (a benchmark, not a test).
 
 ::
 
-    python benchmarks/sweep_speedup.py --workers 2 --seeds 12
+    python benchmarks/sweep_speedup.py --workers 2 --seeds 18
 
 The tasks: ``metronome-trace`` over ``--hours`` at load ``--load`` for seeds 0 ..
-``--seeds - 1`` (each seed its own trace) under ``default``, ``diktyo`` and
-``metronome``: about a second of simulation each on an idle core, so that the
-cluster's start-up (spawning worker processes that import tdmcore) does not hide
-the work.  The serial
+``--seeds - 1`` (each seed its own trace) under ``default`` and ``diktyo``: about a
+second of simulation each on an idle core, so that the cluster's start-up (spawning
+worker processes that import tdmcore) does not hide the work.  (``metronome`` is
+left out: on some of these traces its closed-form skip-ahead stops with "these
+reports are not quiet", a simulator error the sweep reports as a failed task.)  The serial
 run goes first in this process (which also loads the compiled kernels), then the same
 tasks on a ``LocalCluster`` of ``--workers`` processes, timed from its start to its
 close; both tables must agree on every metric that is not a wall-clock time.  Prints
@@ -43,14 +44,14 @@ def _plain(outcomes: list[sweep.Outcome]) -> list[dict[str, Any]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--seeds", type=int, default=12)
+    parser.add_argument("--seeds", type=int, default=18)
     parser.add_argument("--hours", type=float, default=24.0)
     parser.add_argument("--load", type=float, default=0.85)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     spec = sweep.parse_spec({
         "name": "speedup", "scenario": "metronome-trace",
-        "policies": ["default", "diktyo", "metronome"],
+        "policies": ["default", "diktyo"],
         "seeds": list(range(args.seeds)),
         "set": {"scenario.hours": args.hours, "scenario.load": args.load}})
     tasks = list(spec.tasks)
