@@ -79,7 +79,7 @@ __all__ = [
     "controller_config",
     "load_spec",
     "parse_spec",
-    "scenario_groups",
+    "task_scenario",
 ]
 
 #: What a task runs: the cluster simulator, or one pod's scheduling timed.
@@ -339,7 +339,7 @@ def _build_scenarios(scenario: str, seed: int, params: Mapping[str, Any]
     return dict(built) if isinstance(built, dict) else {scenario: built}
 
 
-def scenario_groups(task: Task) -> Scenario:
+def task_scenario(task: Task) -> Scenario:
     """The scenario a ``simulate`` task runs, with its ``cluster.*`` parameters."""
     groups = _build_scenarios(task.scenario, task.seed, task.namespace("scenario"))
     scenario = groups[task.group]

@@ -22,7 +22,7 @@ import numpy as np
 from ..cluster import RunResult, run_cluster
 from ..report import summary_rows
 from ..scheduler_time import TIMED_METRICS, scheduler_time
-from .spec import Task, build_policy, controller_config, scenario_groups
+from .spec import Task, build_policy, controller_config, task_scenario
 
 __all__ = ["TIMED", "code_digest", "run_task", "simulate_metric_names", "tdmcore_version"]
 
@@ -70,7 +70,7 @@ def run_task(task: Task) -> dict[str, Any]:
         assert not isinstance(policy, str)
         result = scheduler_time(policy, seed=task.seed, **task.namespace("scenario"))
         return dataclasses.asdict(result)
-    scenario = scenario_groups(task)
+    scenario = task_scenario(task)
     policy = build_policy(task.policy, task.namespace("metronome"))
     controller = controller_config(policy, task.namespace("controller"))
     run = run_cluster(scenario.sim, scenario.jobs, policy, seed=task.seed,
