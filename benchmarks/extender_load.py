@@ -10,14 +10,22 @@ process, reading the fake API through its informers, as in a cluster.  New pods 
 ``--rate`` / 3 per second and each goes through what kube-scheduler sends: filter
 with all ``NodeNames`` (``nodeCacheCapable``), prioritize, bind to the best node.
 Latency is measured per request, send to answer, by the client.
+The nodes sit in two zones that a NetworkTopology gives different costs, so a zone
+label that flips (``--churn``: real Node changes per second) changes the latencies
+Metronome's score reads.
 
     python benchmarks/extender_load.py --nodes 1000 --rate 100 --seconds 30 --seed 0
+
+    # issue #20's target: five consecutive 30 s runs with one Node change per second,
+    # each beside a run of the rebuild path (``--node-updates rebuild``) as its peer
+    python benchmarks/extender_load.py --churn 1 --runs 5 --peer
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -36,6 +44,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import k8s_objects as K  # noqa: E402
 from k8s_env import cluster  # noqa: E402
 
+#: scheduler-plugins' NetworkTopology: a cost between the two zones, either way
+ZONES: dict[str, Any] = {
+    "apiVersion": "networktopology.diktyo.x-k8s.io/v1alpha1", "kind": "NetworkTopology",
+    "metadata": {"name": "net", "namespace": "default"},
+    "spec": {"configmapName": "netperf-metrics", "weights": [{"name": "UserDefined",
+             "topologyList": [{"topologyKey": "topology.kubernetes.io/zone", "originList": [
+                 {"origin": a, "costList": [{"destination": b, "networkCost": 5,
+                                             "bandwidthCapacity": "10Gi"}]}
+                 for a, b in (("z1", "z2"), ("z2", "z1"))]}]}]}}
+
 #: (period ms, duty cycle) pairs in the range of the Muri measurements
 PATTERNS = [(120.0, 0.30), (200.0, 0.25), (240.0, 0.40), (300.0, 0.20), (400.0, 0.35)]
 
@@ -43,7 +61,9 @@ PATTERNS = [(120.0, 0.30), (200.0, 0.25), (240.0, 0.40), (300.0, 0.20), (400.0, 
 def build(n_nodes: int, seed: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(objects already in the API, pods that will arrive) for a seeded instance."""
     rng = np.random.default_rng(seed)
-    objs: list[dict[str, Any]] = [K.node(f"node-{i:04d}") for i in range(n_nodes)]
+    objs: list[dict[str, Any]] = [K.node(f"node-{i:04d}", zone=f"z{1 + i % 2}")
+                                  for i in range(n_nodes)]
+    objs.append(ZONES)
     for k, (period, duty) in enumerate(PATTERNS):
         objs.append(K.podbandwidth(f"p{k}", period=period, duty=duty,
                                    gbps=float(5 * (1 + k % 4)),
@@ -89,14 +109,15 @@ def _get(url: str) -> int:
         return 0
 
 
-def start_extender(api_url: str, timeout_s: float = 120.0) -> tuple[subprocess.Popen[bytes],
-                                                                   str]:
+def start_extender(api_url: str, timeout_s: float = 120.0, node_updates: str = "incremental"
+                   ) -> tuple[subprocess.Popen[bytes], str]:
     """``tdmcore-bridge extender`` on a free loopback port, once it is ready."""
     port = _free_port()
     log = tempfile.TemporaryFile()  # a pipe nobody reads would fill up and block it
     proc = subprocess.Popen(
         [sys.executable, "-m", "k8s_bridge.cli", "extender", "--api-server", api_url,
-         "--host", "127.0.0.1", "--port", str(port), "--log-level", "WARNING"],
+         "--host", "127.0.0.1", "--port", str(port), "--log-level", "WARNING",
+         "--node-updates", node_updates],
         stdout=subprocess.DEVNULL, stderr=log)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout_s
@@ -111,17 +132,20 @@ def start_extender(api_url: str, timeout_s: float = 120.0) -> tuple[subprocess.P
 
 
 def run_load(n_nodes: int = 1000, rate: float = 100.0, seconds: float = 5.0, seed: int = 0,
-             churn_per_s: float = 0.0) -> dict[str, Any]:
+             churn_per_s: float = 0.0, node_updates: str = "incremental") -> dict[str, Any]:
     """Run the load; per-verb and overall latency percentiles in ms.
 
-    ``churn_per_s``: real Node changes per second during the run (a label that the
-    topology reads flips), each of which rebuilds the extender's cluster and state.
+    ``churn_per_s``: real Node changes per second during the run (a zone label that
+    the topology reads flips); ``node_updates``: how the extender applies them
+    (``incremental``, or ``rebuild``: the whole cluster state, as before).  The
+    result also holds the 1-minute load average of the machine before and after.
     """
     objs, arriving = build(n_nodes, seed)
     n_pods = max(1, int(rate * seconds / 3))
     names = sorted(n["metadata"]["name"] for n in objs if n["kind"] == "Node")
+    load_before = os.getloadavg()[0]
     with cluster(objs + arriving[:n_pods]) as (fake, _, _, _):
-        proc, url = start_extender(fake.url)
+        proc, url = start_extender(fake.url, node_updates=node_updates)
         try:
             # one untimed pod through every verb: the extender's caches are warm
             warm = arriving[n_pods]
@@ -145,6 +169,8 @@ def run_load(n_nodes: int = 1000, rate: float = 100.0, seconds: float = 5.0, see
     everything = np.array([x for v in lat.values() for x in v]) * 1e3
     out: dict[str, Any] = {
         "nodes": n_nodes, "seed": seed, "rate_per_s": rate, "churn_per_s": churn_per_s,
+        "node_updates": node_updates,
+        "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "seconds": round(elapsed, 2),
         "requests": int(everything.size), "errors": len(errors),
         "binds_refused": len(refused),
@@ -233,9 +259,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--churn", type=float, default=0.0,
                         help="real Node changes per second during the run")
+    parser.add_argument("--runs", type=int, default=1, help="consecutive runs")
+    parser.add_argument("--node-updates", choices=["incremental", "rebuild"],
+                        default="incremental", help="how the extender applies Node changes")
+    parser.add_argument("--peer", action="store_true",
+                        help="after each run, the same run with --node-updates rebuild")
     args = parser.parse_args(argv)
-    print(json.dumps(run_load(args.nodes, args.rate, args.seconds, args.seed, args.churn),
-                     indent=2))
+    modes = [args.node_updates] + (["rebuild"] if args.peer else [])
+    table = []
+    for run in range(args.runs):
+        for mode in modes:
+            result = run_load(args.nodes, args.rate, args.seconds, args.seed, args.churn, mode)
+            print(json.dumps(result), flush=True)
+            table.append((run, mode, result))
+    if args.runs > 1 or args.peer:
+        print(f"{'run':>3} {'node updates':>12} {'req/s':>6} {'errors':>6} {'p50 ms':>7} "
+              f"{'p99 ms':>7} {'max ms':>7} {'load 1m':>11}")
+        for run, mode, r in table:
+            load = "-".join(f"{x:.1f}" for x in r["load_avg_1m"])
+            print(f"{run:>3} {mode:>12} {r['achieved_rate_per_s']:>6} {r['errors']:>6} "
+                  f"{r['all']['p50']:>7} {r['all']['p99']:>7} {r['all']['max']:>7} "
+                  f"{load:>11}")
     return 0
 
 

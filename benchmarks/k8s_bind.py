@@ -12,7 +12,10 @@ same client QPS).  ``--nodes`` fake 8-GPU nodes; each round creates ``--pods`` 1
 pods (jobs of 10 pods, each job with a PodBandwidth, so the extender plans links and
 writes NodeBandwidth status) for each mode in turn, from 8 client threads, and times
 the first create to the last pod bound.  The extender's own ``bind`` latency comes from
-its ``/metrics`` histogram (bucket bounds: p50 / p99 are "at most" figures).  Modes:
+its ``/metrics`` histogram, and its peer, plain kube-scheduler's own binding (the Bind
+extension point: its DefaultBinder's POST of pods/binding), from kube-scheduler's
+``/metrics``, both in the same round (bucket bounds: p50 / p99 are "at most"
+figures).  Each round also records the machine's 1-minute load average.  Modes:
 ``plain``, ``extender`` (status written behind the bind, the default) and
 ``extender-sync`` (``--sync-status``: the write inside the bind, as before).
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -32,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
 import yaml  # noqa: E402
 from e2e_env import DEPLOY, PODGROUP_CRD, SCHEDULER, Component, Env, wait_known  # noqa: E402
 
+from k8s_bridge.cache import ClusterModel  # noqa: E402
 from k8s_bridge.envtest import ControlPlane, Proc, assets_dir, free_port, wait_until  # noqa: E402
-from k8s_bridge.model import ClusterModel  # noqa: E402
 from k8s_bridge.pipeline import Pipeline  # noqa: E402
 
 PLAIN = "plain-scheduler"
@@ -71,16 +75,46 @@ def bind_histogram(ext: Component) -> dict[float, float]:
     """Cumulative bucket counts of the extender's bind latency."""
     import urllib.request
 
-    from prometheus_client.parser import text_string_to_metric_families
-
     with urllib.request.urlopen(f"{ext.url}/metrics", timeout=10) as resp:
         text = resp.read().decode()
+    return _buckets(text, "tdmcore_extender_request_seconds_bucket", {"route": "bind"})
+
+
+def binder_histogram(scheduler: Proc, plane: ControlPlane) -> dict[float, float]:
+    """Cumulative bucket counts of plain kube-scheduler's own Bind extension point (its
+    DefaultBinder's POST of pods/binding): the peer of the extender's bind."""
+    import ssl
+    import urllib.request
+
+    port = scheduler.argv[scheduler.argv.index("--secure-port") + 1]
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # its self-signed serving certificate
+    request = urllib.request.Request(f"https://127.0.0.1:{port}/metrics", headers={
+        "Authorization": f"Bearer {plane.ADMIN_TOKEN}"})
+
+    def fetch() -> str | None:
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=10) as resp:
+                return str(resp.read().decode())
+        except OSError:
+            return None
+
+    text = wait_until(fetch, 60, "plain kube-scheduler's /metrics")
+    return _buckets(text, "scheduler_framework_extension_point_duration_seconds_bucket",
+                    {"extension_point": "Bind", "profile": PLAIN})
+
+
+def _buckets(text: str, name: str, labels: dict[str, str]) -> dict[float, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
     out: dict[float, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == "tdmcore_extender_request_seconds_bucket" \
-                    and sample.labels.get("route") == "bind":
-                out[float(sample.labels["le"])] = sample.value
+            if sample.name == name and all(sample.labels.get(k) == v
+                                           for k, v in labels.items()):
+                le = float(sample.labels["le"])
+                out[le] = out.get(le, 0.0) + sample.value
     return out
 
 
@@ -97,7 +131,7 @@ def quantile(before: dict[float, float], after: dict[float, float], q: float) ->
 
 
 def run_round(env: Env, mode: str, pods: int, round_no: int,
-              ext: Component | None) -> dict[str, Any]:
+              ext: Component | None, plain: Proc | None = None) -> dict[str, Any]:
     ns = env.namespace(f"bench-{mode}-{round_no}")
     scheduler = PLAIN if mode == "plain" else SCHEDULER
     jobs = max(1, pods // 10)
@@ -106,8 +140,11 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
                          match={JOB: f"j{j}"})
     if ext is not None:  # the extender has seen the PodBandwidths before its pods
         time.sleep(0.5)
-    before = bind_histogram(ext) if ext is not None else {}
+    before = bind_histogram(ext) if ext is not None else \
+        binder_histogram(plain, env.plane) if plain is not None else {}
+    load = os.getloadavg()[0]
     rebuilds = ext.metric("tdmcore_model_rebuilds") if ext is not None else 0.0
+    decisions = ext.metric("tdmcore_pipeline_decisions") if ext is not None else 0.0
     names = [f"p{i:04d}" for i in range(pods)]
 
     def create(name: str) -> None:
@@ -120,12 +157,20 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
     env.wait_bound(ns, pods, 300)
     took = time.monotonic() - t0
     result: dict[str, Any] = {"mode": mode, "round": round_no, "pods": pods,
-                              "create_s": round(created, 2), "bind_all_s": round(took, 2)}
+                              "create_s": round(created, 2), "bind_all_s": round(took, 2),
+                              "load_avg_1m": [round(load, 2), round(os.getloadavg()[0], 2)]}
+    if ext is None and plain is not None:
+        time.sleep(1.0)  # kube-scheduler records a Bind once the POST has returned
+        after = binder_histogram(plain, env.plane)
+        result["bind_p50_le_s"] = quantile(before, after, 0.50)
+        result["bind_p99_le_s"] = quantile(before, after, 0.99)
     if ext is not None:
         after = bind_histogram(ext)
         result["bind_p50_le_s"] = quantile(before, after, 0.50)
         result["bind_p99_le_s"] = quantile(before, after, 0.99)
         result["model_rebuilds"] = ext.metric("tdmcore_model_rebuilds") - rebuilds
+        result["decisions_per_pod"] = round(
+            (ext.metric("tdmcore_pipeline_decisions") - decisions) / pods, 2)
     env.clean(ns, [])
     return result
 
@@ -172,7 +217,8 @@ def main() -> int:
                                         port=ext.port).start()
                     wait_known(ext, nodes, 120)
                     current = mode
-                res = run_round(env, mode, args.pods, r, None if mode == "plain" else ext)
+                res = run_round(env, mode, args.pods, r, None if mode == "plain" else ext,
+                                plain if mode == "plain" else None)
                 results.append(res)
                 print(json.dumps(res), flush=True)
         wait_until(plain.alive, 1, "the plain kube-scheduler still running")

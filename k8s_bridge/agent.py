@@ -29,10 +29,10 @@ reports keep failing open) and a success resets the backoff.
 **[decision]** Body size: reports over ``max_body_bytes`` (1 MiB) are answered 400.
 When ``Content-Length`` announces a larger body the app answers without reading
 ``wsgi.input`` at all; otherwise it reads at most ``max_body_bytes + 1`` bytes.
-Note that waitress itself buffers a request body before calling the application
-(spooling anything over 512 KiB to a temporary file, not memory); bodies over
-``WAITRESS_MAX_BODY_BYTES`` (16 MiB) are refused by waitress with 413 before they
-are read.
+Note that the server (:class:`k8s_bridge.web.Server`) buffers a request body before
+calling the application (spooling anything over 512 KiB to a temporary file, not
+memory); bodies over ``WAITRESS_MAX_BODY_BYTES`` (16 MiB) are refused by the server,
+400 before they are read.
 
 **[decision]** Unknown fields of a report are ignored and not forwarded; the
 forwarded body is rebuilt from the validated fields, so the controller only ever
@@ -47,11 +47,9 @@ ignored): it is an in-cluster Service. ``timeout_s`` bounds each socket operatio
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import math
-import os
 import re
 import signal
 import socket
@@ -59,33 +57,27 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from http.client import HTTPException
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
-from werkzeug.exceptions import HTTPException as WerkzeugHTTPException
-from werkzeug.routing import Map, Rule
+from prometheus_client import Counter, Gauge, Histogram
 from werkzeug.wrappers import Request, Response
 
-from .web import Server
+from .api import REPORT_PATH, ReportError, valid_answer, validate_report
+from .web import JsonApp, Server
 
 if TYPE_CHECKING:
-    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+    from _typeshed.wsgi import WSGIApplication
 
 __all__ = [
     "DEFAULT_PORT",
     "FAIL_OPEN_REPLY",
     "MAX_BODY_BYTES",
-    "MAX_ITERATIONS",
     "Agent",
-    "ReportError",
-    "main",
     "run_agent",
     "serve",
-    "validate_report",
 ]
 
 log = logging.getLogger(__name__)
@@ -93,14 +85,12 @@ log = logging.getLogger(__name__)
 DEFAULT_PORT = 9471
 DEFAULT_TIMEOUT_S = 0.5
 MAX_BODY_BYTES = 1 << 20
-MAX_ITERATIONS = 1024
 WAITRESS_MAX_BODY_BYTES = 16 << 20
 # The controller's answer is a handful of numbers; anything longer is garbage.
 MAX_ANSWER_BYTES = 64 << 10
 BACKOFF_AFTER = 3
 BACKOFF_BASE_S = 0.5
 BACKOFF_CAP_S = 30.0
-REPORT_PATH = "/v1/report"
 
 FAIL_OPEN_REPLY: Mapping[str, Any] = MappingProxyType(
     {
@@ -113,146 +103,6 @@ FAIL_OPEN_REPLY: Mapping[str, Any] = MappingProxyType(
 )
 _FAIL_OPEN_BODY = json.dumps(dict(FAIL_OPEN_REPLY)).encode()
 
-# Kubernetes object names: a namespace is a DNS-1123 label, a pod a DNS-1123 subdomain.
-_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_NAMESPACE_RE = re.compile(rf"{_DNS_LABEL}\Z")
-_SUBDOMAIN_RE = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*\Z")
-
-
-class ReportError(ValueError):
-    """A report that does not follow the schema; ``str(exc)`` is ``"<field>: <problem>"``.
-
-    Parameters
-    ----------
-    field : str
-        Path of the offending field, e.g. ``"iterations[3].duration_ms"``.
-    problem : str
-        What is wrong with it.
-    """
-
-    def __init__(self, field: str, problem: str) -> None:
-        super().__init__(f"{field}: {problem}")
-        self.field = field
-        self.problem = problem
-
-
-def _type_name(value: object) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _number(value: object, field: str) -> float:
-    # bool is an int subclass, but true is not a duration.
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ReportError(field, f"must be a number, got {_type_name(value)}")
-    number = float(value)
-    if not math.isfinite(number):
-        raise ReportError(field, "must be finite")
-    return number
-
-
-def _name(body: dict[str, Any], field: str, pattern: re.Pattern[str], max_len: int) -> str:
-    if field not in body:
-        raise ReportError(field, "missing")
-    value = body[field]
-    if not isinstance(value, str):
-        raise ReportError(field, f"must be a string, got {_type_name(value)}")
-    if not value:
-        raise ReportError(field, "must not be empty")
-    if len(value) > max_len or not pattern.match(value):
-        raise ReportError(field, f"not a valid Kubernetes name (DNS-1123, <= {max_len} chars)")
-    return value
-
-
-def validate_report(body: object, max_iterations: int = MAX_ITERATIONS) -> dict[str, Any]:
-    """Check a decoded report and return it rebuilt from the known fields only.
-
-    Parameters
-    ----------
-    body : object
-        The decoded JSON body of ``POST /v1/report``.
-    max_iterations : int
-        Largest accepted number of iterations.
-
-    Returns
-    -------
-    dict
-        ``{"namespace", "pod", ["node"], "iterations": [{"start_ms", "duration_ms",
-        "comm_ms"}]}`` with floats (``comm_ms`` may be ``None``).
-
-    Raises
-    ------
-    ReportError
-        Naming the first bad field: missing, wrong type, NaN/inf, ``duration_ms <= 0``,
-        negative ``start_ms`` or ``comm_ms``, no or too many iterations.
-    """
-    if not isinstance(body, dict):
-        raise ReportError("body", f"must be a JSON object, got {_type_name(body)}")
-    report: dict[str, Any] = {
-        "namespace": _name(body, "namespace", _NAMESPACE_RE, 63),
-        "pod": _name(body, "pod", _SUBDOMAIN_RE, 253),
-    }
-    node = body.get("node")
-    if node is not None:
-        if not isinstance(node, str):
-            raise ReportError("node", f"must be a string or null, got {_type_name(node)}")
-        if not node or len(node) > 253:
-            raise ReportError("node", "must be 1..253 characters")
-        report["node"] = node
-    if "iterations" not in body:
-        raise ReportError("iterations", "missing")
-    raw = body["iterations"]
-    if not isinstance(raw, list):
-        raise ReportError("iterations", f"must be a list, got {_type_name(raw)}")
-    if not raw:
-        raise ReportError("iterations", "must not be empty")
-    if len(raw) > max_iterations:
-        raise ReportError("iterations", f"at most {max_iterations} items, got {len(raw)}")
-    iterations = []
-    for i, item in enumerate(raw):
-        where = f"iterations[{i}]"
-        if not isinstance(item, dict):
-            raise ReportError(where, f"must be an object, got {_type_name(item)}")
-        for key in ("start_ms", "duration_ms"):
-            if key not in item:
-                raise ReportError(f"{where}.{key}", "missing")
-        start_ms = _number(item["start_ms"], f"{where}.start_ms")
-        if start_ms < 0.0:
-            raise ReportError(f"{where}.start_ms", "must be >= 0 (epoch milliseconds)")
-        duration_ms = _number(item["duration_ms"], f"{where}.duration_ms")
-        if duration_ms <= 0.0:
-            raise ReportError(f"{where}.duration_ms", "must be > 0")
-        comm = item.get("comm_ms")
-        comm_ms = None if comm is None else _number(comm, f"{where}.comm_ms")
-        if comm_ms is not None and comm_ms < 0.0:
-            raise ReportError(f"{where}.comm_ms", "must be >= 0 or null")
-        iterations.append({"start_ms": start_ms, "duration_ms": duration_ms, "comm_ms": comm_ms})
-    report["iterations"] = iterations
-    return report
-
-
-def _valid_answer(raw: bytes) -> bool:
-    """Whether a controller's 200 body is an answer a hook can use."""
-    try:
-        answer = json.loads(raw)
-    except (ValueError, RecursionError):
-        return False
-    if not isinstance(answer, dict):
-        return False
-    pause = answer.get("pause_ms")
-    if isinstance(pause, bool) or not isinstance(pause, int | float):
-        return False
-    if not (math.isfinite(pause) and pause >= 0.0):
-        return False
-    for key in ("shift_ms", "period_ms", "target_phase_ms"):
-        value = answer.get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return False
-        if not math.isfinite(value):
-            return False
-    return True
-
 
 class _ForwardFailed(Exception):
     """A forward that must fail open; ``reason`` is a metrics label."""
@@ -262,12 +112,8 @@ class _ForwardFailed(Exception):
         self.reason = reason
 
 
-def _json_response(payload: object, status: int = 200) -> Response:
-    return Response(json.dumps(payload), status=status, mimetype="application/json")
-
-
 def _error(status: int, message: str) -> Response:
-    return _json_response({"error": message}, status)
+    return Response(json.dumps({"error": message}), status=status, mimetype="application/json")
 
 
 class Agent:
@@ -335,7 +181,12 @@ class Agent:
         # No proxies: the controller is an in-cluster Service (see module docstring).
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
-        self.registry = CollectorRegistry(auto_describe=True)
+        # the bridge's one web stack: health, readiness (503 while draining), metrics,
+        # JSON errors (``{"error": ...}``, the agent's documented shape)
+        self.web = JsonApp("tdmcore_agent", ready=lambda: not self.draining,
+                           max_body=self.max_body_bytes, error_key="error")
+        self.web.route(REPORT_PATH, self._report)
+        self.registry = self.web.registry
         self._m_reports = Counter(
             "tdmcore_agent_reports",
             "Reports received from training pods (valid or not).",
@@ -382,49 +233,11 @@ class Agent:
         for outcome in ("ok", "client_error"):
             self._m_forwarded.labels(outcome=outcome)
 
-        self._url_map = Map(
-            [
-                Rule(REPORT_PATH, endpoint="report", methods=["POST"]),
-                Rule("/healthz", endpoint="healthz", methods=["GET"]),
-                Rule("/readyz", endpoint="readyz", methods=["GET"]),
-                Rule("/metrics", endpoint="metrics", methods=["GET"]),
-            ]
-        )
-
     # -- WSGI -------------------------------------------------------------------------
 
     def app(self) -> WSGIApplication:
         """The WSGI application serving this agent's routes."""
-
-        def application(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
-            request = Request(environ)
-            response = self._dispatch(request)
-            return response(environ, start_response)
-
-        return application
-
-    def _dispatch(self, request: Request) -> Response:
-        adapter = self._url_map.bind_to_environ(request.environ)
-        try:
-            endpoint, _ = adapter.match()
-        except WerkzeugHTTPException as exc:
-            response = _error(exc.code or 500, exc.description or exc.name)
-            if exc.code == 405:
-                response.headers["Allow"] = ", ".join(getattr(exc, "valid_methods", None) or [])
-            return response
-        try:
-            if endpoint == "report":
-                return self._report(request)
-            if endpoint == "healthz":
-                return Response("ok", mimetype="text/plain")
-            if endpoint == "readyz":
-                if self.draining:
-                    return Response("draining", status=503, mimetype="text/plain")
-                return Response("ok", mimetype="text/plain")
-            return Response(generate_latest(self.registry), content_type=CONTENT_TYPE_LATEST)
-        except Exception:  # pragma: no cover - a bug; still answer, never crash the server
-            log.exception("unhandled error on %s", request.path)
-            return _error(500, "internal error")
+        return self.web
 
     # -- POST /v1/report ---------------------------------------------------------------
 
@@ -553,7 +366,7 @@ class Agent:
             raise _ForwardFailed("timeout", str(exc) or "read timed out") from None
         except (OSError, HTTPException, ValueError) as exc:
             raise _ForwardFailed("unreachable", f"{type(exc).__name__}: {exc}") from None
-        if status != 200 or len(body) > MAX_ANSWER_BYTES or not _valid_answer(body):
+        if status != 200 or len(body) > MAX_ANSWER_BYTES or not valid_answer(body):
             raise _ForwardFailed("bad_answer", f"HTTP {status}, {len(body)} bytes")
         return status, body
 
@@ -622,48 +435,3 @@ def run_agent(
         timeout_s,
     )
     server.run()
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``python -m k8s_bridge.agent --controller URL``.
-
-    Returns
-    -------
-    int
-        The exit status (0 after a clean stop, 2 for bad arguments).
-    """
-    parser = argparse.ArgumentParser(
-        prog="tdmcore-agent", description="tdmcore per-node agent (relay to the controller)."
-    )
-    parser.add_argument("--host", default="0.0.0.0", help="address to listen on")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="port to listen on")
-    parser.add_argument(
-        "--controller",
-        default=os.environ.get("TDMCORE_CONTROLLER_URL") or None,
-        help="controller base URL (default $TDMCORE_CONTROLLER_URL; none: fail open)",
-    )
-    parser.add_argument(
-        "--node",
-        default=os.environ.get("NODE_NAME") or None,
-        help="this node's name (default $NODE_NAME)",
-    )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=DEFAULT_TIMEOUT_S,
-        help="socket timeout of forwards to the controller, seconds",
-    )
-    parser.add_argument("--log-level", default="INFO", help="logging level")
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    try:
-        run_agent(args.host, args.port, args.controller, args.node, args.timeout)
-    except ValueError as exc:
-        parser.error(str(exc))  # exits with status 2
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

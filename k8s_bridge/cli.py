@@ -16,9 +16,9 @@ import yaml
 from tdmcore.elastic import ELASTIC_POLICIES
 from tdmcore.policies import POLICIES
 
+from .cache import WATCHED_KINDS, ClusterModel
 from .informer import Informer
 from .kube import Kube
-from .model import WATCHED_KINDS, ClusterModel
 from .web import DEFAULT_MAX_BODY, Server
 
 __all__ = ["main", "start_informers"]
@@ -134,21 +134,32 @@ def cli() -> None:
               help="Touch waiting pods so that kube-scheduler retries them at once.")
 @click.option("--async-status/--sync-status", default=True, show_default=True,
               help="Write NodeBandwidth status behind the bind (not inside it).")
+@click.option("--status-max-delay-seconds", type=click.FloatRange(min=0.0, max=60.0),
+              default=1.0, show_default=True,
+              help="With --async-status: a NodeBandwidth write waits for a lull in the binds "
+                   "(0.1 s without one), at most this long.")
+@click.option("--node-updates", type=click.Choice(["incremental", "rebuild"]),
+              default="incremental", show_default=True,
+              help="On a change of an existing Node: update it in place, or rebuild the "
+                   "whole cluster state (the former behaviour, for comparison).")
 def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_level: str,
                  policy: str, default_link_gbps: float, port: int, prefix: str,
                  max_body_bytes: int, scheduler_name: str, gang_wait_seconds: float,
-                 requeue: bool, async_status: bool) -> None:
+                 requeue: bool, async_status: bool, status_max_delay_seconds: float,
+                 node_updates: str) -> None:
     """kube-scheduler HTTP extender: POST /filter, /prioritize, /bind."""
     from .extender import Extender
     from .pipeline import Pipeline
     from .requeue import Requeuer
 
     kube = _setup(log_level, kubeconfig, api_server)
-    model = ClusterModel(default_link_gbps=default_link_gbps)
+    model = ClusterModel(default_link_gbps=default_link_gbps,
+                         incremental_nodes=node_updates == "incremental")
     _, ready = start_informers(kube, model)
     pipeline = Pipeline(model, policy, kube, scheduler_name=scheduler_name,
                         gang_wait_s=gang_wait_seconds)
     pipeline.async_status = async_status
+    pipeline.status_max_delay_s = status_max_delay_seconds
     pipeline.warm_up()
     ext = Extender(pipeline, prefix=prefix, ready=ready, max_body=max_body_bytes)
     stop = threading.Event()
@@ -266,7 +277,7 @@ def controller_cmd(kubeconfig: str | None, api_server: str | None, host: str, lo
 @cli.command("agent")
 @click.option("--host", default="0.0.0.0", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=9471, show_default=True)
-@click.option("--controller", default=None,
+@click.option("--controller", envvar="TDMCORE_CONTROLLER_URL", default=None,
               help="The controller's URL (none: answer every report with no action).")
 @click.option("--node", envvar="NODE_NAME", default="", help="This node's name [NODE_NAME].")
 @click.option("--timeout", "timeout_s", type=float, callback=_finite_positive, default=0.5,

@@ -42,19 +42,21 @@ from numpy.typing import NDArray
 
 from tdmcore.model import Node, Pod, TrafficPattern, Workload, priority_value
 
+from .api import (
+    GPU_RESOURCE,
+    LABEL_APPGROUP,
+    LABEL_JOB,
+    LABEL_KUBEFLOW_JOB,
+    LABEL_LOW_COMM,
+    LABEL_POD_GROUP,
+    LABEL_PRIORITY,
+    LABEL_WORKLOAD,
+)
+
 __all__ = [
-    "GROUP",
-    "VERSION",
-    "LABEL_APPGROUP",
-    "LABEL_JOB",
-    "LABEL_KUBEFLOW_JOB",
-    "LABEL_LOW_COMM",
-    "LABEL_POD_GROUP",
-    "LABEL_PRIORITY",
-    "LABEL_WORKLOAD",
-    "GPU_RESOURCE",
     "job_of",
     "latency_matrix",
+    "latency_update",
     "link_gbps",
     "matches_selector",
     "node_from_json",
@@ -64,19 +66,10 @@ __all__ = [
     "pod_key",
     "pod_requests",
     "quantity",
+    "topology_keys",
     "workloads_from_appgroups",
 ]
 
-GROUP = "tdmcore.io"
-VERSION = "v1alpha1"
-LABEL_KUBEFLOW_JOB = "training.kubeflow.org/job-name"
-LABEL_JOB = "tdmcore.io/job"
-LABEL_PRIORITY = "tdmcore.io/priority"
-LABEL_LOW_COMM = "low_comm"
-LABEL_POD_GROUP = "scheduling.x-k8s.io/pod-group"
-LABEL_APPGROUP = "appgroup.diktyo.x-k8s.io"
-LABEL_WORKLOAD = "appgroup.diktyo.x-k8s.io.workload"
-GPU_RESOURCE = "nvidia.com/gpu"
 GIB = 2.0**30
 
 
@@ -321,6 +314,44 @@ def latency_matrix(nodes: Sequence[Mapping[str, Any]],
     ``spec.weights[].topologyList[].originList[].costList[]``).  Pairs without a
     listed cost count 0.
     """
+    costs = _topology_costs(topologies, weights)
+    if costs is None:
+        return None
+    keys = [topology_keys(n) for n in nodes]
+    tau = _latency_block(keys, keys, costs)
+    np.fill_diagonal(tau, 1.0)
+    return tau
+
+
+def topology_keys(node: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """A node's zone and region labels (what :func:`latency_matrix` reads of it)."""
+    labels = labels_of(node)
+    return labels.get(_ZONE), labels.get(_REGION)
+
+
+def latency_update(tau: NDArray[np.float64], keys: Sequence[tuple[str | None, str | None]],
+                   changed: Sequence[int], topologies: Iterable[Mapping[str, Any]],
+                   weights: str = "UserDefined") -> NDArray[np.float64] | None:
+    """:func:`latency_matrix` after the zone or region of the nodes ``changed`` moved
+    (``keys``: every node's :func:`topology_keys`, new): a copy of ``tau`` with those
+    rows and columns recomputed -- the same entries, in O(N) per changed node
+    instead of O(N^2); None without a topology."""
+    costs = _topology_costs(topologies, weights)
+    if costs is None:
+        return None
+    rows = np.asarray(changed, dtype=np.int64)
+    moved = [keys[i] for i in changed]
+    out = np.array(tau, dtype=np.float64)
+    out[rows, :] = _latency_block(moved, keys, costs)
+    out[:, rows] = _latency_block(keys, moved, costs)
+    out[rows, rows] = 1.0
+    return out
+
+
+def _topology_costs(topologies: Iterable[Mapping[str, Any]], weights: str
+                    ) -> dict[str, dict[tuple[str, str], float]] | None:
+    """topologyKey -> (origin, destination) -> cost, from the first NetworkTopology's
+    weights named ``weights`` (None: no such topology)."""
     topology = next(iter(topologies), None)
     if topology is None:
         return None
@@ -341,34 +372,44 @@ def latency_matrix(nodes: Sequence[Mapping[str, Any]],
                 c = _dict(c, "costList[]")
                 dst = _str(c.get("destination"), "costList[].destination")
                 table[(src, dst)] = _number(c.get("networkCost", 0), "costList[].networkCost")
-    tau = np.ones((len(nodes), len(nodes)))
-    zone_cost, zone_known = _pair_costs(
-        [labels_of(n).get("topology.kubernetes.io/zone") for n in nodes],
-        costs.get("topology.kubernetes.io/zone", {}))
-    region_cost, region_known = _pair_costs(
-        [labels_of(n).get("topology.kubernetes.io/region") for n in nodes],
-        costs.get("topology.kubernetes.io/region", {}))
+    return costs
+
+
+_ZONE = "topology.kubernetes.io/zone"
+_REGION = "topology.kubernetes.io/region"
+
+
+def _latency_block(sources: Sequence[tuple[str | None, str | None]],
+                   targets: Sequence[tuple[str | None, str | None]],
+                   costs: Mapping[str, Mapping[tuple[str, str], float]]
+                   ) -> NDArray[np.float64]:
+    """``1 + cost`` from each of ``sources`` to each of ``targets`` (their
+    :func:`topology_keys`; the diagonal of a node to itself is the caller's)."""
+    zone_cost, zone_known = _pair_costs([k[0] for k in sources], [k[0] for k in targets],
+                                        costs.get(_ZONE, {}))
+    region_cost, region_known = _pair_costs([k[1] for k in sources], [k[1] for k in targets],
+                                            costs.get(_REGION, {}))
     # zones differ -> the zone cost; else regions differ -> the region cost; else 0
     cost = np.where(zone_known, zone_cost, np.where(region_known, region_cost, 0.0))
-    tau += np.maximum(cost, 0.0)
-    np.fill_diagonal(tau, 1.0)
-    return tau
+    return np.asarray(1.0 + np.maximum(cost, 0.0), dtype=np.float64)
 
 
-def _pair_costs(keys: Sequence[str | None], table: Mapping[tuple[str, str], float]
+def _pair_costs(sources: Sequence[str | None], targets: Sequence[str | None],
+                table: Mapping[tuple[str, str], float]
                 ) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
-    """Per node pair: the listed cost between their (different) keys, and whether
-    both have a key and the keys differ."""
-    names = sorted({k for k in keys if k})
+    """Per (source, target) pair: the listed cost between their (different) keys, and
+    whether both have a key and the keys differ."""
+    names = sorted({k for k in (*sources, *targets) if k})
     index = {k: i for i, k in enumerate(names)}
     z = len(names)
     table_m = np.zeros((z + 1, z + 1))
     for (src, dst), c in table.items():
         if src in index and dst in index:
             table_m[index[src], index[dst]] = c
-    idx = np.array([index[k] if k else z for k in keys], dtype=np.int64)
-    differ = (idx[:, None] != idx[None, :]) & (idx[:, None] < z) & (idx[None, :] < z)
-    return table_m[idx[:, None], idx[None, :]], differ
+    si = np.array([index[k] if k else z for k in sources], dtype=np.int64)
+    di = np.array([index[k] if k else z for k in targets], dtype=np.int64)
+    differ = (si[:, None] != di[None, :]) & (si[:, None] < z) & (di[None, :] < z)
+    return table_m[si[:, None], di[None, :]], differ
 
 
 def workloads_from_appgroups(appgroups: Iterable[Mapping[str, Any]]) -> list[Workload]:

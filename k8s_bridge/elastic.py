@@ -38,9 +38,9 @@ from tdmcore.elastic import ElasticJob, ElasticView, Plan, make_elastic_policy
 from tdmcore.elastic.job import DRAGON_FIG2, TaskRequest
 from tdmcore.model import ClusterState, Pod
 
-from . import convert
+from . import api, convert
+from .cache import ClusterModel
 from .kube import ApiError, Kube
-from .model import ClusterModel
 
 __all__ = ["ANNOTATION_MODEL", "ElasticController", "TrackedJob", "tracked_job"]
 
@@ -192,7 +192,7 @@ class ElasticController:
             pod_json = pods.get(key) or {}
             labels = convert.labels_of(pod_json) if pod_json else {}
             namespace = key.split("/", 1)[0]
-            elastic = own.get((namespace, labels.get(convert.LABEL_KUBEFLOW_JOB, "")))
+            elastic = own.get((namespace, labels.get(api.LABEL_KUBEFLOW_JOB, "")))
             pod = placed.pod
             if elastic is not None:
                 role = "worker" if labels.get(LABEL_REPLICA_TYPE, "").lower() == "worker" \
@@ -264,5 +264,5 @@ def _place_anyway(state: ClusterState, pod: Pod, node: int) -> None:
     try:
         state.place(pod, node)
     except ValueError:  # over-committed by others: count it, as the model does
-        from .model import _force_place
+        from .cache import _force_place
         _force_place(state, pod, node)

@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from .kube import ApiError, Conflict, Kube
+from .kube import Conflict, Kube
 
 __all__ = ["ASSETS_ENV", "ControlPlane", "EnvtestUnavailable", "Proc", "ProcessExited",
            "assets_dir",
@@ -448,22 +448,6 @@ class ControlPlane:
                 "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                                 "message": "envtest", "lastHeartbeatTime": now,
                                 "lastTransitionTime": now}]}}, sub="status")
-
-    def wait_api(self, call: Callable[[], T], timeout_s: float, what: str) -> T:
-        """Retry an API call through transient failures (e.g. during a restart)."""
-        box: list[T] = []
-
-        def attempt() -> bool:
-            try:
-                box.append(call())
-                return True
-            except ApiError as exc:
-                if exc.retryable:
-                    return False
-                raise
-
-        wait_until(attempt, timeout_s, what)
-        return box[-1]
 
 
 _PLURALS = {"CustomResourceDefinition": "customresourcedefinitions",

@@ -19,66 +19,18 @@ Malformed requests get HTTP 400 with ``Error`` set, and change nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from prometheus_client import Counter, Gauge
 from werkzeug.wrappers import Request
 
-from .pipeline import BadRequest, BindError, Pipeline
-from .web import DEFAULT_MAX_BODY, HttpError, JsonApp, field, read_json
+from .api import BadRequest, parse_args, parse_binding
+from .pipeline import BindError, Pipeline
+from .web import DEFAULT_MAX_BODY, HttpError, JsonApp, RawJson, read_json
 
-__all__ = ["Extender", "parse_args", "parse_binding"]
-
-
-def _object(value: Any, name: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise BadRequest(f"{name}: expected an object, got "
-                         f"{'null' if value is None else type(value).__name__}")
-    return value
-
-
-def parse_args(body: Any) -> tuple[Mapping[str, Any], list[str], Mapping[str, Any] | None]:
-    """``ExtenderArgs`` -> (pod, node names, the NodeList if one was sent)."""
-    args = _object(body, "ExtenderArgs")
-    pod = _object(field(args, "Pod"), "Pod")
-    _object(pod.get("metadata"), "Pod.metadata")
-    names = field(args, "NodeNames")
-    nodes = field(args, "Nodes")
-    if names is not None:
-        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
-            raise BadRequest("NodeNames: expected a list of node names")
-        return pod, list(names), None
-    if nodes is None:
-        raise BadRequest("NodeNames: either NodeNames or Nodes is required")
-    node_list = _object(nodes, "Nodes")
-    items = node_list.get("items")
-    if not isinstance(items, list):
-        raise BadRequest("Nodes.items: expected a list of v1 Node objects")
-    out = []
-    for i, item in enumerate(items):
-        meta = _object(_object(item, f"Nodes.items[{i}]").get("metadata"),
-                       f"Nodes.items[{i}].metadata")
-        name = meta.get("name")
-        if not isinstance(name, str) or not name:
-            raise BadRequest(f"Nodes.items[{i}].metadata.name: expected a node name")
-        out.append(name)
-    return pod, out, node_list
-
-
-def parse_binding(body: Any) -> tuple[str, str, str | None, str]:
-    """``ExtenderBindingArgs`` -> (namespace, name, uid, node)."""
-    args = _object(body, "ExtenderBindingArgs")
-    out = []
-    for key in ("PodNamespace", "PodName", "Node"):
-        value = field(args, key)
-        if not isinstance(value, str) or not value:
-            raise BadRequest(f"{key}: expected a non-empty string, got {value!r:.60}")
-        out.append(value)
-    uid = field(args, "PodUID")
-    if uid is not None and not isinstance(uid, str):
-        raise BadRequest(f"PodUID: expected a string, got {uid!r:.60}")
-    return out[0], out[1], uid or None, out[2]
+__all__ = ["Extender"]
 
 
 class Extender:
@@ -97,6 +49,14 @@ class Extender:
         rebuilds = Gauge("tdmcore_model_rebuilds", "ClusterState rebuilds from the cache",
                          registry=registry)
         rebuilds.set_function(lambda: float(pipeline.model.rebuilds))
+        decisions = Gauge("tdmcore_pipeline_decisions",
+                          "Full scheduling decisions computed (the rest answered from cache)",
+                          registry=registry)
+        decisions.set_function(lambda: float(pipeline.decisions))
+        updates = Gauge("tdmcore_model_node_updates",
+                        "Node changes applied to the cluster state in place (no rebuild)",
+                        registry=registry)
+        updates.set_function(lambda: float(pipeline.model.node_updates))
         prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
         self.app.route(f"{prefix}/filter", self.filter)
         self.app.route(f"{prefix}/prioritize", self.prioritize)
@@ -141,7 +101,7 @@ class Extender:
             result["NodeNames"] = None
         return result
 
-    def prioritize(self, request: Request) -> list[dict[str, Any]]:
+    def prioritize(self, request: Request) -> RawJson:
         body = self._body(request, "prioritize")
         try:
             pod, names, _ = parse_args(body)
@@ -153,7 +113,11 @@ class Extender:
             self.outcomes.labels("prioritize", "bad_request").inc()
             raise HttpError(400, str(exc)) from exc
         self.outcomes.labels("prioritize", "ok").inc()
-        return [{"Host": host, "Score": score} for host, score in scores]
+        # the HostPriorityList written directly: json.dumps of a list of dicts took
+        # as long as the decision itself on 1,000 nodes (scores are ints 0..10)
+        return RawJson("[" + ",".join([f'{{"Host":{encode_basestring_ascii(host)},'
+                                       f'"Score":{score:d}}}' for host, score in scores])
+                       + "]")
 
     def bind(self, request: Request) -> dict[str, Any]:
         body = self._body(request, "bind")

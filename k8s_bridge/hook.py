@@ -81,6 +81,8 @@ from http.client import HTTPException
 from types import TracebackType
 from typing import Any
 
+from .api import MAX_ITERATIONS, REPORT_PATH
+
 __all__ = ["TrainingHook"]
 
 log = logging.getLogger(__name__)
@@ -88,9 +90,6 @@ log = logging.getLogger(__name__)
 ENV_AGENT_URL = "TDMCORE_AGENT_URL"
 ENV_POD_NAME = "POD_NAME"
 ENV_POD_NAMESPACE = "POD_NAMESPACE"
-REPORT_PATH = "/v1/report"
-# The agent and the controller accept at most this many iterations per report.
-MAX_ITERATIONS_PER_REPORT = 1024
 MAX_ANSWER_BYTES = 64 << 10
 BACKOFF_BASE_S = 1.0
 
@@ -492,7 +491,7 @@ class TrainingHook:
     def _take_batch(self) -> list[dict[str, float | None]]:
         pending = self._pending
         with self._lock:
-            taken = [pending.popleft() for _ in range(min(len(pending), MAX_ITERATIONS_PER_REPORT))]
+            taken = [pending.popleft() for _ in range(min(len(pending), MAX_ITERATIONS))]
         return [
             {"start_ms": start_ms, "duration_ms": duration_ms, "comm_ms": comm_ms}
             for start_ms, duration_ms, comm_ms in taken

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -211,10 +210,6 @@ class Informer:
         self._abort()
         if self._thread is not None:
             self._thread.join(timeout_s)
-
-    def wait_synced(self, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        return self.synced.wait(max(0.0, deadline - time.monotonic()))
 
 
 def _rv(obj: Mapping[str, Any]) -> str:

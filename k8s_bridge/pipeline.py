@@ -2,7 +2,7 @@
 
 Both call the same :class:`tdmcore.framework.Scheduler` over the same policy
 objects the simulator uses (``tdmcore.policies.make_policy``) on the
-:class:`~tdmcore.model.ClusterState` that :class:`~k8s_bridge.model.ClusterModel`
+:class:`~tdmcore.model.ClusterState` that :class:`~k8s_bridge.cache.ClusterModel`
 builds from the API: nothing here decides anything a policy does not.
 
 * :meth:`Pipeline.filter` / :meth:`Pipeline.prioritize` run PreFilter -> Filter ->
@@ -38,18 +38,15 @@ from tdmcore.framework import CycleState, Decision, GangDecision, ReserveResult,
 from tdmcore.model import ClusterState, Pod
 from tdmcore.policies import make_policy
 
-from . import convert
+from . import api
+from .api import BadRequest
+from .cache import ClusterModel, pod_is_placed
 from .kube import ApiError, Kube
-from .model import ClusterModel, pod_is_placed
-from .records import entry_key, link_base_period, merge_entries, pod_entry, write_status
+from .records import node_status, write_status
 
-__all__ = ["BadRequest", "BindError", "FilterOutcome", "Pipeline", "extender_score", "gang_key"]
+__all__ = ["BindError", "FilterOutcome", "Pipeline", "extender_score", "gang_key"]
 
 log = logging.getLogger(__name__)
-
-
-class BadRequest(ValueError):
-    """The caller sent something malformed (HTTP 400); nothing was changed."""
 
 
 class BindError(RuntimeError):
@@ -88,7 +85,7 @@ def _key_of(pod_json: Mapping[str, Any]) -> str:
 def gang_key(pod_json: Mapping[str, Any]) -> str | None:
     """``namespace/group`` of a PodGroup member, else None."""
     meta = pod_json.get("metadata") or {}
-    group = (meta.get("labels") or {}).get(convert.LABEL_POD_GROUP)
+    group = (meta.get("labels") or {}).get(api.LABEL_POD_GROUP)
     return f"{meta.get('namespace') or 'default'}/{group}" if group else None
 
 
@@ -122,7 +119,12 @@ class Pipeline:
         self.on_gang_wait: Callable[[str], None] | None = None
         #: write NodeBandwidth status from a background thread, after bind answered
         self.async_status = False
+        #: the status writer starts a pass once no bind has touched a node for this
+        #: long, or once the oldest pending node has waited ``status_max_delay_s``
+        self.status_quiet_s = 0.1
+        self.status_max_delay_s = 1.0
         self.status_passes = 0
+        self._status_flush = threading.Event()
         self._status_lock = threading.Lock()
         self._status_wake = threading.Event()
         self._dirty_nodes: set[int] = set()
@@ -135,7 +137,15 @@ class Pipeline:
         self.scheduler = Scheduler(self.policy)
         self.kube = kube
         self.lock = threading.RLock()
-        self._last: tuple[tuple[Any, ...], ClusterState, Decision, CycleState] | None = None
+        # decisions on the current state, by (pod, uid): kube-scheduler's calls for one pod
+        # (filter, prioritize, bind) interleave with the next pod's, so one entry is
+        # not enough to answer bind from its prioritize when the state has not moved
+        self._decided: dict[tuple[Pod, Any], tuple[Decision, CycleState]] = {}
+        self._decided_on: tuple[ClusterState | None, int] = (None, -1)
+        #: full decisions computed (the others were answered from the above)
+        self.decisions = 0
+        # (cluster, the nodes filter kept, their indices): prioritize's usual question
+        self._last_index: tuple[Any, list[str], list[int | None]] | None = None
         self._order_us = 0
         # node -> (the cluster, its latest Reserve results): what the status write uses
         self._reserved: dict[int, tuple[Any, list[ReserveResult]]] = {}
@@ -171,26 +181,31 @@ class Pipeline:
         except LookupError as exc:
             raise BindError(str(exc)) from exc
         meta = pod_json.get("metadata") or {}
-        key = (pod, meta.get("uid"), state.version)
-        last = self._last
+        key = (pod, meta.get("uid"))
         # the state object itself, not its id(): a rebuilt state may reuse the address
-        if last is not None and last[0] == key and last[1] is state:
-            return pod, state, last[2], last[3]
+        on, version = self._decided_on
+        if on is not state or version != state.version or len(self._decided) >= 64:
+            self._decided.clear()
+            self._decided_on = (state, state.version)
+        hit = self._decided.get(key)
+        if hit is not None:
+            return pod, state, hit[0], hit[1]
         decision, cycle = self.scheduler.decide(state, pod)
-        self._last = (key, state, decision, cycle)
+        self.decisions += 1
+        self._decided[key] = (decision, cycle)
         return pod, state, decision, cycle
 
     def _index(self, state: ClusterState, names: Sequence[str]
                ) -> tuple[list[int | None], dict[str, str]]:
-        index = state.cluster.node_index
-        out: list[int | None] = []
-        unknown: dict[str, str] = {}
-        for name in names:
-            i = index.get(name)
-            out.append(i)
-            if i is None:
-                unknown[name] = "node unknown to tdmcore (not in its Node cache)"
-        return out, unknown
+        last = self._last_index
+        if last is not None and last[0] is state.cluster and last[1] == names:
+            out = last[2]  # prioritize asks about the nodes filter just kept
+        else:
+            out = list(map(state.cluster.node_index.get, names))
+        if None not in out:
+            return out, {}
+        return out, {name: "node unknown to tdmcore (not in its Node cache)"
+                     for name, i in zip(names, out, strict=True) if i is None}
 
     def filter(self, pod_json: Mapping[str, Any], node_names: Sequence[str]) -> FilterOutcome:
         """The nodes among ``node_names`` the policy's Filter keeps."""
@@ -208,11 +223,12 @@ class Pipeline:
                     self.held_back.setdefault(gkey, set()).add(_key_of(pod_json))
                 known = [n for n, i in zip(node_names, idx, strict=True) if i is not None]
                 return FilterOutcome([], {**unknown, **{n: waiting for n in known}})
-            feasible = cycle.feasible
+            feasible = cycle.feasible.tolist() if cycle.feasible is not None else None
             failed: dict[str, str] = dict(unknown)
             unresolvable: dict[str, str] = {}
             keep = []
             schedulable = self.model.schedulable
+            rejected: list[tuple[str, int]] = []
             for name, i in zip(node_names, idx, strict=True):
                 if i is None:
                     continue
@@ -221,8 +237,13 @@ class Pipeline:
                 elif feasible is not None and feasible[i]:
                     keep.append(name)
                 else:
-                    reason, final = self._why(state, pod, i, decision)
+                    rejected.append((name, i))
+            if rejected:
+                reasons = self._why(state, pod, [i for _, i in rejected], decision)
+                for (name, _), (reason, final) in zip(rejected, reasons, strict=True):
                     (unresolvable if final else failed)[name] = reason
+            index = state.cluster.node_index
+            self._last_index = (state.cluster, keep, [index[n] for n in keep])
             return FilterOutcome(keep, failed, unresolvable)
 
     def gang_shortfall(self, pod_json: Mapping[str, Any]) -> str:
@@ -235,7 +256,7 @@ class Pipeline:
         whole (:meth:`schedule_gang`).
         """
         meta = pod_json.get("metadata") or {}
-        group = (meta.get("labels") or {}).get(convert.LABEL_POD_GROUP)
+        group = (meta.get("labels") or {}).get(api.LABEL_POD_GROUP)
         if not group:
             return ""
         namespace = meta.get("namespace") or "default"
@@ -250,7 +271,7 @@ class Pipeline:
             for pod in self.model.objects["Pod"].values():
                 pmeta = pod.get("metadata") or {}
                 if (pmeta.get("namespace") or "default") == namespace \
-                        and (pmeta.get("labels") or {}).get(convert.LABEL_POD_GROUP) == group \
+                        and (pmeta.get("labels") or {}).get(api.LABEL_POD_GROUP) == group \
                         and (pod.get("status") or {}).get("phase") not in ("Succeeded",
                                                                           "Failed"):
                     members += 1
@@ -259,19 +280,29 @@ class Pipeline:
                     f"pods")
         return ""
 
-    def _why(self, state: ClusterState, pod: Pod, node: int, decision: Decision
-             ) -> tuple[str, bool]:
-        """A per-node reason; ``True`` when preemption cannot help (link capacity)."""
+    def _why(self, state: ClusterState, pod: Pod, nodes: Sequence[int], decision: Decision
+             ) -> list[tuple[str, bool]]:
+        """A reason per node of ``nodes``; ``True`` when preemption cannot help (link
+        capacity)."""
         prefix = f"tdmcore/{self.policy_name}: "
-        lacking = [name for name, need, free in (
-            ("cpu", pod.cpu, state.free_cpu[node]), ("memory", pod.mem_gib, state.free_mem[node]),
-            (convert.GPU_RESOURCE, pod.gpu, state.free_gpu[node])) if need > free + 1e-9]
-        if lacking:
-            return prefix + "Insufficient " + ", ".join(lacking), False
-        if pod.bandwidth_gbps > state.cluster.link_gbps[node]:
-            return prefix + (f"link {state.cluster.link_gbps[node]:g} Gbps < the pod's "
-                             f"{pod.bandwidth_gbps:g} Gbps (Eq. 14)"), True
-        return prefix + (decision.message or "rejected by the policy's Filter"), False
+        at = np.asarray(nodes, dtype=np.int64)
+        short = [(name, (need > free[at] + 1e-9).tolist()) for name, need, free in (
+            ("cpu", pod.cpu, state.free_cpu), ("memory", pod.mem_gib, state.free_mem),
+            (api.GPU_RESOURCE, pod.gpu, state.free_gpu))]
+        link = state.cluster.link_gbps[at]
+        too_narrow = (pod.bandwidth_gbps > link).tolist()
+        lacking_at = [[name for name, flags in short if flags[k]] for k in range(len(nodes))]
+        policy = prefix + (decision.message or "rejected by the policy's Filter")
+        out = []
+        for k, lacking in enumerate(lacking_at):
+            if lacking:
+                out.append((prefix + "Insufficient " + ", ".join(lacking), False))
+            elif too_narrow[k]:
+                out.append((prefix + f"link {link[k]:g} Gbps < the pod's "
+                            f"{pod.bandwidth_gbps:g} Gbps (Eq. 14)", True))
+            else:
+                out.append((policy, False))
+        return out
 
     def prioritize(self, pod_json: Mapping[str, Any], node_names: Sequence[str]
                    ) -> list[tuple[str, int]]:
@@ -289,7 +320,7 @@ class Pipeline:
                 value = np.where(cycle.finalists, np.maximum(value, 1), 0)
             value = np.where(cycle.feasible, value, 0)
             table = value.tolist()
-            return [(name, 0 if i is None else int(table[i]))
+            return [(name, 0 if i is None else table[i])
                     for name, i in zip(node_names, idx, strict=True)]
 
     # ----------------------------------------------------------------- bind
@@ -328,7 +359,7 @@ class Pipeline:
             if cycle.feasible is None or not cycle.feasible[index]:
                 raise BindError(f"node {node!r} no longer passes tdmcore's Filter for {key}")
             result = self.policy.reserve(state, cycle, index)  # assume
-            self._last = None
+            self._decided.clear()
             self._mark_bound(key, pod_json, node)
             statuses = self._statuses(state, {index: [result]})
             me = _Waiter(key, namespace, name, uid, node, pod_json, statuses)
@@ -426,7 +457,7 @@ class Pipeline:
         """Undo an assumed pod (the locks are held): the API is the truth again."""
         self.model.on_event("Pod", "MODIFIED", dict(pod_json))
         self.model.invalidate()
-        self._last = None
+        self._decided.clear()
 
     def _min_member(self, gkey: str) -> int:
         pg = self.model.objects["PodGroup"].get(gkey) or {}
@@ -440,7 +471,7 @@ class Pipeline:
         for key, pod in self.model.objects["Pod"].items():
             meta = pod.get("metadata") or {}
             if (meta.get("namespace") or "default") == namespace \
-                    and (meta.get("labels") or {}).get(convert.LABEL_POD_GROUP) == group \
+                    and (meta.get("labels") or {}).get(api.LABEL_POD_GROUP) == group \
                     and pod_is_placed(pod):
                 out.append(key)
         return out
@@ -505,11 +536,11 @@ class Pipeline:
                 # the model re-reads the API; the rest is retried later.
                 log.warning("gang partially bound (%s): %s", ", ".join(bound), exc)
                 self.model.invalidate()
-                self._last = None
+                self._decided.clear()
                 return GangDecision(Status.ERROR, gang.decisions, str(exc)), []
             bound.append(d.pod)
         state.__dict__.update(trial.__dict__)
-        self._last = None
+        self._decided.clear()
         by_node: dict[int, list[ReserveResult]] = {}
         for d, pod_json in zip(gang.decisions, pod_jsons, strict=True):
             self._mark_bound(d.pod, pod_json, str(d.node_name))
@@ -557,6 +588,7 @@ class Pipeline:
         while True:
             self._status_wake.wait()
             self._status_wake.clear()
+            self._wait_for_lull()
             with self._status_lock:
                 nodes = sorted(self._dirty_nodes)
                 self._dirty_nodes.clear()
@@ -570,15 +602,39 @@ class Pipeline:
                     self._status_busy = False
                     self.status_passes += 1
 
+    def _wait_for_lull(self) -> None:
+        """Hold a pass back while binds keep coming: until ``status_quiet_s`` pass
+        without one, ``status_max_delay_s`` after the first, or a flush.
+
+        **[decision]** The writer's API calls and their watch echoes cost CPU that,
+        during a burst of binds, kube-scheduler's scheduling cycles and the
+        extender's own filter/prioritize wait for (on a loaded node more than the
+        writes themselves take); written after the burst, each node is written once
+        at its latest state (a node touched again while waiting is not written
+        twice).
+        """
+        first = time.monotonic()
+        while not self._status_flush.is_set():
+            left = first + self.status_max_delay_s - time.monotonic()
+            if left <= 0 or not self._status_wake.wait(min(self.status_quiet_s, left)):
+                return
+            self._status_wake.clear()
+
     def flush_statuses(self, timeout_s: float = 5.0) -> bool:
-        """Wait until the status writer has nothing pending (False at the deadline)."""
+        """Write what is pending now and wait until the writer has nothing left
+        (False at the deadline)."""
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with self._status_lock:
-                if not self._dirty_nodes and not self._status_busy:
-                    return True
-            time.sleep(0.01)
-        return False
+        self._status_flush.set()
+        self._status_wake.set()
+        try:
+            while time.monotonic() < deadline:
+                with self._status_lock:
+                    if not self._dirty_nodes and not self._status_busy:
+                        return True
+                time.sleep(0.01)
+            return False
+        finally:
+            self._status_flush.clear()
 
     def _write_now(self, nodes: Sequence[int]) -> None:
         for node in nodes:
@@ -590,56 +646,27 @@ class Pipeline:
                          functools.partial(self._compute, node))
 
     def _compute(self, node: int, current: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The node's status after its latest Reserve (:func:`records.node_status
+        <k8s_bridge.records.node_status>`): the rotations and base period Reserve
+        planned, ``recalculate`` as the node's latest Reserve asked for it (the
+        controller's ``on_reserve`` takes the last one too), a new entry ordered by
+        bind time."""
         with self.lock, self.model.lock:
             state = self.model.state()
             cluster, results = self._reserved.get(node, (None, []))
             if cluster is not state.cluster:
                 results = []  # the cluster changed since: rotations are re-planned
-            recorded = {entry_key(e): e for e in current.get("pods") or []
-                        if isinstance(e, dict)}
-            status = node_status(state, node, recorded, results, self._next_order,
-                                 getattr(self.policy, "config", None))
-            status["pods"] = merge_entries(status["pods"], current.get("pods") or [],
-                                           state.cluster.nodes[node].name,
-                                           self.model.objects["Pod"],
-                                           deleted=self.model.deleted_pods)
-            return status
-
-
-def node_status(state: ClusterState, node: int, recorded: Mapping[str, Mapping[str, Any]],
-                results: Sequence[ReserveResult], next_order: Any,
-                config: Any = None) -> dict[str, Any]:
-    """The NodeBandwidth ``status`` of a node's link after Reserve.
-
-    Traffic pods only (LowComm pods have no place on the circle); ``basePeriodMs`` is
-    Reserve's, else the link's unified period (:func:`~k8s_bridge.records.link_base_period`,
-    0 with no traffic pod); ``recalculate``
-    is what the node's latest Reserve asked for (the controller's ``on_reserve``
-    takes the last one too).
-    """
-    rotations: dict[str, int] = {}
-    base = 0.0
-    recalculate = None
-    for r in results:
-        rotations.update(r.rotations)
-        base = r.base_period_ms or base
-        if r.shifts_ms:
-            recalculate = not r.skip_phase_three
-    pods = []
-    for name in state.node_pods[node]:
-        placed = state.placed[name]
-        pod = placed.pod
-        if pod.pattern is None:
-            continue
-        old = recorded.get(name, {})
-        order = old.get("order")
-        if not isinstance(order, int) or isinstance(order, bool):
-            order = next_order()
-        pods.append(pod_entry(name, pod, placed.shift_ms, order,
-                              rotations.get(pod.job, old.get("rotation", 0) or 0)))
-    if not base:  # Reserve planned nothing (e.g. an uncontended link): the unified period
-        base = link_base_period(state, node, config)
-    status: dict[str, Any] = {"pods": pods, "basePeriodMs": base}
-    if recalculate is not None:
-        status["recalculate"] = recalculate
-    return status
+            rotations: dict[str, int] = {}
+            base = 0.0
+            recalculate = None
+            for r in results:
+                rotations.update(r.rotations)
+                base = r.base_period_ms or base
+                if r.shifts_ms:
+                    recalculate = not r.skip_phase_three
+            return node_status(state, node, current, rotations=rotations,
+                               base_period_ms=base or None,
+                               order_of=lambda key: self._next_order(),
+                               pods=self.model.objects["Pod"], deleted=self.model.deleted_pods,
+                               recalculate=recalculate, keep_rotations=True,
+                               config=getattr(self.policy, "config", None))

@@ -2,7 +2,7 @@
 
 It runs :class:`tdmcore.controller.Controller` -- the simulator's controller, not
 a second implementation -- on the ClusterState that
-:class:`~k8s_bridge.model.ClusterModel` rebuilds from the API, and writes what it
+:class:`~k8s_bridge.cache.ClusterModel` rebuilds from the API, and writes what it
 decides back into the API:
 
 * **offsets** (§III-C "Global offset") and **rotations**: each link's plan is
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import calendar
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -43,57 +42,17 @@ from tdmcore.policies import make_policy
 from tdmcore.policies.metronome import link_pods
 
 from . import convert
+from .api import REPORT_PATH, ReportError, validate_report
+from .cache import ClusterModel
 from .kube import ApiError, Kube
-from .model import ClusterModel
-from .records import entry_key, link_base_period, merge_entries, pod_entry, write_status
+from .records import entry_key, node_status, write_status
 from .web import HttpError, JsonApp, read_json
 
-__all__ = ["ControllerService", "LeaderForwarder", "MAX_REPORT", "parse_report"]
+__all__ = ["ControllerService", "LeaderForwarder"]
 
 log = logging.getLogger(__name__)
 
-#: Most iterations one report may carry.
-MAX_REPORT = 1024
 _TOL = 1e-6
-
-
-def _finite(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) \
-            or not math.isfinite(float(value)):
-        raise HttpError(400, f"{name}: expected a finite number, got {value!r:.40}")
-    return float(value)
-
-
-def parse_report(body: Any) -> tuple[str, list[float], list[float], list[float] | None]:
-    """A ``/v1/report`` body -> (pod key, starts, durations, comm times or None)."""
-    if not isinstance(body, dict):
-        raise HttpError(400, "body: expected a JSON object")
-    names = []
-    for key in ("namespace", "pod"):
-        value = body.get(key)
-        if not isinstance(value, str) or not value:
-            raise HttpError(400, f"{key}: expected a non-empty string")
-        names.append(value)
-    iterations = body.get("iterations")
-    if not isinstance(iterations, list) or not 1 <= len(iterations) <= MAX_REPORT:
-        raise HttpError(400, f"iterations: expected a list of 1..{MAX_REPORT} objects")
-    starts, durations, comms = [], [], []
-    for i, it in enumerate(iterations):
-        if not isinstance(it, dict):
-            raise HttpError(400, f"iterations[{i}]: expected an object")
-        starts.append(_finite(it.get("start_ms"), f"iterations[{i}].start_ms"))
-        d = _finite(it.get("duration_ms"), f"iterations[{i}].duration_ms")
-        if d <= 0:
-            raise HttpError(400, f"iterations[{i}].duration_ms: must be > 0")
-        durations.append(d)
-        c = it.get("comm_ms")
-        if c is not None:
-            c = _finite(c, f"iterations[{i}].comm_ms")
-            if not 0 <= c <= d:
-                raise HttpError(400, f"iterations[{i}].comm_ms: must lie in [0, duration_ms]")
-        comms.append(c)
-    all_comm = None if any(c is None for c in comms) else [float(c or 0.0) for c in comms]
-    return f"{names[0]}/{names[1]}", starts, durations, all_comm
 
 
 class ControllerService:
@@ -126,7 +85,7 @@ class ControllerService:
         leader_gauge.set_function(lambda: 1.0 if self.leading.is_set() else 0.0)
         #: set on a standby replica: relays a report body to the leader
         self.forward: Callable[[Any], tuple[int, Any]] | None = None
-        self.app.route("/v1/report", self.handle_report)
+        self.app.route(REPORT_PATH, self.handle_report)
 
     # ------------------------------------------------------------ controller
     def current(self) -> Controller:
@@ -186,28 +145,17 @@ class ControllerService:
     # ------------------------------------------------------------- reconcile
     def desired_status(self, ctrl: Controller, node: int,
                        current: Mapping[str, Any]) -> dict[str, Any]:
-        """The node's NodeBandwidth status as the controller would write it."""
-        state = ctrl.state
-        recorded = {entry_key(e): e for e in current.get("pods") or [] if isinstance(e, dict)}
+        """The node's NodeBandwidth status as the controller would write it
+        (:func:`records.node_status <k8s_bridge.records.node_status>`): its link
+        plan's rotations and base period, a new entry ordered by creation time."""
         plan = ctrl.links.get(node)
-        rotations = plan.job_rotations if plan is not None else {}
-        pods = []
-        for key in state.node_pods[node]:
-            placed = state.placed[key]
-            pod = placed.pod
-            if pod.pattern is None:
-                continue
-            order = recorded.get(key, {}).get("order")
-            if not isinstance(order, int) or isinstance(order, bool):
-                order = self._creation_order(key)
-            pods.append(pod_entry(key, pod, placed.shift_ms, order,
-                                  rotations.get(pod.job, 0)))
-        pods = merge_entries(pods, current.get("pods") or [], state.cluster.nodes[node].name,
-                             self.model.objects["Pod"], deleted=self.model.deleted_pods)
-        return {"pods": pods,
-                "basePeriodMs": plan.base.period_ms if plan is not None
-                else link_base_period(state, node, getattr(self.policy, "config", None)),
-                "recalculate": self._flags.get(node, bool(current.get("recalculate", False)))}
+        return node_status(
+            ctrl.state, node, current, rotations=plan.job_rotations if plan is not None else {},
+            base_period_ms=plan.base.period_ms if plan is not None else None,
+            order_of=self._creation_order, pods=self.model.objects["Pod"],
+            deleted=self.model.deleted_pods,
+            recalculate=self._flags.get(node, bool(current.get("recalculate", False))),
+            config=getattr(self.policy, "config", None))
 
     def _creation_order(self, key: str) -> int:
         pod = self.model.objects["Pod"].get(key) or {}
@@ -367,23 +315,30 @@ class ControllerService:
 
     def handle_report(self, request: Request) -> Any:
         body = read_json(request, 1 << 20)
-        key, starts, durations, comms = parse_report(body)
+        try:  # the agent checked it already; the controller may be called directly
+            report = validate_report(body)
+        except ReportError as exc:
+            raise HttpError(400, str(exc)) from exc
+        iterations = report["iterations"]
+        key = f"{report['namespace']}/{report['pod']}"
+        starts = [it["start_ms"] for it in iterations]
+        durations = [it["duration_ms"] for it in iterations]
+        comms = [it["comm_ms"] for it in iterations]
         if not self.leading.is_set() and self.forward is not None:
             status, answer = self.forward(body)  # a standby relays to the leader
             if status != 200:
                 raise HttpError(status, str((answer or {}).get("Error", "leader failed")),
                                 answer if isinstance(answer, dict) else None)
             return answer
-        node = body.get("node")
-        if node is not None and not isinstance(node, str):
-            raise HttpError(400, "node: expected a string")
+        node = report.get("node")
         with self.model.lock:
             pod = self.model.objects["Pod"].get(key) or {}
         bound = (pod.get("spec") or {}).get("nodeName")
         if node and bound and node != bound:
             # the agent fills in its own node: a report from elsewhere is refused
             raise HttpError(403, f"node: pod {key!r} runs on {bound!r}, not {node!r}")
-        return self.report(key, starts, durations, comms)
+        return self.report(key, starts, durations,
+                           None if any(c is None for c in comms) else comms)
 
     # ------------------------------------------------------------------ loop
     def run(self, stop: threading.Event, interval_s: float = 2.0) -> None:

@@ -26,12 +26,12 @@ from typing import Any
 from tdmcore.base_period import unify_periods
 from tdmcore.model import ClusterState, Pod
 
-from . import convert
+from . import api
+from .cache import ClusterModel, pod_is_placed
 from .kube import ApiError, Conflict, Kube, NotFound
-from .model import ClusterModel, pod_is_placed
 
-__all__ = ["GRACE_S", "entry_key", "link_base_period", "merge_entries", "pod_entry",
-           "write_status"]
+__all__ = ["GRACE_S", "entry_key", "link_base_period", "merge_entries", "node_status",
+           "pod_entry", "write_status"]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,47 @@ def link_base_period(state: ClusterState, node: int, config: Any = None) -> floa
     base = unify_periods([p.pattern.period_ms for p in pods if p.pattern is not None],
                          [p.priority for p in pods], **kw)
     return float(base.period_ms)
+
+
+def node_status(state: ClusterState, node: int, current: Mapping[str, Any], *,
+                rotations: Mapping[str, int], base_period_ms: float | None,
+                order_of: Callable[[str], int], pods: Mapping[str, Mapping[str, Any]],
+                deleted: Collection[str] = (), recalculate: bool | None = None,
+                keep_rotations: bool = False, config: Any = None) -> dict[str, Any]:
+    """The NodeBandwidth ``status`` of a node's link: the one builder, for the
+    extender (after Reserve) and the controller (after its plans and offsets).
+
+    Traffic pods only (LowComm pods have no place on the circle), each with its
+    recorded ``order`` (else ``order_of(key)``) and its job's rotation from
+    ``rotations`` (else the recorded one with ``keep_rotations``, else 0); then the
+    entries of ``current`` that must not be lost (:func:`merge_entries`).
+    ``basePeriodMs`` is ``base_period_ms``, else the link's unified period
+    (:func:`link_base_period`, 0 with no traffic pod); ``recalculate`` is written
+    only when given.
+    """
+    recorded = {entry_key(e): e for e in current.get("pods") or [] if isinstance(e, dict)}
+    entries = []
+    for key in state.node_pods[node]:
+        placed = state.placed[key]
+        pod = placed.pod
+        if pod.pattern is None:
+            continue
+        old = recorded.get(key, {})
+        order = old.get("order")
+        if not isinstance(order, int) or isinstance(order, bool):
+            order = order_of(key)
+        fallback = (old.get("rotation", 0) or 0) if keep_rotations else 0
+        entries.append(pod_entry(key, pod, placed.shift_ms, order,
+                                 rotations.get(pod.job, fallback)))
+    entries = merge_entries(entries, current.get("pods") or [], state.cluster.nodes[node].name,
+                            pods, deleted=deleted)
+    status: dict[str, Any] = {
+        "pods": entries,
+        "basePeriodMs": base_period_ms if base_period_ms is not None
+        else link_base_period(state, node, config)}
+    if recalculate is not None:
+        status["recalculate"] = recalculate
+    return status
 
 
 def merge_entries(desired: Sequence[dict[str, Any]], current: Sequence[Any], node: str,
@@ -121,7 +162,7 @@ def write_status(kube: Kube | None, model: ClusterModel, node: str, compute: Com
             if current is None:
                 try:
                     current = kube.create("NodeBandwidth", {
-                        "apiVersion": f"{convert.GROUP}/{convert.VERSION}",
+                        "apiVersion": f"{api.GROUP}/{api.VERSION}",
                         "kind": "NodeBandwidth", "metadata": {"name": node}, "spec": {}})
                 except Conflict:  # created meanwhile by the other writer
                     current = kube.get("NodeBandwidth", node)

@@ -23,9 +23,10 @@ from prometheus_client import Counter
 
 from tdmcore.framework import GangDecision, Status
 
-from . import convert
-from .model import pod_is_placed
-from .pipeline import BadRequest, Pipeline
+from . import api, convert
+from .api import BadRequest
+from .cache import pod_is_placed
+from .pipeline import Pipeline
 from .web import JsonApp
 
 __all__ = ["Gang", "StandaloneScheduler"]
@@ -71,7 +72,7 @@ class StandaloneScheduler:
             bound: dict[str, int] = {}
             for key, pod in pods.items():
                 labels = convert.labels_of(pod)
-                group = labels.get(convert.LABEL_POD_GROUP)
+                group = labels.get(api.LABEL_POD_GROUP)
                 gkey = f"{key.split('/', 1)[0]}/{group}" if group else f"pod:{key}"
                 if self._ours(pod):
                     groups.setdefault(gkey, []).append(pod)

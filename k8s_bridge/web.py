@@ -14,7 +14,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import waitress
@@ -27,7 +27,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
-__all__ = ["DEFAULT_MAX_BODY", "HttpError", "JsonApp", "Server", "field", "read_json", "serve"]
+__all__ = ["DEFAULT_MAX_BODY", "HttpError", "JsonApp", "RawJson", "Server", "read_json", "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,10 @@ class HttpError(Exception):
         self.status = status
         self.message = message
         self.body = body
+
+
+class RawJson(str):
+    """A handler's answer already encoded as JSON text (sent as it is)."""
 
 
 def _no_constants(token: str) -> Any:
@@ -79,10 +83,12 @@ class JsonApp:
 
     def __init__(self, name: str, *, ready: Callable[[], bool] | None = None,
                  max_body: int = DEFAULT_MAX_BODY,
-                 registry: CollectorRegistry | None = None) -> None:
+                 registry: CollectorRegistry | None = None, error_key: str = "Error") -> None:
         self.name = name
         self.ready = ready or (lambda: True)
         self.max_body = max_body
+        #: the key of an error answer's message (the agent's is ``error``)
+        self.error_key = error_key
         self.registry = registry or CollectorRegistry()
         self.requests = Counter(f"{name}_requests", "HTTP requests by route and code",
                                 ["route", "code"], registry=self.registry)
@@ -123,25 +129,32 @@ class JsonApp:
                 response = Response(generate_latest(self.registry),
                                     content_type=CONTENT_TYPE_LATEST)
             else:
-                response = self._json(200, self.handlers[endpoint](request))
+                answer = self.handlers[endpoint](request)
+                # a handler may answer with its own Response (status, headers, raw body)
+                response = answer if isinstance(answer, Response) else self._json(200, answer)
         except HttpError as exc:
-            body = exc.body if exc.body is not None else {"Error": exc.message}
+            body = exc.body if exc.body is not None else {self.error_key: exc.message}
             response = self._json(exc.status, body)
-        except (NotFound, MethodNotAllowed) as exc:
-            response = self._json(exc.code or 404, {"Error": exc.description or exc.name})
+        except MethodNotAllowed as exc:
+            response = self._json(405, {self.error_key: exc.description or exc.name})
+            response.headers["Allow"] = ", ".join(exc.valid_methods or [])
+        except NotFound as exc:
+            response = self._json(404, {self.error_key: exc.description or exc.name})
         except HTTPException as exc:  # pragma: no cover - werkzeug's other 4xx
-            response = self._json(exc.code or 400, {"Error": exc.description or exc.name})
+            response = self._json(exc.code or 400, {self.error_key: exc.description or exc.name})
         except Exception as exc:
             log.exception("%s: internal error on %s", self.name, request.path)
-            response = self._json(500, {"Error": f"internal error: {type(exc).__name__}"})
+            response = self._json(500, {self.error_key: f"internal error: "
+                                                         f"{type(exc).__name__}"})
         self.requests.labels(route, str(response.status_code)).inc()
         self.latency.labels(route).observe(time.perf_counter() - start)
         return response
 
     @staticmethod
     def _json(status: int, body: Any) -> Response:
-        return Response(json.dumps(body, allow_nan=False, default=_default), status=status,
-                        mimetype="application/json")
+        text = body if isinstance(body, RawJson) else json.dumps(body, allow_nan=False,
+                                                                 default=_default)
+        return Response(text, status=status, mimetype="application/json")
 
 
 def _default(value: Any) -> Any:
@@ -285,14 +298,3 @@ class Server:
 def serve(app: Any, host: str = "127.0.0.1", port: int = 0, threads: int = 8) -> Server:
     """Start ``app`` on ``host:port`` in a background thread."""
     return Server(app, host, port, threads).start()
-
-
-def field(obj: Mapping[str, Any], name: str) -> Any:
-    """``obj[name]``, matched case-insensitively like Go's encoding/json."""
-    if name in obj:
-        return obj[name]
-    lower = name.lower()
-    for key, value in obj.items():
-        if isinstance(key, str) and key.lower() == lower:
-            return value
-    return None

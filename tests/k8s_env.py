@@ -9,10 +9,10 @@ from typing import Any
 
 from k8s_fake import FakeApiServer
 
+from k8s_bridge.cache import ClusterModel
 from k8s_bridge.cli import start_informers
 from k8s_bridge.informer import Informer
 from k8s_bridge.kube import Kube
-from k8s_bridge.model import ClusterModel
 
 
 def wait_for(predicate: Callable[[], Any], timeout_s: float = 5.0, what: str = "") -> Any:

@@ -29,10 +29,10 @@ from k8s_bridge.agent import (
     FAIL_OPEN_REPLY,
     MAX_BODY_BYTES,
     Agent,
-    main,
     serve,
-    validate_report,
 )
+from k8s_bridge.api import validate_report
+from k8s_bridge.cli import main
 from k8s_bridge.web import Server
 
 ANSWER = {"pause_ms": 12.5, "shift_ms": 3.0, "period_ms": 100.0, "target_phase_ms": 40.0}
@@ -556,8 +556,8 @@ def test_unknown_routes_and_methods(start) -> None:
 
 def test_healthz_and_readyz(start) -> None:
     agent = start(None)
-    assert agent.request("GET", "/healthz")[::2] == (200, b"ok")
-    assert agent.request("GET", "/readyz")[::2] == (200, b"ok")
+    assert agent.request("GET", "/healthz")[::2] == (200, b"ok\n")
+    assert agent.request("GET", "/readyz")[::2] == (200, b"ready\n")
     agent.agent.draining = True
     assert agent.request("GET", "/readyz")[0] == 503
     assert agent.request("GET", "/healthz")[0] == 200  # alive, just leaving
@@ -611,22 +611,25 @@ def test_bad_configuration_is_refused(kwargs, field) -> None:
         Agent(**kwargs)
 
 
-def test_main_parses_the_command_line(monkeypatch) -> None:
+def test_the_agent_command_parses_its_options(monkeypatch) -> None:
     import k8s_bridge.agent as agent_module
 
     calls = []
     monkeypatch.setattr(agent_module, "run_agent", lambda *args: calls.append(args))
     monkeypatch.setenv("NODE_NAME", "gpu-node-7")
     monkeypatch.delenv("TDMCORE_CONTROLLER_URL", raising=False)
-    assert main(["--controller", "http://ctl:8080", "--timeout", "0.25"]) == 0
-    assert calls == [("0.0.0.0", 9471, "http://ctl:8080", "gpu-node-7", 0.25)]
+    assert main(["agent", "--controller", "http://ctl:8080", "--timeout", "0.25"]) == 0
+    monkeypatch.setenv("TDMCORE_CONTROLLER_URL", "http://env-ctl:8890")
+    assert main(["agent"]) == 0
+    assert calls == [("0.0.0.0", 9471, "http://ctl:8080", "gpu-node-7", 0.25),
+                     ("0.0.0.0", 9471, "http://env-ctl:8890", "gpu-node-7", 0.5)]
 
 
-def test_main_rejects_a_bad_controller_url(capsys) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--controller", "not-a-url", "--port", "0", "--host", "127.0.0.1"])
-    assert exit_info.value.code == 2
-    assert "controller_url" in capsys.readouterr().err
+def test_the_agent_command_rejects_a_bad_controller_url(capsys) -> None:
+    assert main(["agent", "--controller", "not-a-url", "--port", "0",
+                 "--host", "127.0.0.1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Error: controller_url") and len(err.splitlines()) == 1
 
 
 def test_the_command_serves_and_stops_on_sigterm() -> None:
@@ -635,7 +638,8 @@ def test_the_command_serves_and_stops_on_sigterm() -> None:
         port = sock.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if k != "TDMCORE_CONTROLLER_URL"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "k8s_bridge.agent", "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, "-m", "k8s_bridge.cli", "agent", "--host", "127.0.0.1",
+         "--port", str(port)],
         cwd=Path(__file__).resolve().parents[1],
         env={**env, "NODE_NAME": "gpu-node-1"},
         stdout=subprocess.DEVNULL,
@@ -677,7 +681,7 @@ def test_shutdown_stops_serving() -> None:
     port = server.port
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     conn.request("GET", "/healthz")  # a kept-alive connection is closed too
-    assert conn.getresponse().read() == b"ok"
+    assert conn.getresponse().read() == b"ok\n"
     server.stop()
     thread.join(2.0)
     assert not thread.is_alive()
@@ -694,7 +698,7 @@ def test_stop_with_the_trigger_already_closed_still_stops() -> None:
     assert thread is not None
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
     conn.request("GET", "/healthz")
-    assert conn.getresponse().read() == b"ok"
+    assert conn.getresponse().read() == b"ok\n"
     trigger = server._server.trigger
     os.close(trigger.trigger)  # the pipe's write end, as if closed elsewhere
     trigger.trigger = -1

@@ -15,9 +15,10 @@ import k8s_objects as K
 import pytest
 from k8s_env import cluster, synced_to, wait_for
 
+from k8s_bridge.api import ReportError, validate_report
 from k8s_bridge.kube import ApiError, Kube
 from k8s_bridge.leader import start_election
-from k8s_bridge.reconciler import ControllerService, parse_report
+from k8s_bridge.reconciler import ControllerService
 from k8s_bridge.web import HttpError, Server
 
 NBW = "tdmcore.io/v1alpha1"
@@ -80,8 +81,8 @@ def test_restart_rebuilds_from_the_api():
         first.reconcile()
         before = shifts(fake)
         # a new process: fresh model and informers over the same API
+        from k8s_bridge.cache import ClusterModel
         from k8s_bridge.cli import start_informers
-        from k8s_bridge.model import ClusterModel
         model2 = ClusterModel()
         infs, ready = start_informers(Kube.connect(host=fake.url), model2, watch_timeout_s=5)
         try:
@@ -205,9 +206,10 @@ def test_reports_pause_a_slow_low_priority_pod_only():
     ([], "body"),
 ])
 def test_bad_reports(body, needle):
-    with pytest.raises(HttpError) as exc:
-        parse_report(body)
-    assert exc.value.status == 400 and needle in exc.value.message
+    """The one report check (k8s_bridge.api), which the controller answers 400."""
+    with pytest.raises(ReportError) as exc:
+        validate_report(body)
+    assert needle in exc.value.field
 
 
 def test_bad_report_over_http_changes_nothing():

@@ -13,8 +13,9 @@ import k8s_objects as K
 import numpy as np
 import pytest
 
+from k8s_bridge import api as A
 from k8s_bridge import convert as C
-from k8s_bridge.model import ClusterModel
+from k8s_bridge.cache import ClusterModel
 from tdmcore.model import Node, TrafficPattern, Workload
 
 GIB = 2.0**30
@@ -181,8 +182,8 @@ def test_pod_requests_errors_name_the_field(pod, field):
 
 
 # --------------------------------------------------------------------- job_of
-ALL = {C.LABEL_APPGROUP: "ag", C.LABEL_WORKLOAD: "ps", KF: "kf", C.LABEL_JOB: "tj",
-       C.LABEL_POD_GROUP: "pg"}
+ALL = {A.LABEL_APPGROUP: "ag", A.LABEL_WORKLOAD: "ps", KF: "kf", A.LABEL_JOB: "tj",
+       A.LABEL_POD_GROUP: "pg"}
 
 
 def without(*keys: str) -> dict[str, str]:
@@ -191,14 +192,14 @@ def without(*keys: str) -> dict[str, str]:
 
 @pytest.mark.parametrize(("labels", "expected"), [
     (ALL, "ml/ag.ps"),                                            # AppGroup + selector first
-    (without(C.LABEL_WORKLOAD), "ml/kf"),                         # AppGroup alone: not enough
-    (without(C.LABEL_APPGROUP), "ml/kf"),                         # selector alone: not enough
-    (without(C.LABEL_APPGROUP, C.LABEL_WORKLOAD), "ml/kf"),       # then Kubeflow
-    (without(C.LABEL_APPGROUP, C.LABEL_WORKLOAD, KF), "ml/tj"),    # then tdmcore.io/job
-    ({C.LABEL_POD_GROUP: "pg"}, "ml/pg"),                         # then the PodGroup
+    (without(A.LABEL_WORKLOAD), "ml/kf"),                         # AppGroup alone: not enough
+    (without(A.LABEL_APPGROUP), "ml/kf"),                         # selector alone: not enough
+    (without(A.LABEL_APPGROUP, A.LABEL_WORKLOAD), "ml/kf"),       # then Kubeflow
+    (without(A.LABEL_APPGROUP, A.LABEL_WORKLOAD, KF), "ml/tj"),    # then tdmcore.io/job
+    ({A.LABEL_POD_GROUP: "pg"}, "ml/pg"),                         # then the PodGroup
     ({}, "ml/w-0"),                                               # else the pod itself
-    ({KF: "", C.LABEL_JOB: "tj"}, "ml/tj"),                       # empty values are absent
-    ({C.LABEL_APPGROUP: "ag", C.LABEL_WORKLOAD: "", C.LABEL_POD_GROUP: "pg"}, "ml/pg"),
+    ({KF: "", A.LABEL_JOB: "tj"}, "ml/tj"),                       # empty values are absent
+    ({A.LABEL_APPGROUP: "ag", A.LABEL_WORKLOAD: "", A.LABEL_POD_GROUP: "pg"}, "ml/pg"),
     ({"app": "resnet"}, "ml/w-0"),
 ])
 def test_job_of_precedence(labels, expected):
@@ -626,7 +627,7 @@ def test_workloads_from_appgroups():
                  (("default/a2.ps", "default/a2.worker"), ("default/a2.ps", "default/a2.eval"))),
     ]
     # the pods of such a workload map onto its jobs
-    pod = labelled({C.LABEL_APPGROUP: "a1", C.LABEL_WORKLOAD: "p2"}, namespace="ml")
+    pod = labelled({A.LABEL_APPGROUP: "a1", A.LABEL_WORKLOAD: "p2"}, namespace="ml")
     assert C.job_of(pod) == "ml/a1.p2"
     by_name = {w.name: w for w in got}
     assert C.pod_from_json(pod, workloads=by_name).workload == "ml/a1"
@@ -737,25 +738,28 @@ def test_podbandwidth_changes():
     assert m.state().placed["default/a-0"].pod.low_comm and m.rebuilds == 4
 
 
-def test_nodebandwidth_spec_bandwidth_rebuilds_the_cluster():
+def test_nodebandwidth_spec_bandwidth_updates_the_cluster():
     m = base_model(default_link_gbps=10.0)
     cluster = m.cluster()
     assert cluster.link_gbps.tolist() == [10.0, 10.0]       # the default
-    m.state()
+    state = m.state()
     nbw = K.nodebandwidth("n1", 100)
     m.on_event("NodeBandwidth", "ADDED", nbw)
     assert m.cluster() is not cluster
-    assert m.state().cluster.link_gbps.tolist() == [10.0, 100.0] and m.rebuilds == 2
+    # a new cluster under the same state (updated in place, not rebuilt)
+    assert m.state() is state and state.cluster is m.cluster()
+    assert state.cluster.link_gbps.tolist() == [10.0, 100.0] and m.rebuilds == 1
     nbw = bump(nbw, 2, spec={"bandwidth": "40G"})            # 40e9 bit/s = 40 Gbps
     m.on_event("NodeBandwidth", "MODIFIED", nbw)
-    assert m.state().cluster.link_gbps.tolist() == [10.0, 40.0] and m.rebuilds == 3
+    assert m.state().cluster.link_gbps.tolist() == [10.0, 40.0] and m.rebuilds == 1
+    assert m.node_updates == 2
     # the same capacity written differently: the cluster is kept
     cluster = m.cluster()
     nbw = bump(nbw, 3, spec={"bandwidth": 40})
     m.on_event("NodeBandwidth", "MODIFIED", nbw)
     assert m.cluster() is cluster
     m.state()
-    assert m.rebuilds == 3
+    assert m.rebuilds == 1 and m.node_updates == 2
     # an invalid capacity falls back to the default, and says why
     nbw = bump(nbw, 4, spec={"bandwidth": "fast"})
     m.on_event("NodeBandwidth", "MODIFIED", nbw)
@@ -845,7 +849,7 @@ def test_placement_order_follows_recorded_order_then_creation():
     created = {"p1": "2026-11-20T00:00:03Z", "p2": "2026-11-20T00:00:01Z",
                "p3": "2026-11-20T00:00:02Z", "p4": "2026-11-20T00:00:00Z"}
     for name, stamp in created.items():
-        m.on_event("Pod", "ADDED", K.pod(name, labels={C.LABEL_JOB: name}, node="n0",
+        m.on_event("Pod", "ADDED", K.pod(name, labels={A.LABEL_JOB: name}, node="n0",
                                          phase="Running", created=stamp))
     nbw = K.nodebandwidth("n0")
     nbw["status"] = {"pods": [

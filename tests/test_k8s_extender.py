@@ -422,3 +422,31 @@ def test_before_any_node_is_cached_the_answer_is_an_extender_error(verb):
         assert body["NodeNames"] is None and body["Nodes"] is None
     else:
         assert status == 503 and "no usable Node in the cache yet" in json.dumps(body)
+
+
+def test_bind_answers_from_its_pods_decision_when_calls_interleave():
+    """kube-scheduler sends the next pod's filter before this pod's bind: the bind still
+    finds this pod's decision on the unchanged state (no third decision), and the
+    next pod's prioritize decides again once the bind's Reserve moved the state."""
+    from k8s_bridge.cache import ClusterModel
+
+    model = ClusterModel()
+    for n in ("n0", "n1", "n2"):
+        model.on_event("Node", "ADDED", K.node(n))
+    model.on_event("PodBandwidth", "ADDED", K.podbandwidth(
+        "p", period=100.0, duty=0.3, gbps=10.0, match={"training.kubeflow.org/job-name": "a"}))
+    a, b = (K.pod(f"a-{k}", labels=K.job_labels("a"), rv=str(10 + k)) for k in range(2))
+    for pod in (a, b):
+        model.on_event("Pod", "ADDED", pod)
+    pipeline = Pipeline(model, "metronome")
+    names = ["n0", "n1", "n2"]
+    kept = pipeline.filter(a, names).nodes
+    best = max(pipeline.prioritize(a, kept), key=lambda hs: hs[1])[0]
+    pipeline.filter(b, names)                          # the next cycle starts
+    assert pipeline.decisions == 2
+    pipeline.bind("default", "a-0", a["metadata"]["uid"], best)
+    assert pipeline.decisions == 2                     # a's own decision, same state
+    scores = dict(pipeline.prioritize(b, names))       # a is reserved now: b decides again
+    assert pipeline.decisions == 3
+    fresh = Pipeline(model, "metronome")
+    assert dict(fresh.prioritize(b, names)) == scores

@@ -44,7 +44,7 @@ def plane() -> Iterator[ControlPlane]:
 def env(plane: ControlPlane) -> Iterator[Env]:
     # Compile the policy kernels once here (Numba's on-disk cache), so that the
     # component processes load them instead of compiling them side by side.
-    from k8s_bridge.model import ClusterModel
+    from k8s_bridge.cache import ClusterModel
     from k8s_bridge.pipeline import Pipeline
 
     Pipeline(ClusterModel(), "metronome").warm_up()

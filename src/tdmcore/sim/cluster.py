@@ -45,7 +45,7 @@ from .._kernels.flow import (
     stretch_locate,
     stretch_summary,
 )
-from ..controller import Controller, PatternUpdate, Readjustment
+from ..controller import Controller, ControllerConfig, PatternUpdate, Readjustment
 from ..framework import Policy, Scheduler, Status, check_policy
 from ..link import LinkPlan
 from ..model import Cluster, ClusterState, Pod, TrafficPattern
@@ -301,7 +301,8 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
                 seed: int = 0, noise_sigma: float = 0.01, sample_ms: float | None = None,
                 progress: Callable[[float], None] | None = None,
                 skip_ahead: bool = True, queue: str = "backoff",
-                contention_efficiency: float = CONTENTION_EFFICIENCY) -> RunResult:
+                contention_efficiency: float = CONTENTION_EFFICIENCY,
+                controller: ControllerConfig | None = None) -> RunResult:
     """Simulate ``jobs`` on ``sim`` under ``policy`` until every job has finished.
 
     Parameters
@@ -348,6 +349,13 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
         (:data:`tdmcore.sim.network.CONTENTION_EFFICIENCY`); 1 is plain max-min
         fair sharing.  ``ideal`` gives every transfer a private link, so it
         never contends.
+    controller : ControllerConfig, optional
+        The stop-and-wait controller's thresholds (window, ``O_T``, ``A_T``, drift
+        tolerance, re-measuring; paper §III-C) for a policy that runs it.  Default:
+        :meth:`ControllerConfig.for_policy` of the policy's ``config``, the paper's
+        values with the policy's ablation flags.  Its ``scheduler`` must be the
+        policy's :class:`~tdmcore.policies.MetronomeConfig` (the controller plans
+        the links with the scheduler's thresholds).
 
     Returns
     -------
@@ -358,7 +366,8 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
     ValueError
         Naming the argument: an unknown policy name, an object that lacks an
         extension point, jobs that are not unique ``SimJob``s, a bad seed, noise,
-        queue or contention efficiency.
+        queue or contention efficiency, a ``controller`` for a policy that runs
+        none or whose ``scheduler`` is not the policy's config.
 
     Notes
     -----
@@ -394,8 +403,21 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
     if queue not in QUEUES:
         raise ValueError(f"queue: expected one of {', '.join(QUEUES)}, got {queue!r}")
     eta = check_efficiency(contention_efficiency)
+    if controller is not None:
+        if not isinstance(controller, ControllerConfig):
+            raise ValueError(f"controller: expected a ControllerConfig, got "
+                             f"{type(controller).__name__}")
+        placement = make_policy(policy) if isinstance(policy, str) and policy != "ideal" \
+            else policy
+        config = getattr(placement, "config", None)
+        if not isinstance(config, MetronomeConfig):
+            label = policy if isinstance(policy, str) else policy.name
+            raise ValueError(f"controller: policy {label!r} runs no controller")
+        if controller.scheduler != config:
+            raise ValueError("controller: its scheduler config differs from the policy's "
+                             "(build it with ControllerConfig.for_policy(policy.config))")
     return _Run(sim, jobs, policy, seed, sigma, sample_ms, progress,
-                bool(skip_ahead), queue, eta).execute()
+                bool(skip_ahead), queue, eta, controller).execute()
 
 
 def gamma_over_time(t_ms: NDArray[np.float64], rates_gbps: NDArray[np.float64],
@@ -457,7 +479,8 @@ class _Run:
     def __init__(self, sim: SimCluster, jobs: tuple[SimJob, ...], policy: str | Policy,
                  seed: int, sigma: float, sample_ms: float | None,
                  progress: Callable[[float], None] | None, skip_ahead: bool = True,
-                 queue: str = "backoff", efficiency: float = CONTENTION_EFFICIENCY) -> None:
+                 queue: str = "backoff", efficiency: float = CONTENTION_EFFICIENCY,
+                 controller: ControllerConfig | None = None) -> None:
         self.sim, self.jobs = sim, jobs
         self.policy_name = policy if isinstance(policy, str) else str(policy.name)
         self.seed, self.sigma, self.progress = seed, sigma, progress
@@ -471,7 +494,8 @@ class _Run:
         self.scheduler = Scheduler(placement)
         self.state = ClusterState(self.cluster)
         # the stop-and-wait controller runs for the Metronome policies only
-        self.controller = Controller.for_policy(self.state, placement) \
+        self.controller = (Controller(self.state, controller) if controller is not None
+                           else Controller.for_policy(self.state, placement)) \
             if not self.ideal and isinstance(getattr(placement, "config", None),
                                              MetronomeConfig) else None
         self.monitor = self.controller is not None and self.controller.config.monitor
@@ -532,11 +556,13 @@ class _Run:
         tic = time.perf_counter()
         decision = self.scheduler.schedule_gang(self.state, job.pods())
         shifts: dict[str, float] = {}
+        aside = 0.0
         if decision.status is Status.SUCCESS and self.controller is not None:
             reserves = [d.reserve for d in decision.decisions if d.reserve is not None]
             if reserves:
+                aside = self._unsolo_neighbours(job, t)
                 shifts = self.controller.on_reserve_gang(reserves)
-        self.decision_s.append(time.perf_counter() - tic)
+        self.decision_s.append(time.perf_counter() - tic - aside)
         if decision.status is not Status.SUCCESS:
             return False
         nodes = [self.state.placed[p.name].node for p in job.pods()]
@@ -549,6 +575,24 @@ class _Run:
             for node, plan in self.controller.links.items():  # kept: links empty later
                 self.link_plans[self.cluster.nodes[node].name] = plan
         return True
+
+    def _unsolo_neighbours(self, job: SimJob, t: float) -> float:
+        """Before the controller re-plans for ``job``'s Reserve: the skipped-ahead
+        jobs on the links ``job`` will use go back to the engine at ``t``, so their
+        iterations up to ``t`` reach the controller under the plans (and thus the
+        thresholds and injected idle) they ran under.  Returns the time it took,
+        which is the simulator's bookkeeping, not the scheduler's decision.
+        """
+        if self.ideal or job.pattern is None:
+            return 0.0  # private links / no traffic: nobody shares with this job
+        tic = time.perf_counter()
+        nodes = list(dict.fromkeys(self.state.placed[p.name].node for p in job.pods()))
+        if len(nodes) > 1:
+            for link in nodes:
+                for other in list(self.link_jobs.get(link, ())):
+                    if other in self.solo:
+                        self._solo_to_kernel(other, t)
+        return time.perf_counter() - tic
 
     def _links_of(self, job: SimJob, nodes: list[int]) -> list[int]:
         """The host links the job's transfers cross: one per node it occupies.

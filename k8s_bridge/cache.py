@@ -3,8 +3,10 @@
 Informers (or tests) feed :meth:`ClusterModel.on_event`; :meth:`ClusterModel.state`
 returns the :class:`~tdmcore.model.ClusterState` the policies work on, rebuilt
 lazily when something that matters for scheduling changed (a pod's node, phase,
-requests, labels or pattern; a node; a NodeBandwidth; the topology or AppGroups).
-Pod status churn (conditions, container states) does not trigger a rebuild.
+requests, labels or pattern; a node added or deleted; a NodeBandwidth's status; the
+topology or AppGroups).  A change of an existing Node or of its link is applied in
+place instead (:meth:`ClusterModel._update_nodes`).  Pod status churn (conditions,
+container states) and Node heartbeats change nothing.
 
 Placement order (the "deploy order" Metronome breaks ties with) is what the
 NodeBandwidth status recorded at Reserve (``status.pods[].order``), then the pod's
@@ -69,7 +71,7 @@ class ClusterModel:
     """JSON caches of the watched kinds and the ClusterState built from them."""
 
     def __init__(self, *, default_link_gbps: float = 25.0,
-                 topology_weights: str = "UserDefined") -> None:
+                 topology_weights: str = "UserDefined", incremental_nodes: bool = True) -> None:
         if isinstance(default_link_gbps, bool) or not isinstance(default_link_gbps, int | float) \
                 or not 0 < default_link_gbps < float("inf"):
             raise ValueError(f"default_link_gbps: expected a finite number > 0, got "
@@ -81,6 +83,8 @@ class ClusterModel:
         self._cluster: Cluster | None = None
         self._state: ClusterState | None = None
         self._node_json: list[dict[str, Any]] = []
+        # per node (cluster order): its zone and region (convert.topology_keys)
+        self._keys: list[tuple[str | None, str | None]] = []
         #: per node (cluster order): Ready and not cordoned
         self.schedulable: list[bool] = []
         # pod key -> (resourceVersion, PodBandwidth generation, domain Pod)
@@ -95,6 +99,15 @@ class ClusterModel:
         #: pod key -> when its deletion was seen (monotonic s): tombstones
         self.deleted_pods: dict[str, float] = {}
         self.rebuilds = 0
+        #: a change of an existing Node (or of its link) updates the cluster and
+        #: state in place (:meth:`_update_nodes`); False: rebuild both, as before
+        self.incremental_nodes = incremental_nodes
+        #: Node changes applied in place (no rebuild)
+        self.node_updates = 0
+        # names of existing nodes changed since the cluster was built or updated
+        self._changed_nodes: set[str] = set()
+        # whether the cluster's latency came from a NetworkTopology (else flat)
+        self._has_topology = False
         #: bumped whenever the state must be rebuilt (loops wait for it to move)
         self.changes = 0
         self.skipped: dict[str, str] = {}  # object key -> why it could not be used
@@ -124,10 +137,11 @@ class ClusterModel:
                 store[key] = obj
             if kind == "Node":
                 # heartbeats (condition times, images, ...) change nothing we use
-                if event == "DELETED" or before is None \
-                        or _node_signature(before) != _node_signature(obj):
-                    self._cluster = None
+                if event == "DELETED" or before is None:
+                    self._cluster = None  # the node set (and every index) changes
                     self._dirty()
+                elif _node_signature(before) != _node_signature(obj):
+                    self._node_changed(key)
             elif kind in _CLUSTER_KINDS:
                 self._cluster = None
                 self._dirty()
@@ -135,8 +149,7 @@ class ClusterModel:
                 old = before or {}
                 gone = event == "DELETED"
                 if self._link(before) != (None if gone else self._link(obj)):
-                    self._cluster = None  # the link's capacity changed
-                    self._dirty()
+                    self._node_changed(key)  # the link's capacity changed
                 elif gone or (old.get("status") != obj.get("status")
                               and not self._is_expected(kind, key, obj)):
                     self._dirty()  # recorded orders and shifts
@@ -184,6 +197,17 @@ class ClusterModel:
         except ValueError as exc:
             return str(exc)
 
+    def _node_changed(self, name: str) -> None:
+        """An existing node (or its link) changed: update it at the next read, or
+        rebuild everything when that cannot be done in place."""
+        if self.incremental_nodes and self._cluster is not None \
+                and name in self._cluster.node_index:
+            self._changed_nodes.add(name)
+            self.changes += 1
+        else:
+            self._cluster = None
+            self._dirty()
+
     def invalidate(self) -> None:
         with self.lock:
             self._dirty()
@@ -201,45 +225,32 @@ class ClusterModel:
     def cluster(self) -> Cluster:
         """Nodes in name order (the order that breaks ties), tau, AppGroups."""
         with self.lock:
+            if self._cluster is not None and self._changed_nodes:
+                self._update_nodes()
             if self._cluster is not None:
                 return self._cluster
+            self._changed_nodes.clear()
             nodes, node_json = [], []
             for name in sorted(self.objects["Node"]):
                 obj = self.objects["Node"][name]
                 try:
-                    link = convert.link_gbps(self.objects["NodeBandwidth"].get(name),
-                                             self.default_link_gbps)
-                except ValueError as exc:
-                    self.skipped[f"NodeBandwidth/{name}"] = str(exc)
-                    link = self.default_link_gbps
-                sig = (_node_signature(obj), link)
-                hit = self._nodes.get(name)
-                try:
-                    if hit is not None and hit[0] == sig:
-                        node = hit[1]
-                    else:
-                        node = convert.node_from_json(obj, link)
-                        if not convert.node_schedulable(obj):
-                            # cordoned or NotReady: nothing new may go there (the pods
-                            # already on it are still recorded, as over-commitment)
-                            node = replace(node, cpu=0.0, mem_gib=0.0, gpu=0.0)
-                        self._nodes[name] = (sig, node)
-                    nodes.append(node)
+                    nodes.append(self._convert_node(name, obj))
                     node_json.append(obj)
                 except ValueError as exc:
                     self.skipped[f"Node/{name}"] = str(exc)
             if not nodes:
                 raise LookupError("no usable Node in the cache yet")
             try:
-                latency = convert.latency_matrix(
-                    node_json, self.objects["NetworkTopology"].values(), self.topology_weights)
+                latency = self._latency(node_json)
                 workloads = convert.workloads_from_appgroups(self.objects["AppGroup"].values())
                 cluster = Cluster(nodes, latency=latency, workloads=workloads)
             except ValueError as exc:
                 self.skipped["NetworkTopology/AppGroup"] = str(exc)
                 cluster = Cluster(nodes)
+                self._has_topology = False
             self._cluster = cluster
             self._node_json = node_json
+            self._keys = [convert.topology_keys(n) for n in node_json]
             self.schedulable = [bool(self._nodes[n.name][0][0][3]) for n in nodes]
             workload_key = tuple(sorted((w.name, w.jobs, w.dependencies)
                                         for w in cluster.workloads.values()))
@@ -248,12 +259,95 @@ class ClusterModel:
                 self._workloads = workload_key
             return cluster
 
+    def _convert_node(self, name: str, obj: Mapping[str, Any]) -> Node:
+        """The tdmcore Node of a v1 Node (``ValueError`` if unusable), cached by what
+        of it the cluster uses."""
+        try:
+            link = convert.link_gbps(self.objects["NodeBandwidth"].get(name),
+                                     self.default_link_gbps)
+        except ValueError as exc:
+            self.skipped[f"NodeBandwidth/{name}"] = str(exc)
+            link = self.default_link_gbps
+        sig = (_node_signature(obj), link)
+        hit = self._nodes.get(name)
+        if hit is not None and hit[0] == sig:
+            return hit[1]
+        node = convert.node_from_json(obj, link)
+        if not convert.node_schedulable(obj):
+            # cordoned or NotReady: nothing new may go there (the pods already on it
+            # are still recorded, as over-commitment)
+            node = replace(node, cpu=0.0, mem_gib=0.0, gpu=0.0)
+        self._nodes[name] = (sig, node)
+        return node
+
+    def _latency(self, node_json: list[dict[str, Any]]) -> Any:
+        latency = convert.latency_matrix(node_json, self.objects["NetworkTopology"].values(),
+                                         self.topology_weights)
+        self._has_topology = latency is not None
+        return latency
+
+    def _update_nodes(self) -> None:
+        """Apply the changes of existing nodes to the cluster and, in place, to the
+        state: the nodes' capacities and schedulability, their links, and -- when a
+        NetworkTopology gives latencies and a zone or region label changed -- tau.
+
+        **[decision]** A Node change (a label, a cordon, a Ready condition, the
+        allocatable resources; or a NodeBandwidth's link) used to rebuild the cluster
+        and re-place every pod (60 ms on 1,000 nodes, paid by the next request).  The
+        node set and its order are the same, so the placed pods, their rows and
+        orders stay as they are; only the cluster under the state is replaced (and
+        the state's version bumped, so no decision is answered from before).  What
+        cannot be updated in place (a node that no longer converts, a topology that
+        no longer parses) falls back to the rebuild.  Nodes added or deleted always
+        rebuild.
+        """
+        old = self._cluster
+        assert old is not None
+        changed, self._changed_nodes = self._changed_nodes, set()
+        nodes = list(old.nodes)
+        node_json = list(self._node_json)
+        keys = list(self._keys)
+        schedulable = list(self.schedulable)
+        moved: list[int] = []  # nodes whose zone or region label changed
+        try:
+            for name in sorted(changed):
+                i = old.node_index[name]
+                obj = self.objects["Node"][name]
+                before = node_json[i]
+                nodes[i] = self._convert_node(name, obj)
+                node_json[i] = obj
+                schedulable[i] = convert.node_schedulable(obj)
+                keys[i] = convert.topology_keys(obj)
+                if keys[i] != convert.topology_keys(before):
+                    moved.append(i)
+            latency = None
+            if self._has_topology:
+                latency = old.latency if not moved else convert.latency_update(
+                    old.latency, keys, moved, self.objects["NetworkTopology"].values(),
+                    self.topology_weights)
+            cluster = Cluster(nodes, latency=latency, workloads=old.workloads.values())
+        except (KeyError, ValueError):  # not updatable in place: the full rebuild
+            self._cluster = None
+            self._dirty()
+            return
+        self._cluster = cluster
+        self._node_json = node_json
+        self._keys = keys
+        self.schedulable = schedulable
+        self.node_updates += 1
+        state = self._state
+        if state is not None:
+            state.cluster = cluster
+            state.version += 1
+            for name in changed:
+                state.node_versions[old.node_index[name]] += 1
+
     def domain_pod(self, pod: Mapping[str, Any]) -> Pod:
         """The tdmcore Pod for a pod JSON object (``ValueError`` if malformed)."""
         with self.lock:
             cluster = self.cluster()
-            return convert.pod_from_json(pod, self.objects["PodBandwidth"].values(),
-                                         cluster.workloads)
+            # kube-scheduler sends the same pod version to filter, prioritize and bind
+            return self._domain_cached(convert.pod_key(pod), pod, cluster)
 
     def _domain_cached(self, key: str, pod: Mapping[str, Any], cluster: Cluster) -> Pod:
         rv = str((pod.get("metadata") or {}).get("resourceVersion", ""))
@@ -279,6 +373,8 @@ class ClusterModel:
     def state(self) -> ClusterState:
         """The placed pods as a ClusterState (rebuilt only after a relevant change)."""
         with self.lock:
+            if self._changed_nodes:
+                self.cluster()  # node changes: applied to the state in place
             if self._state is not None:
                 return self._state
             cluster = self.cluster()
@@ -344,7 +440,14 @@ def _force_place(state: ClusterState, pod: Pod, node: int) -> None:
     except ValueError:
         state.check_pod(pod)  # a real inconsistency (duplicate, job mismatch): re-raise
         # Resources: count what fits; the API already admitted it (kubelet's view).
-        state.place(replace(pod, cpu=0.0, mem_gib=0.0, gpu=0.0), node)
-        state.used_cpu[node] += pod.cpu
-        state.used_mem[node] += pod.mem_gib
-        state.used_gpu[node] += pod.gpu
+        # The pod is recorded without resources, then its resources are added; the
+        # node's use is set aside meanwhile, so that a node already over its (maybe
+        # cordoned, zeroed) capacity records its next pods too.
+        used = (state.used_cpu[node], state.used_mem[node], state.used_gpu[node])
+        state.used_cpu[node] = state.used_mem[node] = state.used_gpu[node] = 0.0
+        try:
+            state.place(replace(pod, cpu=0.0, mem_gib=0.0, gpu=0.0), node)
+        finally:
+            state.used_cpu[node] = used[0] + (pod.cpu if pod.name in state.placed else 0.0)
+            state.used_mem[node] = used[1] + (pod.mem_gib if pod.name in state.placed else 0.0)
+            state.used_gpu[node] = used[2] + (pod.gpu if pod.name in state.placed else 0.0)

@@ -1,0 +1,277 @@
+"""The bridge's wire and CRD types: what crosses a process boundary, and its checks.
+
+One place for every shape the bridge reads from or writes to another program:
+
+* **our CRDs and the labels we read**: :data:`GROUP` / :data:`VERSION` of NodeBandwidth
+  and PodBandwidth, and the pod labels (job identity, priority, LowComm, PodGroup,
+  AppGroup) and the GPU resource name;
+* **kube-scheduler's extender protocol** (``k8s.io/kube-scheduler/extender/v1``):
+  :func:`parse_args` (``ExtenderArgs``) and :func:`parse_binding`
+  (``ExtenderBindingArgs``), keys matched case-insensitively as Go's JSON decoder
+  does (:func:`field`); a malformed request raises :class:`BadRequest`;
+* **the report protocol** between the training hook, the node agent and the
+  controller (``POST /v1/report``): :func:`validate_report` is the one check of a
+  report, at the agent and again at the controller (which may be called directly),
+  and :func:`valid_answer` the one check of the controller's answer.
+
+Nothing here imports the rest of the bridge: the training-side hook may use it
+without the server's dependencies.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "GPU_RESOURCE",
+    "GROUP",
+    "LABEL_APPGROUP",
+    "LABEL_JOB",
+    "LABEL_KUBEFLOW_JOB",
+    "LABEL_LOW_COMM",
+    "LABEL_POD_GROUP",
+    "LABEL_PRIORITY",
+    "LABEL_WORKLOAD",
+    "MAX_ITERATIONS",
+    "REPORT_PATH",
+    "VERSION",
+    "BadRequest",
+    "ReportError",
+    "field",
+    "parse_args",
+    "parse_binding",
+    "valid_answer",
+    "validate_report",
+]
+
+# ------------------------------------------------------------------ CRDs, labels
+GROUP = "tdmcore.io"
+VERSION = "v1alpha1"
+LABEL_KUBEFLOW_JOB = "training.kubeflow.org/job-name"
+LABEL_JOB = "tdmcore.io/job"
+LABEL_PRIORITY = "tdmcore.io/priority"
+LABEL_LOW_COMM = "low_comm"
+LABEL_POD_GROUP = "scheduling.x-k8s.io/pod-group"
+LABEL_APPGROUP = "appgroup.diktyo.x-k8s.io"
+LABEL_WORKLOAD = "appgroup.diktyo.x-k8s.io.workload"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+# ---------------------------------------------------------- the extender protocol
+class BadRequest(ValueError):
+    """The caller sent something malformed (HTTP 400); nothing was changed."""
+
+
+def field(obj: Mapping[str, Any], name: str) -> Any:
+    """``obj[name]``, matched case-insensitively like Go's encoding/json."""
+    if name in obj:
+        return obj[name]
+    lower = name.lower()
+    for key, value in obj.items():
+        if isinstance(key, str) and key.lower() == lower:
+            return value
+    return None
+
+
+def _object(value: Any, name: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise BadRequest(f"{name}: expected an object, got "
+                         f"{'null' if value is None else type(value).__name__}")
+    return value
+
+
+def parse_args(body: Any) -> tuple[Mapping[str, Any], list[str], Mapping[str, Any] | None]:
+    """``ExtenderArgs`` -> (pod, node names, the NodeList if one was sent)."""
+    args = _object(body, "ExtenderArgs")
+    pod = _object(field(args, "Pod"), "Pod")
+    _object(pod.get("metadata"), "Pod.metadata")
+    names = field(args, "NodeNames")
+    nodes = field(args, "Nodes")
+    if names is not None:
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise BadRequest("NodeNames: expected a list of node names")
+        return pod, names, None
+    if nodes is None:
+        raise BadRequest("NodeNames: either NodeNames or Nodes is required")
+    node_list = _object(nodes, "Nodes")
+    items = node_list.get("items")
+    if not isinstance(items, list):
+        raise BadRequest("Nodes.items: expected a list of v1 Node objects")
+    out = []
+    for i, item in enumerate(items):
+        meta = _object(_object(item, f"Nodes.items[{i}]").get("metadata"),
+                       f"Nodes.items[{i}].metadata")
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            raise BadRequest(f"Nodes.items[{i}].metadata.name: expected a node name")
+        out.append(name)
+    return pod, out, node_list
+
+
+def parse_binding(body: Any) -> tuple[str, str, str | None, str]:
+    """``ExtenderBindingArgs`` -> (namespace, name, uid, node)."""
+    args = _object(body, "ExtenderBindingArgs")
+    out = []
+    for key in ("PodNamespace", "PodName", "Node"):
+        value = field(args, key)
+        if not isinstance(value, str) or not value:
+            raise BadRequest(f"{key}: expected a non-empty string, got {value!r:.60}")
+        out.append(value)
+    uid = field(args, "PodUID")
+    if uid is not None and not isinstance(uid, str):
+        raise BadRequest(f"PodUID: expected a string, got {uid!r:.60}")
+    return out[0], out[1], uid or None, out[2]
+
+
+# ------------------------------------------------------------ the report protocol
+#: where the agent and the controller take reports
+REPORT_PATH = "/v1/report"
+#: most iterations one report may carry
+MAX_ITERATIONS = 1024
+
+# Kubernetes object names: a namespace is a DNS-1123 label, a pod a DNS-1123 subdomain.
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_NAMESPACE_RE = re.compile(rf"{_DNS_LABEL}\Z")
+_SUBDOMAIN_RE = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*\Z")
+
+
+class ReportError(ValueError):
+    """A report that does not follow the schema; ``str(exc)`` is ``"<field>: <problem>"``.
+
+    Parameters
+    ----------
+    field : str
+        Path of the offending field, e.g. ``"iterations[3].duration_ms"``.
+    problem : str
+        What is wrong with it.
+    """
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+
+
+def _type_name(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _number(value: object, where: str) -> float:
+    # bool is an int subclass, but true is not a duration.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ReportError(where, f"must be a number, got {_type_name(value)}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ReportError(where, "must be finite")
+    return number
+
+
+def _name(body: dict[str, Any], where: str, pattern: re.Pattern[str], max_len: int) -> str:
+    if where not in body:
+        raise ReportError(where, "missing")
+    value = body[where]
+    if not isinstance(value, str):
+        raise ReportError(where, f"must be a string, got {_type_name(value)}")
+    if not value:
+        raise ReportError(where, "must not be empty")
+    if len(value) > max_len or not pattern.match(value):
+        raise ReportError(where, f"not a valid Kubernetes name (DNS-1123, <= {max_len} chars)")
+    return value
+
+
+def validate_report(body: object, max_iterations: int = MAX_ITERATIONS) -> dict[str, Any]:
+    """Check a decoded report and return it rebuilt from the known fields only.
+
+    Parameters
+    ----------
+    body : object
+        The decoded JSON body of ``POST /v1/report``.
+    max_iterations : int
+        Largest accepted number of iterations.
+
+    Returns
+    -------
+    dict
+        ``{"namespace", "pod", ["node"], "iterations": [{"start_ms", "duration_ms",
+        "comm_ms"}]}`` with floats (``comm_ms`` may be ``None``).
+
+    Raises
+    ------
+    ReportError
+        Naming the first bad field: missing, wrong type, NaN/inf, ``duration_ms <= 0``,
+        negative ``start_ms``, ``comm_ms`` outside ``[0, duration_ms]``, no or too many
+        iterations, a namespace or pod that is no Kubernetes name.
+    """
+    if not isinstance(body, dict):
+        raise ReportError("body", f"must be a JSON object, got {_type_name(body)}")
+    report: dict[str, Any] = {
+        "namespace": _name(body, "namespace", _NAMESPACE_RE, 63),
+        "pod": _name(body, "pod", _SUBDOMAIN_RE, 253),
+    }
+    node = body.get("node")
+    if node is not None:
+        if not isinstance(node, str):
+            raise ReportError("node", f"must be a string or null, got {_type_name(node)}")
+        if not node or len(node) > 253:
+            raise ReportError("node", "must be 1..253 characters")
+        report["node"] = node
+    if "iterations" not in body:
+        raise ReportError("iterations", "missing")
+    raw = body["iterations"]
+    if not isinstance(raw, list):
+        raise ReportError("iterations", f"must be a list, got {_type_name(raw)}")
+    if not raw:
+        raise ReportError("iterations", "must not be empty")
+    if len(raw) > max_iterations:
+        raise ReportError("iterations", f"at most {max_iterations} items, got {len(raw)}")
+    iterations = []
+    for i, item in enumerate(raw):
+        where = f"iterations[{i}]"
+        if not isinstance(item, dict):
+            raise ReportError(where, f"must be an object, got {_type_name(item)}")
+        for key in ("start_ms", "duration_ms"):
+            if key not in item:
+                raise ReportError(f"{where}.{key}", "missing")
+        start_ms = _number(item["start_ms"], f"{where}.start_ms")
+        if start_ms < 0.0:
+            raise ReportError(f"{where}.start_ms", "must be >= 0 (epoch milliseconds)")
+        duration_ms = _number(item["duration_ms"], f"{where}.duration_ms")
+        if duration_ms <= 0.0:
+            raise ReportError(f"{where}.duration_ms", "must be > 0")
+        comm = item.get("comm_ms")
+        comm_ms = None if comm is None else _number(comm, f"{where}.comm_ms")
+        if comm_ms is not None and not 0.0 <= comm_ms <= duration_ms:
+            raise ReportError(f"{where}.comm_ms", "must lie in [0, duration_ms] or be null")
+        iterations.append({"start_ms": start_ms, "duration_ms": duration_ms, "comm_ms": comm_ms})
+    report["iterations"] = iterations
+    return report
+
+
+def valid_answer(raw: bytes) -> bool:
+    """Whether a controller's 200 body is an answer a hook can use: an object with a
+    finite ``pause_ms >= 0`` and finite numbers or nulls for ``shift_ms``,
+    ``period_ms`` and ``target_phase_ms``."""
+    try:
+        answer = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    if not isinstance(answer, dict):
+        return False
+    pause = answer.get("pause_ms")
+    if isinstance(pause, bool) or not isinstance(pause, int | float):
+        return False
+    if not (math.isfinite(pause) and pause >= 0.0):
+        return False
+    for key in ("shift_ms", "period_ms", "target_phase_ms"):
+        value = answer.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if not math.isfinite(value):
+            return False
+    return True
