@@ -8,9 +8,7 @@ same run (a benchmark, not a test).
 The tasks: ``metronome-trace`` over ``--hours`` at load ``--load`` for seeds 0 ..
 ``--seeds - 1`` (each seed its own trace) under ``default`` and ``diktyo``: about a
 second of simulation each on an idle core, so that the cluster's start-up (spawning
-worker processes that import tdmcore) does not hide the work.  (``metronome`` is
-left out: on some of these traces its closed-form skip-ahead stops with "these
-reports are not quiet", a simulator error the sweep reports as a failed task.)  The serial
+worker processes that import tdmcore) does not hide the work.  The serial
 run goes first in this process (which also loads the compiled kernels), then the same
 tasks on a ``LocalCluster`` of ``--workers`` processes, timed from its start to its
 close; both tables must agree on every metric that is not a wall-clock time.  Prints
