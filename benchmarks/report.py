@@ -3,7 +3,7 @@
 Usage: python -m benchmarks.report [--seeds 0 1 2 3 4] [--decision] [--oasis] [--network]
        [--milp [--milp-sizes 20 50 100] [--milp-time-limit 600]]
        [--philly JOBS NODES [--philly-policies default,metronome] [--philly-cap S]]
-       [--rotation]
+       [--heavy [--heavy-count 50]] [--growth] [--rotation]
 The rotation-search table is printed when no other section is asked for, or
 with --rotation.
 Each instance is solved by tdmcore (median of 20 runs) and by the naive peer
@@ -19,11 +19,12 @@ import argparse
 
 import numpy as np
 
-from benchmarks.asv_bench.bench_decision import decision_latencies
+from benchmarks.asv_bench.bench_decision import decision_samples, decision_vs_peer
 from benchmarks.asv_bench.bench_network import speedup as network_speedup
 from benchmarks.asv_bench.bench_oasis import agree, milp_comparison
 from benchmarks.asv_bench.bench_oasis import speedup as oasis_speedup
-from benchmarks.asv_bench.bench_rotation import speedup
+from benchmarks.asv_bench.bench_rotation import heavy_speedup, speedup
+from benchmarks.asv_bench.instances import heavy_link
 
 CASES = [("first", 4, 72), ("optimal", 5, 72), ("first", 5, 72), ("optimal", 4, 72),
          ("first", 3, 144), ("optimal", 3, 144)]
@@ -33,8 +34,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--decision", action="store_true",
-                        help="also time one pod's full decision on 10..5,000 nodes "
-                             "(clusters seeded 0..19)")
+                        help="also time one pod's full decision on 10..10,000 nodes "
+                             "(clusters seeded 0..19), beside the per-node peer on "
+                             "1,000 and 10,000 nodes (seeds 0..4)")
+    parser.add_argument("--heavy", action="store_true",
+                        help="also the rotation search on heavily contended links "
+                             "without a perfect rotation (k = 4, 72 bins), worst of "
+                             "--heavy-count instances, against the naive peer")
+    parser.add_argument("--heavy-count", type=int, default=50)
+    parser.add_argument("--growth", action="store_true",
+                        help="also how the search's time grows with k (2..6) and bins "
+                             "(72, 144, 360) on heavily contended links, seeds 0..9")
     parser.add_argument("--oasis", action="store_true",
                         help="also time OASiS's best schedule (T=100, 100+100 servers) "
                              "against the straightforward DP")
@@ -58,7 +68,8 @@ def main() -> None:
                         help="the rotation-search table (the default when no other "
                              "section is asked for)")
     args = parser.parse_args()
-    asked = any((args.philly, args.network, args.milp, args.oasis, args.decision))
+    asked = any((args.philly, args.network, args.milp, args.oasis, args.decision, args.heavy,
+                 args.growth))
     if args.philly:
         philly_table(*args.philly, args.philly_policies.split(","), args.philly_cap)
     if args.network:
@@ -77,11 +88,11 @@ def main() -> None:
             fast, slow, ratio = oasis_speedup(seed)
             print(f"{seed:>10} {fast * 1e3:>11.3f} {slow * 1e3:>15.1f} {ratio:>6.0f}x")
     if args.decision:
-        print(f"{'nodes':>6} {'median ms':>10} {'p99 ms':>8} {'max ms':>8}  (seeds 0-19)")
-        for nodes in (10, 100, 1000, 5000):
-            lat = np.array(decision_latencies(nodes)) * 1e3
-            print(f"{nodes:>6} {np.median(lat):>10.2f} {np.percentile(lat, 99):>8.2f} "
-                  f"{lat.max():>8.2f}")
+        decision_table()
+    if args.heavy:
+        heavy_table(args.heavy_count)
+    if args.growth:
+        growth_table()
     if asked and not args.rotation:
         return
     print(f"{'mode':8} {'k':>2} {'bins':>4} {'seed':>4} {'tdmcore ms':>11} {'naive ms':>10} "
@@ -94,6 +105,68 @@ def main() -> None:
         med_t = np.median([r[1] for r in rows]) * 1e3
         med_r = np.median([r[3] for r in rows])
         print(f"{mode:8} {k:>2} {bins:>4} {'med':>4} {med_t:>11.3f} {'':>10} {med_r:>7.0f}x")
+
+
+def decision_table() -> None:
+    print(f"{'nodes':>6} {'median ms':>10} {'p99 ms':>8} {'max ms':>8} {'CPU p99 ms':>11}  "
+          "(seeds 0-19 x 5 decisions, fresh snapshot each)", flush=True)
+    for nodes in (10, 100, 1000, 5000, 10000):
+        wall, busy = decision_samples(nodes, cpu=True)
+        lat, cpu = np.array(wall) * 1e3, np.array(busy) * 1e3
+        print(f"{nodes:>6} {np.median(lat):>10.2f} {np.percentile(lat, 99):>8.2f} "
+              f"{lat.max():>8.2f} {np.percentile(cpu, 99):>11.2f}", flush=True)
+    print(f"{'nodes':>6} {'seed':>4} {'tdmcore ms':>11} {'per-node peer ms':>17} {'ratio':>7}")
+    for nodes in (1000, 10000):
+        for seed in range(5):
+            fast, peer = decision_vs_peer(nodes, seed)
+            print(f"{nodes:>6} {seed:>4} {fast * 1e3:>11.2f} {peer * 1e3:>17.0f} "
+                  f"{peer / fast:>6.0f}x", flush=True)
+
+
+def heavy_table(count: int) -> None:
+    for mode in ("first", "optimal"):
+        rows, skipped = heavy_speedup(mode, n_instances=count)
+        tdm = np.array([r[1] for r in rows]) * 1e3
+        ratio = np.array([r[3] for r in rows])
+        worst = rows[int(tdm.argmax())]
+        low = rows[int(ratio.argmin())]
+        print(f"heavy {mode}: {count} instances without a perfect rotation (seeds "
+              f"{rows[0][0]}-{rows[-1][0]}, {len(skipped)} skipped: {skipped})")
+        print(f"  tdmcore ms: median {np.median(tdm):.3f}, worst {tdm.max():.3f} "
+              f"(seed {worst[0]}); speed-up: median {np.median(ratio):.0f}x, smallest "
+              f"{ratio.min():.0f}x (seed {low[0]}: {low[1] * 1e3:.3f} ms vs "
+              f"{low[2] * 1e3:.1f} ms)", flush=True)
+        print(f"  {'seed':>4} {'tdmcore ms':>11} {'naive ms':>9} {'ratio':>7}")
+        for seed, fast, peer, r in sorted(rows, key=lambda row: -row[1])[:5]:
+            print(f"  {seed:>4} {fast * 1e3:>11.3f} {peer * 1e3:>9.1f} {r:>6.0f}x")
+
+
+def growth_table() -> None:
+    import timeit
+
+    from benchmarks.asv_bench.bench_rotation import _run, _run_naive
+
+    print(f"{'mode':8} {'k':>2} {'bins':>4} {'no perfect':>10} {'median ms':>10} "
+          f"{'worst ms':>9} {'naive median ms':>16}  (heavy_link seeds 0-9)", flush=True)
+    cases = [(k, 72) for k in (2, 3, 4, 5, 6)] + [(4, 144), (4, 360)]
+    for mode in ("first", "optimal"):
+        for k, bins in cases:
+            times, peers, plain = [], [], 0
+            for seed in range(10):
+                inst = heavy_link(k, bins, seed)
+                got = _run(inst, mode)
+                plain += not got.perfect
+                times.append(float(np.median(timeit.repeat(lambda i=inst, m=mode: _run(i, m),
+                                                           number=1, repeat=10))))
+                if k <= 4 and bins == 72:
+                    tic = timeit.default_timer()
+                    want = _run_naive(inst, mode)
+                    peers.append(timeit.default_timer() - tic)
+                    if tuple(got.rotations.tolist()) != tuple(want[0]):
+                        raise AssertionError(f"disagreement: heavy seed {seed}, k {k}")
+            peer = f"{np.median(peers) * 1e3:>16.1f}" if peers else f"{'-':>16}"
+            print(f"{mode:8} {k:>2} {bins:>4} {plain:>7}/10 {np.median(times) * 1e3:>10.3f} "
+                  f"{max(times) * 1e3:>9.3f} {peer}", flush=True)
 
 
 def philly_table(n_jobs: int, n_nodes: int, policies: list[str], cap: float | None) -> None:

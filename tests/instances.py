@@ -5,6 +5,11 @@ ties (integer demands), wrap-around perfect intervals, whole-range perfect,
 instances with no perfect rotation at all, and crowded links where every pair
 contends and Psi decides.  The product of the free rows' limits is
 kept small enough for the brute-force oracle.
+
+:func:`make_heavy_instance` draws the benchmarks' heavily contended links
+(``benchmarks.asv_bench.instances.heavy_link``: every job at 55-100 % of the link, multiples
+1-3, duty cycles up to 0.45), on fewer bins and with the limits cut down the same
+way, for the phase-B search at k = 4-6.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import tdmcore
+from benchmarks.asv_bench.instances import heavy_link
 
 FAMILIES = ("pattern", "integer", "wrap", "whole", "none", "crowded")
 MAX_VECTORS = 6000
@@ -121,3 +127,18 @@ def make_instance(family: str, seed: int, k: int) -> Instance:
     limits[0] = 1
     return Instance(family, seed, np.ascontiguousarray(demand, dtype=float), capacity, limits,
                     list(mids))
+
+
+HEAVY_BINS = (8, 9, 10, 12, 16, 18, 24, 36)
+
+
+def make_heavy_instance(seed: int, k: int) -> Instance:
+    """The benchmarks' heavily contended link (``heavy_link``) on 8-36 bins, limits cut
+    to at most MAX_VECTORS vectors; most have no perfect rotation."""
+    rng = np.random.default_rng([seed, k, 20])
+    bins = int(rng.choice(HEAVY_BINS))
+    link = heavy_link(k, bins, seed)
+    limits = _shrink_limits(rng, np.asarray(link.limits, dtype=np.int64))
+    limits[0] = 1
+    return Instance("heavy", seed, np.ascontiguousarray(link.demand, dtype=float),
+                    link.capacity_gbps, limits, list(link.mids))

@@ -40,8 +40,10 @@ def test_the_core_install_has_no_kubernetes_stack() -> None:
     for dist in ("kubernetes", "prometheus-client", "werkzeug", "waitress"):
         assert dist not in core
         assert any(req.startswith(dist) for req in extras["k8s"]), dist
-    assert {"k8s", "test", "bench", "docs"} <= set(extras)
-    assert "tdmcore[k8s,docs]" in extras["test"]
+    assert {"k8s", "test", "bench", "docs", "sweep"} <= set(extras)
+    assert "tdmcore[k8s,docs,sweep]" in extras["test"]
+    assert "dask" not in core and any(req.startswith("dask[distributed]")
+                                      for req in extras["sweep"])
 
 
 def test_library_and_simulator_import_without_the_k8s_extra() -> None:

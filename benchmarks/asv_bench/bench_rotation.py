@@ -15,7 +15,7 @@ import numpy as np
 import tdmcore
 from tests.oracles import naive
 
-from .instances import contended_link
+from .instances import contended_link, has_perfect_rotation, heavy_link
 
 SEEDS = (0, 1, 2, 3, 4)
 # Instances the naive peer can finish in about a minute (it enumerates L^(k-2)
@@ -99,3 +99,74 @@ class TrackSpeedup:
     def track_speedup_vs_naive(self, case):
         mode, k, bins = case
         return float(np.median([r[3] for r in speedup(mode, k, bins)]))
+
+
+def heavy_speedup(mode: str, k: int = 4, bins: int = 72, n_instances: int = 50,
+                  tdm_repeat: int = 20, peer_repeat: int = 3):
+    """The heavily contended family without a perfect rotation: seeds 0, 1, ... of
+    :func:`~asv_bench.instances.heavy_link`, skipping those where the naive peer finds
+    a perfect vector, until ``n_instances`` remain.  Per instance: (seed, tdmcore
+    median s, naive s, ratio); agreement is checked first.  The peer's time is its
+    best of ``peer_repeat`` runs (on a shared machine one run can be stretched
+    twice over).  Also returns the seeds skipped."""
+    rows, skipped, seed = [], [], 0
+    while len(rows) < n_instances:
+        inst = heavy_link(k, bins, seed)
+        want = _run_naive(inst, mode)
+        if want[1]:
+            skipped.append(seed)
+        else:
+            peer = min(timeit.repeat(lambda i=inst: _run_naive(i, mode), number=1,
+                                     repeat=peer_repeat))
+            got = _run(inst, mode)
+            if tuple(got.rotations.tolist()) != tuple(want[0]) or got.perfect:
+                raise AssertionError(f"tdmcore and the naive peer disagree (heavy seed {seed})")
+            tdm = float(np.median(timeit.repeat(lambda i=inst: _run(i, mode), number=1,
+                                                repeat=tdm_repeat)))
+            rows.append((seed, tdm, peer, peer / tdm))
+        seed += 1
+    return rows, skipped
+
+
+class HeavySearch:
+    """The heavily contended family (no perfect rotation, k = 4, 72 bins): tdmcore's
+    worst time over the first 50 such instances and its smallest speed-up over the
+    naive peer, measured side by side."""
+
+    params = (["first", "optimal"],)
+    param_names = ["mode"]
+    timeout = 3600
+
+    def setup_cache(self):
+        return {mode: heavy_speedup(mode)[0] for mode in ("first", "optimal")}
+
+    def track_worst_ms(self, rows, mode):
+        return 1e3 * max(r[1] for r in rows[mode])
+
+    track_worst_ms.unit = "ms"
+
+    def track_min_speedup(self, rows, mode):
+        return min(r[3] for r in rows[mode])
+
+    track_min_speedup.unit = "x"
+
+
+class TimeHeavySearch:
+    """tdmcore on a heavily contended link, k = 2..6: the first seed without a
+    perfect rotation where the enumeration that checks it is quick (k <= 4), seed 0
+    beyond (every seed 0-9 there has none, docs/benchmarks.md)."""
+
+    params = (["first", "optimal"], [2, 3, 4, 5, 6])
+    param_names = ["mode", "k"]
+    timeout = 900
+
+    def setup(self, mode, k):
+        seed = 0
+        if k <= 4:
+            while has_perfect_rotation(heavy_link(k, 72, seed)):
+                seed += 1
+        self.inst = heavy_link(k, 72, seed)
+        _run(self.inst, mode)
+
+    def time_tdmcore(self, mode, k):
+        _run(self.inst, mode)

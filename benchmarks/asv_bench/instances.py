@@ -4,10 +4,17 @@ A *contended* link carries jobs whose bandwidths each fit the link but no two fi
 together (every pair contends, Eq. 9), with duty cycles that leave the circle
 partly idle, so TDM can interleave them only by searching rotations.  Periods are
 multiples of a common base (mul in {1, 2}), as after base-period unification.
+
+A *heavily contended* link (:func:`heavy_link`) is the crowded end of that: period
+multiples 1-3, duty cycles up to 0.45, every job at 55-100 % of the link, so the
+jobs usually cannot all be interleaved and the search must find the highest
+score instead (phase B).  The benchmarks and the oracle tests draw it from here
+and keep the instances without a perfect rotation (:func:`has_perfect_rotation`).
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,3 +45,39 @@ def contended_link(k: int, bins: int = 72, seed: int = 0, load: float = 0.8) -> 
             for m, d in zip(muls, duty, strict=True)]
     limits = np.ceil(bins / muls).astype(np.int64)
     return LinkInstance(seed, np.atleast_2d(demand), capacity, limits, mids)
+
+
+HEAVY_MULTIPLES = (1, 2, 3)
+HEAVY_DUTY = (0.05, 0.45)
+HEAVY_RATE = (0.55, 1.0)  # fraction of the link's capacity
+
+
+def heavy_link(k: int, bins: int = 72, seed: int = 0) -> LinkInstance:
+    """k jobs on one 25 Gbps link, each at 55-100 % of it: multiples 1-3 of a 600 ms
+    base period, duty cycles 0.05-0.45 (the docs' "heavily contended" family)."""
+    rng = np.random.default_rng([seed, k, bins, 20])
+    capacity = 25.0
+    base_ms = 600.0
+    muls = rng.choice(HEAVY_MULTIPLES, size=k)
+    duty = rng.uniform(*HEAVY_DUTY, size=k)
+    rate = rng.uniform(*HEAVY_RATE, size=k) * capacity
+    demand = tdmcore.discretize(base_ms / muls, duty, rate, base_ms, bins)
+    mids = [tdmcore.comm_midpoints(int(m), float(d), bins)
+            for m, d in zip(muls, duty, strict=True)]
+    limits = np.ceil(bins / muls).astype(np.int64)
+    return LinkInstance(seed, np.atleast_2d(demand), capacity, limits, mids)
+
+
+def has_perfect_rotation(inst: LinkInstance) -> bool:
+    """Whether any rotation vector is perfect, by enumeration: every prefix of rows
+    1..k-2, the last row's rotations vectorised (independent of tdmcore's search)."""
+    demand, cap, limits = inst.demand, inst.capacity_gbps, inst.limits
+    k, n = demand.shape
+    last = np.stack([np.roll(demand[-1], s) for s in range(int(limits[-1]))])
+    for prefix in itertools.product(*[range(int(x)) for x in limits[1:-1]]):
+        partial = demand[0].copy()
+        for i, s in enumerate(prefix, start=1):
+            partial += np.roll(demand[i], s)
+        if (np.maximum(partial + last - cap, 0.0).sum(axis=1) <= 1e-9 * cap).any():
+            return True
+    return False

@@ -30,6 +30,13 @@ for family in instances.FAMILIES:
                 assert tuple(got.rotations.tolist()) == want.rotations, inst.describe()
                 assert got.perfect == want.perfect, inst.describe()
                 checked += 1
+for k in (4, 5):  # the phase-B search on heavily contended links
+    for seed in range(6):
+        inst = instances.make_heavy_instance(seed, k)
+        got = tdmcore.search_rotations(inst.demand, inst.capacity, inst.limits)
+        want = naive.search(inst.demand, inst.capacity, inst.limits)
+        assert tuple(got.rotations.tolist()) == want.rotations, inst.describe()
+        checked += 1
 print(checked)
 """
 
@@ -40,7 +47,8 @@ def test_pure_python_kernels_match_oracle() -> None:
     out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True,
                          text=True, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert int(out.stdout.strip()) == 6 * 4 * 2 * 4  # families x k x modes x seeds
+    # families x k x modes x seeds, then heavy links x k x seeds
+    assert int(out.stdout.strip()) == 6 * 4 * 2 * 4 + 2 * 6
 
 
 SCHEDULE = """

@@ -1,7 +1,8 @@
 """Kernels against the brute-force oracle on thousands of seeded random instances.
 
 6 families x k = 1..5 x 2 modes x 100 seeds = 6,000 instances of the rotation search,
-plus score / utilization / discretization on random inputs.
+3,000 heavily contended links at k = 4-6 (most without a perfect rotation: the
+phase-B search), plus score / utilization / discretization on random inputs.
 """
 
 from __future__ import annotations
@@ -40,6 +41,56 @@ def test_search_matches_brute_force(family: str, k: int, mode: str) -> None:
         assert _same_psi(got.psi, want.psi), where
         total = int(np.prod(inst.limits[1:]))
         assert 1 <= got.evaluated <= 2 * total, where
+
+
+HEAVY_SEEDS = range(500)
+
+
+def _check_against_oracle(inst: instances.Instance, mode: str) -> bool:
+    """Assert tdmcore's answer is the brute force's; return whether it is perfect."""
+    got = tdmcore.search_rotations(inst.demand, inst.capacity, inst.limits, mode=mode,
+                                   mids=inst.mids)
+    want = naive.search(inst.demand, inst.capacity, inst.limits, mode=mode, mids=inst.mids)
+    where = f"{mode} {inst.describe()}"
+    assert tuple(got.rotations.tolist()) == want.rotations, where
+    assert got.perfect == want.perfect, where
+    assert math.isclose(got.score, want.score, rel_tol=0, abs_tol=1e-9), where
+    assert _same_psi(got.psi, want.psi), where
+    return want.perfect
+
+
+@pytest.mark.parametrize("mode", ["first", "optimal"])
+@pytest.mark.parametrize("k", [4, 5, 6])
+def test_heavily_contended_links_match_brute_force(k: int, mode: str) -> None:
+    """Every job at 55-100 % of the link: the highest score, ties first in
+    enumeration order, exactly as the brute force's sequential scan keeps it."""
+    perfect = [_check_against_oracle(instances.make_heavy_instance(seed, k), mode)
+               for seed in HEAVY_SEEDS]
+    # the family is about links without a perfect rotation: most must be such
+    assert perfect.count(False) >= 0.6 * len(perfect)
+
+
+@pytest.mark.parametrize("mode", ["first", "optimal"])
+def test_heavy_links_with_a_periodic_reference_match_brute_force(mode: str) -> None:
+    """Reference rows of multiple 2 or 3 repeat every N/2 or N/3 bins, so the search
+    skips turned copies of subtrees (lowest_excess's symmetry): whole links, limits
+    uncut, on 12-24 bins."""
+    from benchmarks.asv_bench.instances import heavy_link
+    from tdmcore._kernels.lowest_excess import _symmetry_shift
+
+    turned = 0
+    for seed in range(300):
+        bins = (12, 16, 18, 24)[seed % 4]
+        link = heavy_link(4, bins, seed)
+        limits = link.limits.copy()
+        limits[0] = 1
+        margin = 1e-12 * (link.demand.sum() + link.capacity_gbps * bins)
+        shift = _symmetry_shift(link.demand, limits, 0.25 * margin)
+        turned += shift > 0 and any(shift % limits[r] for r in range(1, 4))
+        inst = instances.Instance("heavy", seed, link.demand, link.capacity_gbps, limits,
+                                  list(link.mids))
+        _check_against_oracle(inst, mode)
+    assert turned >= 100
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -106,3 +157,67 @@ def test_unify_periods_matches_enumeration(seed: int) -> None:
             t_high = stretched[high].mean()
             np.testing.assert_allclose(t_high - stretched[got.idle_ms > 0], gt, atol=1e-9,
                                        err_msg=where)
+
+
+
+MUTANT = """
+import json, sys, types
+import instances, naive, tdmcore
+from tdmcore._kernels import lowest_excess, rotation_search
+
+path = lowest_excess.__file__
+source = open(path).read()
+cases = [(k, seed) for k in (4, 5) for seed in range(120)]
+wants = {}
+for k, seed in cases:
+    inst = instances.make_heavy_instance(seed, k)
+    wants[k, seed] = naive.search(inst.demand, inst.capacity, inst.limits).rotations
+counts = []
+for old, new in [("", "")] + json.loads(sys.argv[1]):
+    assert old == "" or source.count(old) == 1, old
+    mutant = types.ModuleType("tdmcore._kernels.mutant")
+    mutant.__package__ = "tdmcore._kernels"
+    exec(compile(source.replace(old, new) if old else source, path, "exec"), mutant.__dict__)
+    rotation_search.lowest_excess = mutant.lowest_excess
+    wrong = 0
+    for k, seed in cases:
+        inst = instances.make_heavy_instance(seed, k)
+        got = tdmcore.search_rotations(inst.demand, inst.capacity, inst.limits)
+        wrong += tuple(got.rotations.tolist()) != wants[k, seed]
+    counts.append(wrong)
+print(json.dumps(counts))
+"""
+
+#: (what, original text, mutated text): phase-B bounds made each a little too tight
+MUTANTS = [
+    ("joint bound 2 % high", "    return u if u > v else v\n",
+     "    return 1.02 * (u if u > v else v)\n"),
+    ("sorted scan stops 2 % early", "        if v >= cut:\n            break\n",
+     "        if v >= 0.98 * cut:\n            break\n"),
+    ("prefix bound 2 % high", "pruned = e_level + tail - prune >= threshold",
+     "pruned = 1.02 * (e_level + tail) - prune >= threshold"),
+]
+
+
+def test_oracle_catches_planted_over_tight_bounds() -> None:
+    """The heavily contended family discriminates: each phase-B bound made slightly
+    too tight (pure Python, in a subprocess) gives answers the brute force refutes,
+    while the shipped kernel, run the same way, agrees everywhere."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(here), str(here.parent / "benchmarks"),
+                                                      env.get("PYTHONPATH", "")]))
+    mutations = json.dumps([[old, new] for _, old, new in MUTANTS])
+    out = subprocess.run([sys.executable, "-c", MUTANT, mutations], env=env,
+                         capture_output=True, text=True, timeout=900, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    shipped, *mutants = json.loads(out.stdout)
+    assert shipped == 0
+    for (what, _, _), wrong in zip(MUTANTS, mutants, strict=True):
+        assert wrong > 0, f"mutant '{what}' went unnoticed"

@@ -110,3 +110,97 @@ def decide(state: ClusterState, pod: Pod) -> int | None:
     values = {n: (100 - norm(delta[n])) if pod.low_comm else norm(delta[n]) for n in at_max}
     top = max(values.values())
     return min(n for n in at_max if values[n] == top)
+
+
+def decide_per_node(state: ClusterState, pod: Pod, bins: int = 72) -> int | None:
+    """The per-node loop peer at scale (1,000-10,000 nodes), where :func:`decide`
+    cannot go: linear in the nodes, but each step in Python, node by node.
+
+    PreFilter sums latencies per node; Filter checks resources, Eq. (14) and the
+    affinity-graph loop against a union-find of the contended links built once;
+    Score runs the full single-link computation (:func:`tdmcore.metronome.link.plan_link`)
+    on *every* feasible node where the pod adds contention, where tdmcore stops at
+    the first node that scores 100; NormalizeScore in Python.  The link rows are
+    the state's own (``link_rows``, ``waiting_link_gbps``).  Its decision must
+    equal tdmcore's; the benchmark checks that before timing.
+    """
+    cluster = state.cluster
+    n_nodes = len(cluster)
+    # PreFilter
+    deps = [p.node for p in state.job_pods(pod.job)]
+    for other in sorted(cluster.dependent_jobs(pod.workload, pod.job)):
+        deps += [p.node for p in state.job_pods(other)]
+    latency = cluster.latency
+    if pod.low_comm or not deps:
+        delta = [float(cluster.mean_latency[n]) for n in range(n_nodes)]
+    else:
+        delta = []
+        for n in range(n_nodes):
+            row = latency[n]
+            total = sum(float(row[m]) for m in deps)
+            delta.append(total if total != 0.0 else float(cluster.mean_latency[n]))
+    # the links as they are: rows, summed bandwidth, contention
+    rows_of = [[state.placed[name].pod for name in state.link_rows[n]] for n in range(n_nodes)]
+    load = [sum(p.bandwidth_gbps for p in rows) for rows in rows_of]
+    cap = [float(x) for x in cluster.link_gbps]
+    parent: dict = {}
+
+    def find(x):
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for n in range(n_nodes):
+        if load[n] > cap[n]:
+            for p in rows_of[n]:
+                parent[find(("job", p.job))] = find(("link", n))
+    adds = state.waiting_link_gbps(pod) > 0.0
+    w_bw = pod.bandwidth_gbps
+    # Filter
+    feasible = []
+    for n in range(n_nodes):
+        if (cluster.cpu[n] - state.used_cpu[n] + 1e-9 < pod.cpu
+                or cluster.mem_gib[n] - state.used_mem[n] + 1e-9 < pod.mem_gib
+                or cluster.gpu[n] - state.used_gpu[n] + 1e-9 < pod.gpu
+                or cap[n] < w_bw):
+            continue
+        rows = rows_of[n]
+        if not pod.low_comm and adds[n] and rows and load[n] + w_bw > cap[n]:
+            jobs = {p.job for p in rows}
+            if load[n] > cap[n]:
+                if pod.job not in jobs and find(("job", pod.job)) == find(("link", n)):
+                    continue  # the new edge closes a cycle
+            else:  # the link becomes contended: an edge from each of its jobs
+                roots = [find(("job", j)) for j in sorted(jobs | {pod.job})]
+                if len(set(roots)) < len(roots):
+                    continue
+        feasible.append(n)
+    if not feasible:
+        return None
+    # Score
+    scores = {}
+    for n in feasible:
+        rows = rows_of[n]
+        if pod.low_comm or not state.node_pods[n] or not adds[n] or load[n] + w_bw <= cap[n]:
+            scores[n] = 100.0
+            continue
+        link = [LinkPod(p.name, p.pattern.period_ms, p.pattern.duty_cycle,
+                        p.pattern.bandwidth_gbps, p.priority, p.job) for p in rows]
+        w = pod.pattern
+        link.append(LinkPod(pod.name, w.period_ms, w.duty_cycle, w.bandwidth_gbps,
+                            pod.priority, pod.job))
+        scores[n] = plan_link(link, cap[n], bins=bins).result.score
+    # NormalizeScore
+    best = max(scores.values())
+    at_max = [n for n in feasible if scores[n] >= best - 1e-7 / bins]
+    if len(at_max) == 1:
+        return at_max[0]
+    lo, hi = min(delta), max(delta)
+
+    def norm(d):
+        return 100 - math.floor(100 * (d - lo) / (hi - lo)) if hi != lo else 100 - (d - lo)
+
+    values = {n: (100 - norm(delta[n])) if pod.low_comm else norm(delta[n]) for n in at_max}
+    top = max(values.values())
+    return min(n for n in at_max if values[n] == top)

@@ -18,8 +18,10 @@ enumeration returns, but reaches it by a depth-first walk over *prefixes*
 Every bound is applied with a safety margin for rounding, so a pruned prefix can
 never contain a vector the enumeration would have chosen.
 
-Two phases: (A) walk only prefixes that can hold a perfect vector; if none does,
-(B) branch and bound for the highest score, ties first in enumeration order.
+Two phases: (A) walk only prefixes that can hold a perfect vector (the bounds
+above, and each remaining row must alone have a perfect rotation on the prefix);
+if none does, (B) branch and bound for the highest score, ties first in
+enumeration order, with the stronger bounds of :mod:`.lowest_excess`.
 """
 
 from __future__ import annotations
@@ -27,9 +29,14 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import jit
+from .lowest_excess import lowest_excess
+from .partial_sums import add_rotated, excess_slack, over_capacity, rotation_excess
 
 MODE_FIRST = 0
 MODE_OPTIMAL = 1
+#: last-row sweeps of the plain phase-A walk without a perfect vector before the
+#: stronger walk of lowest_excess looks for one
+PHASE_A_BUDGET = 8
 
 
 @jit
@@ -123,65 +130,6 @@ def perfect_interval_middles(
 
 
 @jit
-def _excess_slack(prefix_row: np.ndarray, capacity: float) -> tuple[float, float]:
-    excess = 0.0
-    slack = 0.0
-    for b in range(prefix_row.shape[0]):
-        v = prefix_row[b]
-        if v > capacity:
-            excess += v - capacity
-        else:
-            slack += capacity - v
-    return excess, slack
-
-
-@jit
-def _add_rotated(prev: np.ndarray, row: np.ndarray, shift: int, out: np.ndarray) -> None:
-    n_bins = prev.shape[0]
-    for b in range(n_bins):
-        src = b - shift
-        if src < 0:
-            src += n_bins
-        out[b] = prev[b] + row[src]
-
-
-@jit
-def _over_capacity(prefix_row: np.ndarray, capacity: float, over: np.ndarray) -> float:
-    """``over[b] = max(0, P[b] - B)``; returns the prefix's excess ``sum_b over[b]``."""
-    base = 0.0
-    for b in range(prefix_row.shape[0]):
-        v = prefix_row[b] - capacity
-        over[b] = v if v > 0.0 else 0.0
-        base += over[b]
-    return base
-
-
-@jit
-def _rotation_excess(
-    prefix_row: np.ndarray, over: np.ndarray, base: float, supp_idx: np.ndarray,
-    supp_val: np.ndarray, shift: int, capacity: float, stop_at: float,
-) -> float:
-    """Excess with the last row rotated by ``shift``: the prefix's excess plus the
-    marginal excess on the last row's non-zero bins only.
-
-    Every marginal term is >= 0 (float addition and max are monotone), so the
-    running sum only grows: it stops as soon as it reaches ``stop_at`` and returns
-    a value >= ``stop_at``, which the caller reads as "not good enough".
-    """
-    n_bins = prefix_row.shape[0]
-    e = base
-    for t in range(supp_idx.shape[0]):
-        b = supp_idx[t] + shift
-        if b >= n_bins:
-            b -= n_bins
-        v = prefix_row[b] + supp_val[t] - capacity
-        e += (v if v > 0.0 else 0.0) - over[b]
-        if e >= stop_at:
-            return e
-    return e
-
-
-@jit
 def _next_prefix(
     level: int, rot: np.ndarray, limits: np.ndarray, prefix: np.ndarray, demand: np.ndarray,
     capacity: float,
@@ -194,8 +142,8 @@ def _next_prefix(
     rot[level] += 1
     if rot[level] >= limits[level]:
         return level - 1, False, 0.0, 0.0
-    _add_rotated(prefix[level - 1], demand[level], rot[level], prefix[level])
-    exc, slack = _excess_slack(prefix[level], capacity)
+    add_rotated(prefix[level - 1], demand[level], rot[level], prefix[level])
+    exc, slack = excess_slack(prefix[level], capacity)
     return level, True, exc, slack
 
 
@@ -210,13 +158,13 @@ def _rows_fit(
     If one has none, no completion of the prefix is perfect (adding the other
     rows never lowers excess), so phase A may prune the prefix.
     """
-    base = _over_capacity(prefix_row, capacity, over)
+    base = over_capacity(prefix_row, capacity, over)
     for r in range(k - 1, first_row - 1, -1):
         lo = supp_ptr[r]
         hi = supp_ptr[r + 1]
         fits = False
         for s in range(limits[r]):
-            e = _rotation_excess(prefix_row, over, base, supp_idx[lo:hi], supp_val[lo:hi], s,
+            e = rotation_excess(prefix_row, over, base, supp_idx[lo:hi], supp_val[lo:hi], s,
                                  capacity, above_tol)
             if e <= tol_excess:
                 fits = True
@@ -274,6 +222,37 @@ def _reach_bound(
 
 
 @jit
+def _first_interval_middle(
+    perfect: np.ndarray, n_last: int, middles: np.ndarray, run_starts: np.ndarray,
+    run_lengths: np.ndarray, best_rot: np.ndarray,
+) -> None:
+    """``first`` mode: the middle of the perfect interval that holds the smallest
+    perfect rotation of the last row, into ``best_rot[-1]``."""
+    n_runs = perfect_interval_middles(perfect, n_last, middles, run_starts, run_lengths)
+    smallest = 0
+    while not perfect[smallest]:
+        smallest += 1
+    for r in range(n_runs):
+        if (smallest - run_starts[r]) % n_last < run_lengths[r]:
+            best_rot[best_rot.shape[0] - 1] = middles[r]
+            return
+
+
+@jit
+def _phase_b(
+    demand: np.ndarray, capacity: float, limits: np.ndarray, supp_ptr: np.ndarray,
+    supp_idx: np.ndarray, supp_val: np.ndarray, rem: np.ndarray, tol_excess: float,
+    margin: float, best_rot: np.ndarray, perfect: np.ndarray, evaluated: int,
+) -> tuple[bool, float, int]:
+    """Phase B: the highest score, ties first in enumeration order."""
+    for i in range(best_rot.shape[0]):
+        best_rot[i] = 0
+    _, count = lowest_excess(demand, capacity, limits, supp_ptr, supp_idx, supp_val, rem,
+                             tol_excess, margin, best_rot, False, perfect)
+    return False, np.inf, evaluated + count
+
+
+@jit
 def search_rotations_kernel(
     demand: np.ndarray,
     capacity: float,
@@ -312,7 +291,7 @@ def search_rotations_kernel(
         rem[j] = rem[j + 1] + m
 
     if k == 1:
-        excess, _ = _excess_slack(demand[0], capacity)
+        excess, _ = excess_slack(demand[0], capacity)
         return excess <= tol_excess, np.inf, 1
 
     # Non-zero bins of every row (CSR): the only bins whose sum depends on its rotation.
@@ -356,7 +335,14 @@ def search_rotations_kernel(
     # ---------------- phase A: perfect vectors only ----------------
     found = False
     best_psi = np.inf
-    exc0, slack0 = _excess_slack(prefix[0], capacity)
+    # The plain walk below usually meets a perfect vector within a few prefixes.
+    # When it has not after this many vectors, the walk of lowest_excess, with its
+    # stronger bounds, looks for the first perfect prefix: in first mode that is
+    # the answer; in optimal mode, if there is one, the plain walk goes on (it
+    # alone weighs Psi).  Either way it settles at once that none is perfect.
+    budget = PHASE_A_BUDGET * n_last
+    checked = False
+    exc0, slack0 = excess_slack(prefix[0], capacity)
     if exc0 + max(0.0, rem[1] - slack0) <= tol_excess + margin and _rows_fit(
             prefix[0], capacity, over, 1, k, limits, supp_ptr, supp_all_idx, supp_all_val,
             tol_excess, above_tol):
@@ -392,30 +378,37 @@ def search_rotations_kernel(
                     rot[level] = -1
                     continue
             # -- level == top: every rotation of the last row, perfect or not --
+            if not found and not checked and evaluated >= budget:
+                checked = True
+                exists, count = lowest_excess(demand, capacity, limits, supp_ptr,
+                                              supp_all_idx, supp_all_val, rem, tol_excess,
+                                              margin, best_rot, True, perfect)
+                evaluated += count
+                if not exists:
+                    break
+                if not optimal:
+                    _first_interval_middle(perfect, n_last, middles, run_starts,
+                                           run_lengths, best_rot)
+                    return True, np.inf, evaluated
             p_row = prefix[top]
-            base = _over_capacity(p_row, capacity, over)
+            base = over_capacity(p_row, capacity, over)
             any_perfect = False
             for s in range(n_last):
-                e = _rotation_excess(p_row, over, base, supp_idx, supp_val, s, capacity,
+                e = rotation_excess(p_row, over, base, supp_idx, supp_val, s, capacity,
                                      above_tol)
                 perfect[s] = e <= tol_excess
                 if perfect[s]:
                     any_perfect = True
             evaluated += n_last
             if any_perfect:
+                if not optimal:
+                    for i in range(last):
+                        best_rot[i] = rot[i]
+                    _first_interval_middle(perfect, n_last, middles, run_starts, run_lengths,
+                                           best_rot)
+                    return True, np.inf, evaluated
                 n_runs = perfect_interval_middles(perfect, n_last, middles, run_starts,
                                                   run_lengths)
-                if not optimal:
-                    smallest = 0
-                    while not perfect[smallest]:
-                        smallest += 1
-                    for r in range(n_runs):
-                        if (smallest - run_starts[r]) % n_last < run_lengths[r]:
-                            for i in range(last):
-                                best_rot[i] = rot[i]
-                            best_rot[last] = middles[r]
-                            break
-                    return True, np.inf, evaluated
                 for r in range(n_runs):
                     psi = psi_pre[top]
                     for i in range(last):
@@ -434,39 +427,5 @@ def search_rotations_kernel(
                 break
     if found or perfect_only:
         return found, best_psi, evaluated
-
-    # ---------------- phase B: highest score, first in order ----------------
-    best_e = np.inf
-    for i in range(k):
-        rot[i] = 0
-    level = 0 if top == 0 else 1
-    if top > 0:
-        rot[1] = -1
-    while True:
-        if level > 0:
-            level, built, exc, slack = _next_prefix(level, rot, limits, prefix, demand,
-                                                    capacity)
-            if not built:
-                if level == 0:
-                    break
-                continue
-            if exc + max(0.0, rem[level + 1] - slack) - margin >= best_e - tol_excess:
-                continue
-            if level < top:
-                level += 1
-                rot[level] = -1
-                continue
-        p_row = prefix[top]
-        base = _over_capacity(p_row, capacity, over)
-        for s in range(n_last):
-            threshold = best_e - tol_excess
-            e = _rotation_excess(p_row, over, base, supp_idx, supp_val, s, capacity, threshold)
-            if e < threshold:
-                best_e = e
-                for i in range(last):
-                    best_rot[i] = rot[i]
-                best_rot[last] = s
-        evaluated += n_last
-        if level == 0:
-            break
-    return False, np.inf, evaluated
+    return _phase_b(demand, capacity, limits, supp_ptr, supp_all_idx, supp_all_val, rem,
+                    tol_excess, margin, best_rot, perfect, evaluated)

@@ -40,8 +40,11 @@ class AffinityGraph:
         counts = np.diff(snap.node_ptr)
         pod_node = np.repeat(np.arange(n_links), counts)
         keep = contended[pod_node]
-        edges = np.unique(np.stack([snap.job[keep], pod_node[keep]], axis=1), axis=0) \
-            if keep.any() else np.zeros((0, 2), dtype=np.int64)
+        # (job, link) pairs sorted by job, then link: one integer key each, as a
+        # row-wise np.unique sorts structured rows several times slower.
+        keys = np.unique(snap.job[keep] * n_links + pod_node[keep])
+        edges = np.stack([keys // n_links, keys % n_links], axis=1) if keys.size \
+            else np.zeros((0, 2), dtype=np.int64)
         comp_job = np.full(n_jobs, -1, dtype=np.int64)
         comp_link = np.full(n_links, -1, dtype=np.int64)
         if edges.shape[0]:

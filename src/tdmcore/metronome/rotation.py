@@ -30,6 +30,7 @@ PSI_ATOL_BINS = 1e-9
 #: Peak demands of two rows "contend" when they sum to >= B (1 - CONTEND_RTOL).
 CONTEND_RTOL = 1e-9
 _MODES = {"first": MODE_FIRST, "optimal": MODE_OPTIMAL}
+_INT32_MAX = int(np.iinfo(np.int32).max)
 
 
 @dataclass(frozen=True)
@@ -63,10 +64,11 @@ def _check_limits(limits: Any, k: int, n_bins: int) -> NDArray[np.int64]:
     lim = v.as_int_array("limits", np.atleast_1d(np.asarray(limits)))
     if lim.shape != (k,):
         raise ValueError(f"limits: expected {k} values (one per row), got {lim.shape[0]}")
-    if np.any(np.abs(lim) > np.iinfo(np.int32).max):
+    # k is small: plain Python comparisons cost less than numpy reductions here
+    values = lim.tolist()
+    if any(abs(x) > _INT32_MAX for x in values):
         raise ValueError("limits: values out of range")
-    free = lim[1:]
-    if np.any(free < 1) or np.any(free > n_bins):
+    if any(x < 1 or x > n_bins for x in values[1:]):
         raise ValueError(f"limits: allowed rotations per row must lie in [1, {n_bins}]")
     lim = lim.copy()
     lim[0] = 1  # the reference row never rotates (Eq. 16)
@@ -80,18 +82,32 @@ def _check_mids(mids: Any, k: int, n_bins: int) -> tuple[NDArray[np.float64], ND
         raise ValueError(f"mids: expected a sequence of {k} 1-D arrays, got {type(mids).__name__}")
     if len(rows) != k:
         raise ValueError(f"mids: expected {k} arrays (one per row), got {len(rows)}")
+    if all(isinstance(row, np.ndarray) and row.ndim == 1 and row.dtype.kind in "fiu"
+           for row in rows):
+        # the common case, real 1-D arrays: checked once, all rows together
+        flat = np.concatenate(rows).astype(np.float64, copy=False) if rows else np.zeros(0)
+        if np.isfinite(flat).all():
+            sizes = [row.size for row in rows]
+            return _fold_mids(flat, sizes, k, n_bins)
     arrays = []
     for i, row in enumerate(rows):
         arr = np.atleast_1d(v.as_float_array(f"mids[{i}]", row))
         if arr.ndim != 1:
             raise ValueError(f"mids[{i}]: expected a 1-D array, got shape {arr.shape}")
-        arrays.append(np.mod(arr, n_bins))
+        arrays.append(arr)
+    flat = np.concatenate(arrays) if arrays else np.zeros(0)
+    return _fold_mids(flat, [a.size for a in arrays], k, n_bins)
+
+
+def _fold_mids(flat: NDArray[np.float64], sizes: list[int], k: int, n_bins: int
+               ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """Midpoints folded into ``[0, n_bins)``, flat, with each row's offsets."""
     offsets = np.zeros(k + 1, dtype=np.int64)
-    np.cumsum([a.size for a in arrays], out=offsets[1:])
-    flat = np.ascontiguousarray(np.concatenate(arrays) if offsets[-1] else np.zeros(0))
+    np.cumsum(sizes, out=offsets[1:])
+    folded = np.ascontiguousarray(np.mod(flat, n_bins))
     # np.mod can return exactly n_bins for tiny negative inputs; fold it back.
-    flat[flat >= n_bins] = 0.0
-    return flat, offsets
+    folded[folded >= n_bins] = 0.0
+    return folded, offsets
 
 
 def contending_pairs(demand: NDArray[np.float64], capacity_gbps: float) -> NDArray[np.bool_]:

@@ -37,9 +37,9 @@ from numpy.typing import NDArray
 
 from .. import _validation as v
 from ..framework import Policy, check_policy
-from ..metronome.controller import Controller
+from ..metronome.controller import Controller, ControllerConfig
 from ..metronome.link import LinkPlan
-from ..metronome.policies import POLICIES, make_policy
+from ..metronome.policies import POLICIES, MetronomeConfig, make_policy
 from ..model import Cluster, Pod, TrafficPattern
 from .engine.network import CONTENTION_EFFICIENCY, check_efficiency
 from .run.loop import Run
@@ -229,7 +229,8 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
                 seed: int = 0, noise_sigma: float = 0.01, sample_ms: float | None = None,
                 progress: Callable[[float], None] | None = None,
                 skip_ahead: bool = True, queue: str = "backoff",
-                contention_efficiency: float = CONTENTION_EFFICIENCY) -> RunResult:
+                contention_efficiency: float = CONTENTION_EFFICIENCY,
+                controller: ControllerConfig | None = None) -> RunResult:
     """Simulate ``jobs`` on ``sim`` under ``policy`` until every job has finished.
 
     Parameters
@@ -276,6 +277,13 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
         (:data:`tdmcore.sim.engine.network.CONTENTION_EFFICIENCY`); 1 is plain max-min
         fair sharing.  ``ideal`` gives every transfer a private link, so it
         never contends.
+    controller : ControllerConfig, optional
+        The stop-and-wait controller's thresholds (window, ``O_T``, ``A_T``, drift
+        tolerance, re-measuring; paper §III-C) for a policy that runs it.  Default:
+        :meth:`ControllerConfig.for_policy` of the policy's ``config``, the paper's
+        values with the policy's ablation flags.  Its ``scheduler`` must be the
+        policy's :class:`~tdmcore.metronome.policies.MetronomeConfig` (the controller plans
+        the links with the scheduler's thresholds).
 
     Returns
     -------
@@ -286,7 +294,8 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
     ValueError
         Naming the argument: an unknown policy name, an object that lacks an
         extension point, jobs that are not unique ``SimJob``s, a bad seed, noise,
-        queue or contention efficiency.
+        queue or contention efficiency, a ``controller`` for a policy that runs
+        none or whose ``scheduler`` is not the policy's config.
 
     Notes
     -----
@@ -328,6 +337,16 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
         name = policy
     else:
         placement, name = policy, str(policy.name)
+    if controller is not None:
+        if not isinstance(controller, ControllerConfig):
+            raise ValueError(f"controller: expected a ControllerConfig, got "
+                             f"{type(controller).__name__}")
+        config = None if ideal else getattr(placement, "config", None)
+        if not isinstance(config, MetronomeConfig):
+            raise ValueError(f"controller: policy {name!r} runs no controller")
+        if controller.scheduler != config:
+            raise ValueError("controller: its scheduler config differs from the policy's "
+                             "(build it with ControllerConfig.for_policy(policy.config))")
     results = {j.name: JobResult(j.name, j.model, j.priority, j.arrival_s * 1e3, j.iterations)
                for j in jobs}
     if sample_ms is None:
@@ -337,7 +356,7 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
     wall = time.perf_counter()
     run = Run(sim, jobs, placement, results, ideal=ideal, seed=seed, sigma=sigma,
               sample_ms=sample_ms, progress=progress, skip_ahead=bool(skip_ahead),
-              strict_fifo=queue == "fifo", contention_efficiency=eta)
+              strict_fifo=queue == "fifo", contention_efficiency=eta, controller=controller)
     run.execute()
     first = min((j.arrival_ms for j in results.values()), default=0.0)
     ends = [j.end_ms for j in results.values() if j.end_ms is not None]

@@ -47,12 +47,14 @@ class Run:
     def __init__(self, sim: SimCluster, jobs: tuple[SimJob, ...], placement: Policy,
                  results: dict[str, JobResult], *, ideal: bool, seed: int, sigma: float,
                  sample_ms: float, progress: Callable[[float], None] | None,
-                 skip_ahead: bool, strict_fifo: bool, contention_efficiency: float) -> None:
+                 skip_ahead: bool, strict_fifo: bool, contention_efficiency: float,
+                 controller: ControllerConfig | None = None) -> None:
         cluster = sim.cluster
         self.jobs, self.progress, self.skip_ahead = jobs, progress, skip_ahead
         self.state = ClusterState(cluster)
         # the stop-and-wait controller runs for the Metronome policies only
-        self.controller = Controller.for_policy(self.state, placement) \
+        self.controller = (Controller(self.state, controller) if controller is not None
+                           else Controller.for_policy(self.state, placement)) \
             if not ideal and isinstance(getattr(placement, "config", None),
                                         MetronomeConfig) else None
         k = len(cluster)

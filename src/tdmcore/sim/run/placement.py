@@ -103,11 +103,13 @@ class Placement:
         tic = time.perf_counter()
         decision = self.scheduler.schedule_gang(self.state, job.pods())
         shifts: dict[str, float] = {}
+        aside = 0.0
         if decision.status is Status.SUCCESS and ctrl is not None:
             reserves = [d.reserve for d in decision.decisions if d.reserve is not None]
             if reserves:
+                aside = self.unsolo_neighbours(job, t)
                 shifts = ctrl.on_reserve_gang(reserves)
-        self.decision_s.append(time.perf_counter() - tic)
+        self.decision_s.append(time.perf_counter() - tic - aside)
         if decision.status is not Status.SUCCESS:
             return False
         nodes = [self.state.placed[p.name].node for p in job.pods()]
@@ -120,6 +122,24 @@ class Placement:
             for node, plan in ctrl.links.items():  # kept: links empty later
                 self.link_plans[self.cluster.nodes[node].name] = plan
         return True
+
+    def unsolo_neighbours(self, job: SimJob, t: float) -> float:
+        """Before the controller re-plans for ``job``'s Reserve: the skipped-ahead
+        jobs on the links ``job`` will use go back to the engine at ``t``, so their
+        iterations up to ``t`` reach the controller under the plans (and thus the
+        thresholds and injected idle) they ran under.  Returns the time it took,
+        which is the simulator's bookkeeping, not the scheduler's decision.
+        """
+        if self.ideal or job.pattern is None:
+            return 0.0  # private links / no traffic: nobody shares with this job
+        tic = time.perf_counter()
+        nodes = list(dict.fromkeys(self.state.placed[p.name].node for p in job.pods()))
+        if len(nodes) > 1:
+            for link in nodes:
+                for other in list(self.book.link_jobs.get(link, ())):
+                    if other in self.skip.stretches:
+                        self.skip.to_engine(other, t)
+        return time.perf_counter() - tic
 
     def links_of(self, job: SimJob, nodes: list[int]) -> list[int]:
         """The host links the job's transfers cross: one per node it occupies.

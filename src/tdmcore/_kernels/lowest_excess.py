@@ -1,0 +1,518 @@
+"""Phase B of the rotation search: the highest score when no vector is perfect.
+
+The brute force scans every rotation vector in enumeration order (lexicographic,
+last row fastest) and keeps a vector when its excess is below the kept one's by
+more than the tie tolerance (docs/traffic-circle.md).  :func:`lowest_excess` walks
+the same order depth first, so its incumbent evolves exactly as the scan's, and
+skips a prefix, a child rotation or a last-row rotation only when a lower bound on
+its excess already reaches ``best - tol``: nothing there could replace the
+incumbent.
+
+The bounds come from the convexity of a bin's excess ``f(x) = max(0, x - B)``.
+With ``g_y(a) = f(a + y) - f(a)``, the excess demand ``y`` adds to a bin holding
+``a``, ``g_y`` grows with ``a`` and with slope at most 1.  Hence
+
+* the excess a row adds to a prefix ``P`` at rotation ``s``, ``inc(P, s)``, only
+  grows as rows join ``P``: it bounds that row under every completion of ``P``;
+* rows added together add at least the sum of what each adds alone, so
+  ``exc(P) + sum_r min_s inc_r(P, s)`` bounds every completion of ``P``;
+* once row ``x`` joins ``P``, ``g(P + x) = g(P) + g(x) - g(0)`` on every bin where
+  ``P`` or ``x`` is zero: the increment against ``P + x`` is the one against ``P``,
+  plus the one against ``x`` alone (a table per pair of rows and relative shift),
+  minus the row's own excess, plus a correction on the few bins where ``P`` and
+  ``x`` overlap (:func:`_joint_increment`).  That is exact in exact arithmetic,
+  for ``O(1 + overlap)`` per rotation instead of a pass over the row: it bounds
+  the last two rows together, and carries each row's increments one level down.
+
+Every bound is compared with a safety margin for rounding, so a skipped part can
+never hold a vector the scan would have kept.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import jit
+from .partial_sums import add_rotated, excess_slack, over_capacity, rotation_excess
+
+
+@jit
+def _added(a: float, y: float, capacity: float) -> float:
+    """``g_y(a)``: the excess demand ``y`` adds to a bin already holding ``a``."""
+    v = a + y - capacity
+    w = a - capacity
+    return (v if v > 0.0 else 0.0) - (w if w > 0.0 else 0.0)
+
+
+@jit
+def _sort_indices(keys: np.ndarray, n: int, order: np.ndarray) -> None:
+    """``order[:n]`` = ``0..n-1`` sorted by ``keys`` ascending (Shell sort, in place)."""
+    for i in range(n):
+        order[i] = i
+    gap = 1
+    while gap < n // 3:
+        gap = 3 * gap + 1
+    while gap > 0:
+        for i in range(gap, n):
+            item = order[i]
+            key = keys[item]
+            j = i
+            while j >= gap and keys[order[j - gap]] > key:
+                order[j] = order[j - gap]
+                j -= gap
+            order[j] = item
+        gap //= 3
+
+
+@jit
+def _pair_increments(
+    demand: np.ndarray, capacity: float, supp_ptr: np.ndarray, supp_idx: np.ndarray,
+    supp_val: np.ndarray, over: np.ndarray,
+) -> np.ndarray:
+    """``pair[j, r, d]`` (``j < r``): the excess row ``r`` adds to row ``j`` alone when
+    rotated ``d`` bins further than row ``j``."""
+    k, n_bins = demand.shape
+    pair = np.zeros((k, k, n_bins))
+    for j in range(k - 1):
+        over_capacity(demand[j], capacity, over)
+        for r in range(j + 1, k):
+            lo = supp_ptr[r]
+            hi = supp_ptr[r + 1]
+            for d in range(n_bins):
+                pair[j, r, d] = rotation_excess(demand[j], over, 0.0, supp_idx[lo:hi],
+                                                supp_val[lo:hi], d, capacity, np.inf)
+    return pair
+
+
+@jit
+def _overlap(
+    prefix_row: np.ndarray, idx: np.ndarray, val: np.ndarray, shift: int,
+    ov_bin: np.ndarray, ov_val: np.ndarray, ov_state: np.ndarray,
+) -> None:
+    """The bins where both the prefix and a row (support ``idx``, ``val``) rotated by
+    ``shift`` are non-zero (``ov_bin``), with the row's demand there (``ov_val``).
+
+    Sets ``ov_state = [1, count, slope]`` with ``slope = sum min(P_b, x_b)`` over
+    those bins, which bounds the overlap correction of :func:`_joint_increment`
+    from below (negated): per bin it is ``g(P + x) - g(P) - g(x) + g(0)``, where
+    ``g(P + x) >= g(P)`` and ``g(x) - g(0) <= x`` (and symmetrically).
+    """
+    n_bins = prefix_row.shape[0]
+    n = 0
+    slope = 0.0
+    for t in range(idx.shape[0]):
+        b = idx[t] + shift
+        if b >= n_bins:
+            b -= n_bins
+        p_b = prefix_row[b]
+        if p_b > 0.0:
+            x_b = val[t]
+            ov_bin[n] = b
+            ov_val[n] = x_b
+            n += 1
+            slope += p_b if p_b < x_b else x_b
+    ov_state[0] = 1.0
+    ov_state[1] = n
+    ov_state[2] = slope
+
+
+@jit
+def _joint_increment(
+    v: float, w: float, alone: float, row: np.ndarray, shift: int, prefix_row: np.ndarray,
+    ov_bin: np.ndarray, ov_val: np.ndarray, n_overlap: int, capacity: float,
+) -> float:
+    """A lower bound on the excess a row adds, at rotation ``shift``, to a prefix ``P``
+    (sum ``prefix_row``) extended by one more row ``x``.
+
+    ``v`` and ``w`` bound it on their own: what the row adds to ``P`` alone and to
+    ``x`` alone.  Where ``P`` or ``x`` is zero, ``g(P + x) = g(P) + g(x) - g(0)``, so
+    the increment is ``v + w - alone`` (``alone`` = the row's own excess, the sum of
+    ``g(0)``) plus the exact correction on the bins where both are non-zero
+    (``ov_*[:n_overlap]``, from :func:`_overlap`) and the row is too.  In exact
+    arithmetic that is the increment itself (a lower bound when ``v`` is one); the
+    largest of the three is returned.
+    """
+    n_bins = row.shape[0]
+    u = v + w - alone
+    for o in range(n_overlap):
+        b = ov_bin[o]
+        src = b - shift
+        if src < 0:
+            src += n_bins
+        y = row[src]
+        if y > 0.0:
+            p_b = prefix_row[b]
+            x_b = ov_val[o]
+            u += (_added(p_b + x_b, y, capacity) - _added(p_b, y, capacity)
+                  - _added(x_b, y, capacity) + _added(0.0, y, capacity))
+    if w > v:
+        v = w
+    return u if u > v else v
+
+
+@jit
+def _direct_increments(
+    demand: np.ndarray, prefix_row: np.ndarray, over: np.ndarray, supp_ptr: np.ndarray,
+    supp_idx: np.ndarray, supp_val: np.ndarray, limits: np.ndarray, sorted_count: np.ndarray,
+    capacity: float, incs: np.ndarray, order: np.ndarray,
+) -> None:
+    """``incs[0, r, s]``: the excess row ``r >= 1`` adds to the reference row at
+    rotation ``s``, by a pass over its non-zero bins; ``order[0, r]`` sorts the
+    first ``sorted_count[r]`` of them."""
+    for r in range(1, demand.shape[0]):
+        lo = supp_ptr[r]
+        hi = supp_ptr[r + 1]
+        out = incs[0, r]
+        for s in range(limits[r]):
+            out[s] = rotation_excess(prefix_row, over, 0.0, supp_idx[lo:hi], supp_val[lo:hi],
+                                     s, capacity, np.inf)
+        _sort_indices(out, sorted_count[r], order[0, r])
+
+
+@jit
+def _derived_increments(
+    level: int, shift: int, parent: int, demand: np.ndarray, limits: np.ndarray,
+    sorted_count: np.ndarray, twin_slack: np.ndarray, incs: np.ndarray, order: np.ndarray,
+    pair: np.ndarray, alone: np.ndarray, prefix_row: np.ndarray, ov_bin: np.ndarray,
+    ov_val: np.ndarray, n_overlap: int, capacity: float,
+) -> float:
+    """``incs[level]`` and ``order[level]`` (the first ``sorted_count[r]`` rotations)
+    from ``incs[parent]`` once row ``level`` joins at rotation ``shift``
+    (:func:`_joint_increment` per rotation); returns a bound on
+    ``sum_r min_s incs[level, r]`` (``twin_slack``: see :func:`_joint_min`)."""
+    n_bins = demand.shape[1]
+    total = 0.0
+    for r in range(level + 1, demand.shape[0]):
+        row = demand[r]
+        out = incs[level, r]
+        for s in range(limits[r]):
+            d = s - shift
+            if d < 0:
+                d += n_bins
+            out[s] = _joint_increment(incs[parent, r, s], pair[level, r, d], alone[r], row, s,
+                                      prefix_row, ov_bin, ov_val, n_overlap, capacity)
+        _sort_indices(out, sorted_count[r], order[level, r])
+        total += out[order[level, r, 0]] - twin_slack[r]
+    return total
+
+
+@jit
+def _joint_min(
+    level: int, shift: int, parent: int, r: int, demand: np.ndarray, supp_ptr: np.ndarray,
+    supp_idx: np.ndarray, supp_val: np.ndarray, limits: np.ndarray, incs: np.ndarray,
+    order: np.ndarray, pair: np.ndarray, alone: np.ndarray, prefix_row: np.ndarray,
+    ov_bin: np.ndarray, ov_val: np.ndarray, ov_state: np.ndarray, capacity: float,
+    need: float, any_below: bool, sorted_count: int, twin_slack: float,
+) -> float:
+    """``min_s`` of :func:`_joint_increment` for row ``r`` once row ``level`` joins the
+    prefix ``parent`` at rotation ``shift``: a lower bound on the excess row ``r``
+    adds to every completion.
+
+    Rotations are visited by increasing ``incs[parent, r]``, a lower bound of each
+    value, so the scan stops once that reaches the minimum found or ``need``: a
+    result ``>= need`` only says the true minimum is ``>= need`` too.  With
+    ``any_below`` it also stops at the first value below ``need`` (the caller then
+    only learns that it cannot prune).  The overlap (:func:`_overlap`) is found on
+    first use, and the exact joint value computed only where the cheaper bounds
+    leave a chance.  Only the first ``sorted_count`` rotations are visited: the
+    others repeat them up to ``twin_slack`` (the symmetry of :func:`lowest_excess`,
+    when row ``r`` is the last and the only one it moves), by which the minimum is
+    lowered.
+    """
+    n_bins = prefix_row.shape[0]
+    row = demand[r]
+    best = np.inf
+    cut = need
+    for t in range(sorted_count):
+        s = order[parent, r, t]
+        v = incs[parent, r, s]
+        if v >= cut:
+            break
+        d = s - shift
+        if d < 0:
+            d += n_bins
+        w = pair[level, r, d]
+        if w >= cut:
+            continue
+        if ov_state[0] == 0.0:
+            _overlap(prefix_row, supp_idx[supp_ptr[level]:supp_ptr[level + 1]],
+                     supp_val[supp_ptr[level]:supp_ptr[level + 1]], shift, ov_bin, ov_val,
+                     ov_state)
+        if v + w - alone[r] - ov_state[2] >= cut:
+            continue
+        j = _joint_increment(v, w, alone[r], row, s, prefix_row, ov_bin, ov_val,
+                             int(ov_state[1]), capacity)
+        if j < best:
+            best = j
+            if best < cut:
+                if any_below:
+                    break
+                cut = best
+    return best - twin_slack
+
+
+@jit
+def _period_gap(row: np.ndarray, period: int) -> float:
+    """``max_b |row[(b + period) mod N] - row[b]|``: 0 when ``row`` repeats every
+    ``period`` bins."""
+    n_bins = row.shape[0]
+    gap = 0.0
+    for b in range(n_bins):
+        c = b + period
+        if c >= n_bins:
+            c -= n_bins
+        d = abs(row[c] - row[b])
+        if d > gap:
+            gap = d
+    return gap
+
+
+@jit
+def _symmetry_shift(demand: np.ndarray, limits: np.ndarray, allowance: float) -> int:
+    """The smallest shift ``t`` (a proper divisor of N) by which rotating every row
+    maps the rotation vectors onto themselves with the reference row in place, or 0.
+
+    Row 0 must repeat every ``t`` bins, and every other row either have all N
+    rotations or repeat every ``limits[r]`` bins (a divisor of N), so its rotation
+    ``(s + t) mod limits[r]`` is the same row.  Rows need only repeat up to
+    rounding: ``N k`` times the largest gap must stay within ``allowance``.
+    """
+    k, n_bins = demand.shape
+    gap = 0.0
+    for r in range(1, k):
+        if limits[r] < n_bins:
+            if n_bins % limits[r] != 0:
+                return 0
+            gap = max(gap, _period_gap(demand[r], limits[r]))
+    for t in range(1, n_bins):
+        if n_bins % t == 0:
+            g = max(gap, _period_gap(demand[0], t))
+            if n_bins * k * g <= allowance:
+                return t
+    return 0
+
+
+@jit
+def _first_twin(s: int, sym_t: int, limit: int, n_bins: int) -> int:
+    """The smallest of ``(s + j t) mod limit``: the first rotation whose subtree the
+    one of rotation ``s`` repeats when the circle turns by multiples of ``t``."""
+    first = s
+    for turn in range(sym_t, n_bins, sym_t):
+        twin = (s + turn) % limit
+        if twin < first:
+            first = twin
+    return first
+
+
+@jit
+def lowest_excess(
+    demand: np.ndarray, capacity: float, limits: np.ndarray, supp_ptr: np.ndarray,
+    supp_idx: np.ndarray, supp_val: np.ndarray, rem: np.ndarray, tol_excess: float,
+    margin: float, best_rot: np.ndarray, find_perfect: bool, perfect: np.ndarray,
+) -> tuple[bool, int]:
+    """Write into ``best_rot`` the vector the brute force's sequential scan keeps:
+    the first in enumeration order that no later one beats by more than
+    ``tol_excess``.  Returns ``(False, evaluated)``: how many vectors had their
+    excess computed.
+
+    With ``find_perfect`` the threshold stays at "perfect" (excess within
+    ``tol_excess``) instead: the walk stops at the first prefix, in enumeration
+    order, with a perfect rotation of the last row, writes the prefix into
+    ``best_rot[:k-1]`` and which rotations are perfect into ``perfect`` and
+    returns ``(True, evaluated)``; ``(False, evaluated)`` means no vector is
+    perfect.
+
+    ``supp_*`` is every row's non-zero bins (CSR), ``rem[j]`` the total demand of
+    rows ``j..k-1`` (a prefix whose slack cannot hold it has excess), ``margin``
+    the rounding allowance of every bound.
+
+    **Symmetry.**  When the reference row repeats every ``t`` bins (its period is
+    a multiple ``m`` of the base period, Eq. 15) and the other rows allow it
+    (:func:`_symmetry_shift`), turning the whole circle by ``t`` maps each vector
+    onto one with the same excess up to rounding.  Rows whose rotations repeat
+    every ``t`` bins keep theirs; the first row that does not, row ``r``, moves
+    from ``s_r`` to ``(s_r + t) mod L_r``: under one prefix, the subtree of a
+    rotation of row ``r`` repeats one met earlier.  Every vector of that earlier
+    subtree was found unable to replace the incumbent, by at least a recorded
+    floor; when the floor, less the rounding between the two copies
+    (``margin / 2``), still clears the current ``best - tol_excess``, the copy is
+    skipped.  Pruning uses ``2 margin``, so a pruned part's floor is
+    ``threshold + margin``; the floor of an evaluated vector is its excess.  Near a
+    floor that does not clear, the copy is walked.
+    """
+    k, n_bins = demand.shape
+    last = k - 1
+    top = last - 1  # deepest prefix row
+    n_last = limits[last]
+    last_row = demand[last]
+    last_idx = supp_idx[supp_ptr[last]:supp_ptr[k]]
+    last_val = supp_val[supp_ptr[last]:supp_ptr[k]]
+    over = np.empty(n_bins)
+    pair = _pair_increments(demand, capacity, supp_ptr, supp_idx, supp_val, over)
+    alone = np.zeros(k)
+    for r in range(k):
+        alone[r] = over_capacity(demand[r], capacity, over)
+    # incs[l, r, s]: what row r adds at rotation s to prefix l; order[l, r] sorts them.
+    incs = np.empty((k, k, n_bins))
+    order = np.empty((k, k, n_bins), dtype=np.int64)
+    # the overlap of the current child with its parent prefix (_overlap)
+    ov_bin = np.empty(n_bins, dtype=np.int64)
+    ov_val = np.empty(n_bins)
+    ov_state = np.zeros(3)
+    prefix = np.empty((k, n_bins))
+    exc = np.zeros(k)
+    rot = np.zeros(k, dtype=np.int64)
+    for b in range(n_bins):
+        prefix[0, b] = demand[0, b]
+    prune = 2.0 * margin
+    # Symmetry: the rounding between a vector and its turned copy (sums in another
+    # order, rows equal up to the allowed gap) stays within margin / 2.
+    sym_t = 0
+    sym_level = k  # none
+    if 8.0 * (k + n_bins) * 2.2e-16 * (rem[0] + capacity * n_bins) <= 0.25 * margin:
+        sym_t = _symmetry_shift(demand, limits, 0.25 * margin)
+    if sym_t > 0:
+        for r in range(1, k):
+            if sym_t % limits[r] != 0:
+                sym_level = r
+                break
+    # Rows the turn moves last of all: their rotations from sym_t on repeat the first
+    # sym_t ones under every prefix, so the bounds scan only those, less the rounding.
+    sorted_count = limits.copy()
+    twin_slack = np.zeros(k)
+    if sym_level == last:
+        sorted_count[last] = sym_t
+        twin_slack[last] = 0.5 * margin
+    floors = np.full(n_bins, np.inf)  # per rotation of row sym_level, under one prefix
+    floor = np.inf  # of the sym_level subtree being walked
+    best_e = np.inf
+    # e < perfect_below  <=>  e <= tol_excess
+    perfect_below = np.nextafter(tol_excess, np.inf)
+    evaluated = 0
+    exc[0] = over_capacity(prefix[0], capacity, over)
+    level = 0
+    if top > 0:
+        _direct_increments(demand, prefix[0], over, supp_ptr, supp_idx, supp_val, limits,
+                           sorted_count, capacity, incs, order)
+        level = 1
+        rot[1] = -1
+    while True:
+        if level > 0:
+            parent = level - 1
+            if level == sym_level and rot[level] >= 0:
+                floors[rot[level]] = floor
+            rot[level] += 1
+            if rot[level] >= limits[level]:
+                level -= 1
+                if level == 0:
+                    break
+                continue
+            s = rot[level]
+            threshold = perfect_below if find_perfect else best_e - tol_excess
+            if level == sym_level:
+                floor = np.inf
+                first = _first_twin(s, sym_t, limits[level], n_bins)
+                if first < s and floors[first] - 0.5 * margin >= threshold:
+                    floor = floors[first] - 0.5 * margin
+                    continue
+            # What the rows after this one must add, at least, for this child to
+            # beat the incumbent.
+            need = threshold + prune - exc[parent] - incs[parent, level, s]
+            pruned = need <= 0.0
+            if not pruned:
+                cheap = 0.0
+                for r in range(level + 1, k):
+                    cheap += incs[parent, r, order[parent, r, 0]] - twin_slack[r]
+                pruned = cheap >= need
+            if not pruned:
+                ov_state[0] = 0.0
+                tail = 0.0
+                for r in range(level + 1, k):
+                    tail += _joint_min(level, s, parent, r, demand, supp_ptr, supp_idx,
+                                       supp_val, limits, incs, order, pair, alone,
+                                       prefix[parent], ov_bin, ov_val, ov_state, capacity,
+                                       need - tail, level == top, sorted_count[r],
+                                       twin_slack[r])
+                    if tail >= need:
+                        break
+                pruned = tail >= need
+            if not pruned:
+                add_rotated(prefix[parent], demand[level], s, prefix[level])
+                e_level, slack = excess_slack(prefix[level], capacity)
+                exc[level] = e_level
+                pruned = e_level + max(0.0, rem[level + 1] - slack) - prune >= threshold
+            if not pruned:
+                if ov_state[0] == 0.0:
+                    _overlap(prefix[parent], supp_idx[supp_ptr[level]:supp_ptr[level + 1]],
+                             supp_val[supp_ptr[level]:supp_ptr[level + 1]], s, ov_bin, ov_val,
+                             ov_state)
+                if level < top:
+                    tail = _derived_increments(level, s, parent, demand, limits, sorted_count,
+                                               twin_slack, incs, order, pair, alone,
+                                               prefix[parent], ov_bin, ov_val,
+                                               int(ov_state[1]), capacity)
+                    pruned = e_level + tail - prune >= threshold
+                    if not pruned:
+                        level += 1
+                        rot[level] = -1
+                        if level == sym_level:
+                            floors[:] = np.inf
+                        continue
+            if pruned:
+                floor = min(floor, threshold + margin)
+                continue
+        # level == top: every rotation of the last row, unless its increment against
+        # the parent prefix, against row top alone, or both jointly rules it out.
+        p_row = prefix[top]
+        base = over_capacity(p_row, capacity, over)
+        if top > 0:
+            parent_row = prefix[top - 1]
+            shift_top = rot[top]
+        if sym_level == last:
+            floors[:] = np.inf
+        any_perfect = False
+        for s in range(n_last):
+            threshold = perfect_below if find_perfect else best_e - tol_excess
+            perfect[s] = False
+            if sym_level == last:
+                first = _first_twin(s, sym_t, n_last, n_bins)
+                if first < s and floors[first] - 0.5 * margin >= threshold:
+                    floors[s] = floors[first] - 0.5 * margin
+                    continue
+            if top > 0:
+                need = threshold + prune - base
+                v = incs[top - 1, last, s]
+                pruned = v >= need
+                if not pruned:
+                    d = s - shift_top
+                    if d < 0:
+                        d += n_bins
+                    w = pair[top, last, d]
+                    pruned = (w >= need or v + w - alone[last] - ov_state[2] >= need
+                              or _joint_increment(v, w, alone[last], last_row, s,
+                                                  parent_row, ov_bin, ov_val,
+                                                  int(ov_state[1]), capacity) >= need)
+                if pruned:
+                    floors[s] = threshold + margin
+                    floor = min(floor, floors[s])
+                    continue
+            e = rotation_excess(p_row, over, base, last_idx, last_val, s, capacity, threshold)
+            evaluated += 1
+            floors[s] = e
+            floor = min(floor, e)
+            if e < threshold:
+                if find_perfect:
+                    perfect[s] = True
+                    any_perfect = True
+                    continue
+                best_e = e
+                for i in range(last):
+                    best_rot[i] = rot[i]
+                best_rot[last] = s
+        if any_perfect:
+            for i in range(last):
+                best_rot[i] = rot[i]
+            return True, evaluated
+        if level == 0:
+            break
+    return False, evaluated

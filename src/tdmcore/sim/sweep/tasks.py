@@ -1,0 +1,95 @@
+"""Running one task of a sweep, wherever it runs (this process or a Dask worker).
+
+:func:`run_task` is a plain top-level function of a :class:`~.spec.Task`, so that a
+Dask worker can unpickle and call it; it builds the scenario and the policy from the
+task's parameters, runs it, and returns the metrics as a flat mapping of numbers and
+strings (the row of :func:`tdmcore.sim.report.summary_rows` for a simulator run, the
+fields of :class:`~tdmcore.sim.scheduler_time.SchedulerTime` for a timing).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..cluster import RunResult, run_cluster
+from ..report import summary_rows
+from ..scheduler_time import TIMED_METRICS, scheduler_time
+from .spec import Task, build_policy, controller_config, task_scenario
+
+__all__ = ["TIMED", "code_digest", "run_task", "simulate_metric_names", "tdmcore_version"]
+
+#: Row fields that identify a run rather than measure it.
+_LABELS = ("group", "policy")
+#: Metrics that are wall-clock times: they differ between two runs of one task.
+TIMED: frozenset[str] = frozenset({"wall_s", "decision_ms_p50", "decision_ms_p99",
+                                   *TIMED_METRICS})
+
+
+def tdmcore_version() -> str:
+    """The installed tdmcore's version (the cache key and the workers' check)."""
+    return metadata.version("tdmcore")
+
+
+#: The files of the package whose content can change a result: code and data.
+_CODE_SUFFIXES = (".py", ".pyx", ".csv", ".json", ".gz", ".yaml")
+
+
+@cache
+def code_digest() -> str:
+    """sha256 of tdmcore's own code and data files (paths and contents).
+
+    With the version it keys the results cache, so that a development checkout
+    whose code changed under the same version number recomputes.
+    """
+    root = Path(__file__).resolve().parents[2]  # the tdmcore package
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path.suffix in _CODE_SUFFIXES and "__pycache__" not in path.parts \
+                and path.is_file():
+            digest.update(path.relative_to(root).as_posix().encode("utf-8") + b"\0")
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def run_task(task: Task) -> dict[str, Any]:
+    """Run one task and return its metrics (metric -> number or string).
+
+    Raises whatever the run raises: the caller reports it with the task's
+    parameters and retries once.
+    """
+    if task.run == "scheduler-time":
+        policy = build_policy(task.policy, task.namespace("metronome"))
+        assert not isinstance(policy, str)
+        result = scheduler_time(policy, seed=task.seed, **task.namespace("scenario"))
+        return dataclasses.asdict(result)
+    scenario = task_scenario(task)
+    policy = build_policy(task.policy, task.namespace("metronome"))
+    controller = controller_config(policy, task.namespace("controller"))
+    run = run_cluster(scenario.sim, scenario.jobs, policy, seed=task.seed,
+                      controller=controller, **task.namespace("run"))
+    return _metrics(task.group, run)
+
+
+def _metrics(group: str, run: RunResult) -> dict[str, Any]:
+    (row,) = summary_rows({group: {run.policy: run}})
+    return {k: v for k, v in row.items() if k not in _LABELS}
+
+
+@cache
+def simulate_metric_names() -> tuple[str, ...]:
+    """The metrics of a simulator task: the columns :func:`summary_rows` gives a
+    run of one policy (read off an empty run, so new columns come along)."""
+    empty = RunResult(policy="p", jobs={}, tct_ms=0.0, gamma=0.0, link_names=(),
+                      link_capacity_gbps=np.zeros(0), link_sent_gbit=np.zeros(0),
+                      util_t_ms=np.zeros(0), util_gbps=np.zeros((0, 0)),
+                      decision_s=np.zeros(0), recalculations=0, pattern_updates=0,
+                      wall_s=math.nan)
+    return tuple(_metrics("g", empty))
