@@ -162,8 +162,10 @@ def test_unify_periods_matches_enumeration(seed: int) -> None:
 
 MUTANT = """
 import json, sys, types
-import instances, naive, tdmcore
+import tdmcore
 from tdmcore._kernels import lowest_excess, rotation_search
+from tests import instances
+from tests.oracles import naive
 
 path = lowest_excess.__file__
 source = open(path).read()
@@ -209,10 +211,9 @@ def test_oracle_catches_planted_over_tight_bounds() -> None:
     import sys
     from pathlib import Path
 
-    here = Path(__file__).parent
+    root = Path(__file__).resolve().parents[2]  # the child imports tests.*
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(here), str(here.parent / "benchmarks"),
-                                                      env.get("PYTHONPATH", "")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH", "")]))
     mutations = json.dumps([[old, new] for _, old, new in MUTANTS])
     out = subprocess.run([sys.executable, "-c", MUTANT, mutations], env=env,
                          capture_output=True, text=True, timeout=900, check=False)
