@@ -28,6 +28,7 @@ from rich.table import Table
 from ..metronome.link import LinkPlan, LinkPod, plan_link
 from ..metronome.scoring import average_bandwidth_utilization
 from .catalog import link_scenarios, load_link_file, parse_pod
+from .plot_pool import PlotPool
 from .report_dir import ReportDir
 
 EXIT_INTERNAL = 70
@@ -1015,9 +1016,16 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, trace_file: Path | No
     console = Console()
     applies = {k: v for k, v in ctx.params.items()
                if scenario in SCENARIO_OPTIONS.get(k, (scenario,))}
-    with _report_dir(out_dir, f"simulate-{stem}", applies) as report:
-        runs = _run_groups(groups, names, seed, queue, eta)
-        _print_and_write(console, runs, groups, stem, report, no_plots, wide, plot_format)
+    with _report_dir(out_dir, f"simulate-{stem}", applies) as report, \
+            PlotPool(enabled=not no_plots) as pool:  # forked before any thread starts
+        figures = _FigurePlan(stem, report, plot_format, several=len(groups) > 1)
+        runs = _run_groups(groups, names, seed, queue, eta,
+                           on_group=lambda group, by_policy: figures.group(
+                               pool, group, by_policy))
+        _print_and_write(console, runs, groups, stem, report, wide)
+        if not no_plots:
+            figures.summary(pool, runs)
+            _finish_plots(pool)
     _announce(console, report)
 
 
@@ -1115,10 +1123,11 @@ def _policy_factories(specs: list[str], scenario: str) -> dict[str, Any]:
 
 
 def _run_groups(groups: dict[str, Any], names: dict[str, Any], seed: int,
-                queue: str = "backoff", eta: float | None = None
-                ) -> dict[str, dict[str, Any]]:
+                queue: str = "backoff", eta: float | None = None,
+                on_group: Any = None) -> dict[str, dict[str, Any]]:
     """Every group under every policy (``names``: label -> name or factory);
-    ``eta``: the contention efficiency (None: the calibrated default)."""
+    ``eta``: the contention efficiency (None: the calibrated default);
+    ``on_group(group, runs_by_policy)`` as each group's runs are complete."""
     from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
     from ..sim.cluster import run_cluster
@@ -1152,12 +1161,14 @@ def _run_groups(groups: dict[str, Any], names: dict[str, Any], seed: int,
                     seed=seed, queue=queue, progress=tick,
                     contention_efficiency=efficiency)
                 bar.advance(task)
+            if on_group is not None:
+                on_group(group, runs[group])
     return runs
 
 
 def _print_and_write(console: Console, runs: dict[str, dict[str, Any]],
-                     groups: dict[str, Any], stem: str, report: ReportDir, no_plots: bool,
-                     wide: bool, plot_format: str) -> None:
+                     groups: dict[str, Any], stem: str, report: ReportDir,
+                     wide: bool) -> None:
     from ..sim.report import job_rows, summary_rows
 
     rows = summary_rows(runs)
@@ -1168,8 +1179,6 @@ def _print_and_write(console: Console, runs: dict[str, dict[str, Any]],
     for scenario in groups.values():
         console.print(scenario.title, style="dim", highlight=False, markup=False)
     _warn_unfinished(rows, jobs)
-    if not no_plots:
-        _simulate_plots(runs, stem, report, plot_format)
 
 
 def _warn_unfinished(rows: list[dict[str, Any]], jobs: list[dict[str, Any]]) -> None:
@@ -1234,73 +1243,49 @@ def _simulate_table(console: Console, rows: list[dict[str, Any]], stem: str,
     console.print(table)
 
 
-def _simulate_plots(runs: dict[str, dict[str, Any]], stem: str, report: ReportDir,
-                    fmt: str) -> None:
-    """The figures, with a progress bar on stderr (plotting is the slow part)."""
-    from . import plots
+@dataclasses.dataclass(frozen=True)
+class _FigurePlan:
+    """The figures of a ``simulate`` report and their file names: per group, the
+    link utilisation and the shared links' circles (drawn as soon as the group's
+    runs are done); for the whole run, JCT and iteration times."""
 
-    jobs: list[tuple[str, Any]] = [
-        (f"{stem}-jct.{fmt}", lambda path: plots.plot_jct(runs, path)),
-        (f"{stem}-iterations.{fmt}", lambda path: plots.plot_iteration_boxes(runs, path))]
-    for group, by_policy in runs.items():
-        tag = f"-{group}" if len(runs) > 1 else ""
-        title = stem if group == stem or len(runs) == 1 else f"{stem} {group}"
-        jobs.append((f"{stem}{tag}-links.{fmt}",
-                     lambda path, b=by_policy, t=title: plots.plot_link_utilization(
-                         b, path, title=t)))
-        for name in ("metronome", *by_policy):
+    stem: str
+    report: ReportDir
+    fmt: str
+    several: bool  # more than one group: the group is in the names and titles
+
+    def group(self, pool: PlotPool, group: str, by_policy: dict[str, Any]) -> None:
+        tag = f"-{group}" if self.several else ""
+        title = f"{self.stem} {group}" if self.several and group != self.stem else self.stem
+        pool.submit("plot_link_utilization",
+                    (by_policy, self.report.path(f"{self.stem}{tag}-links.{self.fmt}")),
+                    {"title": title})
+        for name in ("metronome", *by_policy):  # metronome's plans when it ran
             run = by_policy.get(name)
             if run is not None and run.link_plans:
-                jobs.append((f"{stem}{tag}-circle.{fmt}",
-                             lambda path, r=run, t=title: plots.plot_shared_links(
-                                 r, path, title=t)))
+                pool.submit("plot_shared_links",
+                            (run, self.report.path(f"{self.stem}{tag}-circle.{self.fmt}")),
+                            {"title": title})
                 break
-    paths = [report.path(name) for name, _ in jobs]
-    _draw_all([draw for _, draw in jobs], paths)
+
+    def summary(self, pool: PlotPool, runs: dict[str, dict[str, Any]]) -> None:
+        # the slowest figures, drawn before the groups' figures still waiting
+        pool.submit("plot_jct", (runs, self.report.path(f"{self.stem}-jct.{self.fmt}")),
+                    first=True)
+        pool.submit("plot_iteration_boxes",
+                    (runs, self.report.path(f"{self.stem}-iterations.{self.fmt}")),
+                    first=True)
 
 
-#: The figures being drawn by :func:`_draw_all`, read by forked workers.
-_FIGURES: list[tuple[Any, Path]] = []
+def _finish_plots(pool: PlotPool) -> None:
+    """Wait for the figures, with a progress bar on stderr."""
+    with _progress() as bar:
+        task = bar.add_task("plotting", total=None)
 
+        def advance(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
 
-def _draw_one(index: int) -> None:
-    draw, path = _FIGURES[index]
-    draw(path)
-
-
-def _draw_all(draws: list[Any], paths: list[Path]) -> None:
-    """Draw the figures, on every core where the platform can fork (matplotlib is
-    single-threaded; the figures are independent), with a progress bar on stderr.
-
-    The workers are forked before the progress bar's thread starts and inherit the
-    runs, so nothing is pickled but an index.  Without fork, or on one core, the
-    figures are drawn here one after the other.
-    """
-    import multiprocessing
-
-    _FIGURES[:] = list(zip(draws, paths, strict=True))
-    workers = min(len(draws), os.cpu_count() or 1)
-    try:
-        if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
-            from concurrent.futures import ProcessPoolExecutor, as_completed
-
-            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(
-                    "fork")) as pool:
-                futures = {pool.submit(_draw_one, i): i for i in range(len(draws))}
-                with _progress() as bar:
-                    task = bar.add_task("plotting", total=len(draws))
-                    for future in as_completed(futures):
-                        future.result()  # a worker's error is raised here
-                        bar.advance(task)
-        else:
-            with _progress() as bar:
-                task = bar.add_task("plotting", total=len(draws))
-                for i, path in enumerate(paths):
-                    bar.update(task, description=f"plotting {path.name}")
-                    _draw_one(i)
-                    bar.advance(task)
-    finally:
-        _FIGURES.clear()
+        pool.finish(advance)
 
 
 def _fmt_psi(value: float | None) -> str:

@@ -396,20 +396,27 @@ def plot_iteration_boxes(runs: Mapping[str, Mapping[str, RunResult]],
 _STYLES = ("-", "--", "-.", ":")
 
 
+#: vertical room of one policy's band in the link-utilisation figure (1 = capacity)
+_BAND = 1.4
+
+
 def figure_link_utilization(runs: Mapping[str, RunResult], title: str = "") -> Figure:
     """Each host link's utilisation over time (see :func:`plot_link_utilization`)."""
     checked = _check_runs("runs", runs)
-    height = 1.3 + 1.9 * len(checked)
-    # a fixed layout (the legend in a right-hand margin): one draw instead of the
-    # layout engine's several, for the figure drawn once per snapshot
+    n = len(checked)
+    height = 1.4 + 1.25 * n
+    # one axes, one band per policy: small multiples at the cost of a single axes
+    # (matplotlib's per-axes cost made this figure the bulk of a report's drawing)
     fig = Figure(figsize=(10.0, height))
     FigureCanvasAgg(fig)
-    fig.subplots_adjust(left=0.075, right=0.76, top=1 - 0.75 / height,
-                        bottom=0.55 / height, hspace=0.55)
-    axes = fig.subplots(len(checked), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
+    fig.subplots_adjust(left=0.075, right=0.76, top=1 - 0.6 / height, bottom=0.55 / height)
+    ax = fig.add_subplot()
     handles: dict[str, Any] = {}
     shown_of = 0
-    for ax, (policy, run) in zip(axes, checked.items(), strict=True):
+    t_end = 0.0
+    ticks: list[float] = []
+    for i, (policy, run) in enumerate(checked.items()):
+        y0 = (n - 1 - i) * _BAND
         sent = np.asarray(run.link_sent_gbit, dtype=np.float64)
         used = np.flatnonzero(sent > 0)
         shown_of = max(shown_of, used.size)
@@ -417,31 +424,40 @@ def figure_link_utilization(runs: Mapping[str, RunResult], title: str = "") -> F
         samples = np.asarray(run.util_gbps, dtype=np.float64)
         if samples.ndim == 2 and samples.shape[0] and used.size:
             t_s = np.concatenate(([0.0], np.asarray(run.util_t_ms, dtype=np.float64))) / 1e3
+            t_end = max(t_end, float(t_s[-1]))
             for k in sorted(used):
                 share = samples[:, k] / float(run.link_capacity_gbps[k])
                 name = run.link_names[k] if k < len(run.link_names) else f"link {k}"
                 # equal curves stay visible: each link has its own dash and width
-                (line,) = ax.step(t_s, np.concatenate(([share[0]], share)), where="pre",
-                                  color=f"C{k % 10}", linestyle=_STYLES[k % len(_STYLES)],
+                (line,) = ax.step(t_s, y0 + np.concatenate(([share[0]], share)),
+                                  where="pre", color=f"C{k % 10}",
+                                  linestyle=_STYLES[k % len(_STYLES)],
                                   linewidth=2.2 - 0.3 * (k % 4), alpha=0.85, label=name)
                 handles.setdefault(name, line)
         else:
-            ax.text(0.5, 0.5, "no link traffic", transform=ax.transAxes, ha="center",
-                    va="center", color="grey")
-        ax.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
-        ax.set_ylim(0.0, 1.08)
-        ax.set_ylabel("utilisation")
+            ax.text(0.5, y0 + 0.5, "no link traffic", transform=ax.get_yaxis_transform(),
+                    ha="center", va="center", color="grey")
+        ax.axhline(y0, color="black", linewidth=0.6)
+        ax.axhline(y0 + 1.0, color="grey", linewidth=0.8, linestyle=":")
         # Γ as the table shows it (the report keeps 4 decimals, the table prints 3)
-        ax.set_title(f"{policy}  (Γ {round(run.gamma, 4):.3f})", fontsize=10, loc="left",
-                     y=1.0)
-        ax.grid(alpha=0.3)
-    axes[-1].set_xlabel("simulated time (s)")
-    axes[-1].ticklabel_format(axis="x", style="plain", useOffset=False)
+        ax.text(0.006, y0 + 1.06, f"{policy}  (Γ {round(run.gamma, 4):.3f})", fontsize=10,
+                transform=ax.get_yaxis_transform(), ha="left", va="bottom")
+        ticks += [y0, y0 + 0.5, y0 + 1.0]
+    ax.set_ylim(-0.1, (n - 1) * _BAND + 1.3)
+    ax.set_yticks(ticks, ["0", "", "1"] * n)
+    ax.set_ylabel("utilisation (0 to 1 per policy)")
+    ax.set_xlabel("simulated time (s)")
+    if t_end > 0:
+        ax.set_xlim(0.0, t_end)
+    ax.ticklabel_format(axis="x", style="plain", useOffset=False)
+    ax.grid(alpha=0.3)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
     if handles:
         legend_title = "link" if shown_of <= MAX_LINKS else \
             f"link (top {MAX_LINKS} of {shown_of} by traffic)"
         fig.legend(handles=list(handles.values()), loc="upper left",
-                   bbox_to_anchor=(0.775, 1 - 0.75 / height), title=legend_title,
+                   bbox_to_anchor=(0.775, 1 - 0.6 / height), title=legend_title,
                    fontsize=9, title_fontsize=8)
     fig.suptitle(f"{title}: link utilisation" if title else "link utilisation",
                  y=1 - 0.2 / height)
@@ -470,7 +486,8 @@ def plot_link_utilization(runs: Mapping[str, RunResult], path: str | Path,
     -----
     Each sample ``util_gbps[i, k]`` is link k's mean rate since the previous
     sample; it is drawn as a step over that interval, divided by the link's
-    capacity (0..1), against simulated time in seconds.  Only links that carried
+    capacity (0..1), against simulated time in seconds, in the policy's band of
+    one shared axes (the bands are stacked, the first policy on top).  Only links that carried
     traffic in that run are drawn, at most :data:`MAX_LINKS` (those that carried
     the most); a link keeps its colour and dash in every panel, so equal curves
     remain distinguishable.
