@@ -297,10 +297,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         cli.main(args=list(argv) if argv is not None else None, prog_name="tdmcore-bridge",
                  standalone_mode=False)
-    except click.exceptions.Abort:
+    except click.exceptions.NoArgsIsHelpError as exc:  # bare `tdmcore-bridge`: the help
+        click.echo(exc.ctx.get_help() if exc.ctx is not None else cli.get_help(
+            click.Context(cli, info_name="tdmcore-bridge")))
+        return 0
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("Error: interrupted", err=True)
         return 130
+    except click.UsageError as exc:  # one line, as `tdmcore` prints it
+        hint = f" (see: {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
+        click.echo(f"Error: {exc.format_message()}{hint}", err=True)
+        return exc.exit_code
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"Error: {exc.format_message()}", err=True)
         return exc.exit_code
     except (ValueError, OSError, kubernetes.config.ConfigException) as exc:
         # a bad value only the command could check, a busy port, a bad kubeconfig:

@@ -27,6 +27,7 @@ from rich.table import Table
 
 from ..metronome.link import LinkPlan, LinkPod, plan_link
 from ..metronome.scoring import average_bandwidth_utilization
+from ..sim.elastic_workloads import MAX_GAP_S
 from .catalog import link_scenarios, load_link_file, parse_pod
 from .plot_pool import PlotPool
 from .report_dir import ReportDir
@@ -613,7 +614,7 @@ def oasis_ratio_cmd(servers: str, priorities: str, scales: str, seeds: str, n_jo
               show_default=True, help="Comma-separated policy names.")
 @click.option("--jobs", "n_jobs", type=click.IntRange(min=1), default=100, show_default=True,
               help="poisson: number of jobs.")
-@click.option("--gap", "mean_gap_s", type=FiniteFloat(min=0, min_open=True),
+@click.option("--gap", "mean_gap_s", type=FiniteFloat(0, MAX_GAP_S, min_open=True),
               default=200.0, show_default=True, help="poisson: mean inter-arrival gap, s.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--rescale", "rescale_s", type=FiniteFloat(0, 1e9), default=45.0,
@@ -918,7 +919,8 @@ def example_cmd(show_path: bool) -> None:
               help="Run the example scenario file shipped with tdmcore "
                    "(`tdmcore example` prints it).")
 @click.option("--policies", default=None,
-              help="Comma-separated policy names (default: every applicable policy).")
+              help="Comma-separated policy names, or MODULE:CALLABLE for a policy of "
+                   "your own (docs/custom-policy.md); default: every applicable policy.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Compute noise and generated workloads.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
