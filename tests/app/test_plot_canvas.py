@@ -43,7 +43,7 @@ def all_runs() -> dict[str, dict[str, dict[str, Any]]]:
 
 
 def _figures(stem: str, runs: dict[str, dict[str, Any]]) -> Iterator[tuple[str, Figure]]:
-    yield "jct", figure_jct(runs)
+    yield "jct", figure_jct(runs, stem)
     yield "iterations", figure_iteration_boxes(runs)
     for group, by_policy in runs.items():
         title = stem if len(runs) == 1 else f"{stem} {group}"

@@ -149,3 +149,13 @@ def test_bad_input(runs: Runs, call: Callable[[RunResult], Any], match: str,
     with pytest.raises(ValueError, match=match):
         call(runs["S1"]["metronome"])
     assert not (tmp_path / "x.png").exists()
+
+
+def test_jct_figure_names_its_scenario(runs: Runs) -> None:
+    from tdmcore.app.plots import figure_jct
+
+    titled = figure_jct(runs, "metronome-snapshots")._suptitle  # noqa: SLF001
+    plain = figure_jct(runs)._suptitle  # noqa: SLF001
+    assert titled is not None and plain is not None
+    assert titled.get_text().startswith("metronome-snapshots: job completion time")
+    assert plain.get_text().startswith("job completion time")

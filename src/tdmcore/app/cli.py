@@ -1273,7 +1273,7 @@ class _FigurePlan:
     def summary(self, pool: PlotPool, runs: dict[str, dict[str, Any]]) -> None:
         # the slowest figures, drawn before the groups' figures still waiting
         pool.submit("plot_jct", (runs, self.report.path(f"{self.stem}-jct.{self.fmt}")),
-                    first=True)
+                    {"title": self.stem}, first=True)
         pool.submit("plot_iteration_boxes",
                     (runs, self.report.path(f"{self.stem}-iterations.{self.fmt}")),
                     first=True)

@@ -142,7 +142,7 @@ def _job_labels(jobs: Mapping[str, JobResult]) -> dict[str, str]:
 
 
 # ----------------------------------------------------------------- job completion
-def figure_jct(runs: Mapping[str, Mapping[str, RunResult]]) -> Figure:
+def figure_jct(runs: Mapping[str, Mapping[str, RunResult]], title: str = "") -> Figure:
     """The policies' job completion times, one panel per group (see :func:`plot_jct`)."""
     groups = _groups(runs)
     colour = _policy_colours(groups)
@@ -180,12 +180,15 @@ def figure_jct(runs: Mapping[str, Mapping[str, RunResult]]) -> Figure:
         ax.grid(axis="x", alpha=0.3)
     for idx in range(len(groups), rows * cols):
         axes[idx // cols][idx % cols].set_visible(False)
-    fig.suptitle("job completion time per policy\n(box p25-p75, whiskers p5-p95, "
-                 "diamond = mean)", fontsize=10, y=1 - 0.08 / fig.get_figheight())
+    head = f"{title}: job completion time per policy" if title else \
+        "job completion time per policy"
+    fig.suptitle(f"{head}\n(box p25-p75, whiskers p5-p95, diamond = mean)", fontsize=10,
+                 y=1 - 0.08 / fig.get_figheight())
     return fig
 
 
-def plot_jct(runs: Mapping[str, Mapping[str, RunResult]], path: str | Path) -> Path:
+def plot_jct(runs: Mapping[str, Mapping[str, RunResult]], path: str | Path,
+             title: str = "") -> Path:
     """Write the policies' job completion times, one panel per group.
 
     Parameters
@@ -194,6 +197,8 @@ def plot_jct(runs: Mapping[str, Mapping[str, RunResult]], path: str | Path) -> P
         Group (a snapshot, or the scenario) -> policy -> :class:`RunResult`.
     path : str or Path
         The file to write (``.png``, ``.svg`` or ``.pdf``; parents are created).
+    title : str, optional
+        The scenario, for the figure's title ("<title>: job completion time ...").
 
     Returns
     -------
@@ -212,7 +217,7 @@ def plot_jct(runs: Mapping[str, Mapping[str, RunResult]], path: str | Path) -> P
         If ``runs`` is empty or malformed, or ``path`` has another suffix.
     """
     target = _target(path)
-    return _save(figure_jct(runs), target)
+    return _save(figure_jct(runs, title), target)
 
 
 # ----------------------------------------------------------------- iteration times
