@@ -101,10 +101,11 @@ def test_dropped_connection_resumes_without_relist(fake):
     try:
         wait_for(lambda: fake.watch_count >= 1, what="watch open")
         fake.drop_watches()
+        # the new watch first: a create racing the drop could still ride the old stream
+        wait_for(lambda: inf.watches >= 2, what="watch reopened")
         fake.create(K.pod("late"))
         wait_for(lambda: ("ADDED", "late") in rec.events, what="event after reconnect")
         assert inf.lists == 1  # resumed from its resourceVersion
-        assert inf.watches >= 2
     finally:
         inf.stop()
         fake.drop_watches()
