@@ -102,14 +102,7 @@ def decide(state: ClusterState, pod: Pod) -> int | None:
     # NormalizeScore
     best = max(scores.values())
     at_max = [n for n in feasible if math.isclose(scores[n], best, abs_tol=1e-9, rel_tol=0)]
-    if len(at_max) == 1:
-        return at_max[0]
-    lo, hi = min(delta), max(delta)
-    def norm(d):
-        return 100 - math.floor(100 * (d - lo) / (hi - lo)) if hi != lo else 100 - (d - lo)
-    values = {n: (100 - norm(delta[n])) if pod.low_comm else norm(delta[n]) for n in at_max}
-    top = max(values.values())
-    return min(n for n in at_max if values[n] == top)
+    return _latency_tie_break(at_max, delta, pod)
 
 
 def decide_per_node(state: ClusterState, pod: Pod, bins: int = 72) -> int | None:
@@ -194,6 +187,13 @@ def decide_per_node(state: ClusterState, pod: Pod, bins: int = 72) -> int | None
     # NormalizeScore
     best = max(scores.values())
     at_max = [n for n in feasible if scores[n] >= best - 1e-7 / bins]
+    return _latency_tie_break(at_max, delta, pod)
+
+
+def _latency_tie_break(at_max, delta, pod):
+    """NormalizeScore among the nodes tied at the best score: the latency score
+    scaled to 0-100 over every node's ``delta``, reversed for a LowComm pod;
+    the highest wins, then the lowest node index."""
     if len(at_max) == 1:
         return at_max[0]
     lo, hi = min(delta), max(delta)

@@ -6,12 +6,12 @@ command line draws them in processes of their own.  The workers are forked
 matplotlib while the simulation runs, and each group's figures are drawn as soon as
 that group's runs are finished, while the next group simulates.  The parent process
 never imports matplotlib; it sends each figure as the name of a function of
-:mod:`tdmcore.app.plots` and its arguments (a few hundred kB of pickled
-:class:`~tdmcore.sim.cluster.RunResult` at most per figure).
+:mod:`tdmcore.app.plots` and its arguments (pickled
+:class:`~tdmcore.sim.cluster.RunResult` objects, about 100 kB for a snapshot).
 
-Where the platform cannot fork, on one core, or when the pool is disabled, the
-figures are drawn in this process, one after the other, when
-:meth:`PlotPool.finish` is called.
+Where the platform cannot fork, or on one core, the figures are drawn in this
+process, one after the other, when :meth:`PlotPool.finish` is called; a disabled
+pool (``--no-plots``) draws nothing.
 """
 
 from __future__ import annotations
@@ -31,17 +31,9 @@ _Task = tuple[str, tuple[Any, ...], dict[str, Any]]
 
 
 def _worker_start() -> None:
-    """Ctrl-C is the parent's to handle."""
+    """A worker's start: Ctrl-C is the parent's to handle; load matplotlib, its
+    fonts and the Agg renderer while the parent simulates."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _warm_worker() -> None:
-    _worker_start()
-    _warm()
-
-
-def _warm() -> None:
-    """Load matplotlib, its fonts and the Agg renderer (once, before the fork)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -93,7 +85,7 @@ class PlotPool:
         self._n = n
         if self.enabled and n > 1 and "fork" in multiprocessing.get_all_start_methods():
             self._pool = ProcessPoolExecutor(
-                n, mp_context=multiprocessing.get_context("fork"), initializer=_warm_worker)
+                n, mp_context=multiprocessing.get_context("fork"), initializer=_worker_start)
             # the first submit forks every worker now, before the caller starts threads
             self._warmup = self._pool.submit(_noop)
 

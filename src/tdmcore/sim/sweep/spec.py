@@ -396,18 +396,25 @@ def compared_name(metric: str, policy: str) -> str:
     return f"{metric}_vs_{policy}_pct"
 
 
+def _distinct_subset(field: str, raw: Any, known: tuple[str, ...], kind: str,
+                     unknown: str) -> tuple[str, ...]:
+    """``raw``, a list of distinct members of ``known``; ``unknown`` (formatted with
+    the shown value and the known ones) says what is wrong with another value."""
+    out: list[str] = []
+    for i, value in enumerate(_list(field, raw)):
+        if value not in known:
+            _fail(f"{field}[{i}]", unknown.format(shown=_show(value), known=", ".join(known)))
+        if value in out:
+            _fail(f"{field}[{i}]", f"{kind} {value!r} is listed twice")
+        out.append(value)
+    return tuple(out)
+
+
 def _check_compare(raw: Any, policies: tuple[str, ...]) -> tuple[str, ...]:
     if raw is None:
         return ()
-    out = []
-    for i, name in enumerate(_list("compare", raw)):
-        if name not in policies:
-            _fail(f"compare[{i}]", f"{_show(name)} is not one of the sweep's policies "
-                                   f"({', '.join(policies)})")
-        if name in out:
-            _fail(f"compare[{i}]", f"policy {name!r} is listed twice")
-        out.append(name)
-    return tuple(out)
+    return _distinct_subset("compare", raw, policies, "policy",
+                            "{shown} is not one of the sweep's policies ({known})")
 
 
 def _check_metrics(raw: Any, run: str, compare: tuple[str, ...] = ()) -> tuple[str, ...]:
@@ -589,15 +596,8 @@ def _groups_of(run: str, scenario: str, seeds: tuple[int, ...], fixed: dict[str,
 def _check_groups(raw: Any, known: tuple[str, ...]) -> tuple[str, ...]:
     if raw is None:
         return known
-    out = []
-    for i, group in enumerate(_list("groups", raw)):
-        if group not in known:
-            _fail(f"groups[{i}]", f"unknown group {_show(group)}; the scenario has "
-                                  f"{', '.join(known)}")
-        if group in out:
-            _fail(f"groups[{i}]", f"group {group!r} is listed twice")
-        out.append(group)
-    return tuple(out)
+    return _distinct_subset("groups", raw, known, "group",
+                            "unknown group {shown}; the scenario has {known}")
 
 
 def _expand(spec: SweepSpec, digest: str, applies: Mapping[str, tuple[str, ...]],
