@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import jit
+from ._jit import jit, jit_inline
 from .partial_sums import add_rotated, excess_slack, over_capacity, rotation_excess
 
 
-@jit
+@jit_inline
 def _added(a: float, y: float, capacity: float) -> float:
     """``g_y(a)``: the excess demand ``y`` adds to a bin already holding ``a``."""
     v = a + y - capacity
@@ -44,7 +44,7 @@ def _added(a: float, y: float, capacity: float) -> float:
     return (v if v > 0.0 else 0.0) - (w if w > 0.0 else 0.0)
 
 
-@jit
+@jit_inline
 def _sort_indices(keys: np.ndarray, n: int, order: np.ndarray) -> None:
     """``order[:n]`` = ``0..n-1`` sorted by ``keys`` ascending (Shell sort, in place)."""
     for i in range(n):
@@ -69,11 +69,12 @@ def _pair_increments(
     demand: np.ndarray, capacity: float, supp_ptr: np.ndarray, supp_idx: np.ndarray,
     supp_val: np.ndarray, over: np.ndarray,
 ) -> np.ndarray:
-    """``pair[j, r, d]`` (``j < r``): the excess row ``r`` adds to row ``j`` alone when
-    rotated ``d`` bins further than row ``j``."""
+    """``pair[j, r, d]`` (``1 <= j < r``): the excess row ``r`` adds to row ``j`` alone
+    when rotated ``d`` bins further than row ``j``.  Row 0 is every prefix's root, never
+    the row that joins one, so ``pair[0]`` is never read (left 0)."""
     k, n_bins = demand.shape
     pair = np.zeros((k, k, n_bins))
-    for j in range(k - 1):
+    for j in range(1, k - 1):
         over_capacity(demand[j], capacity, over)
         for r in range(j + 1, k):
             lo = supp_ptr[r]
@@ -84,7 +85,7 @@ def _pair_increments(
     return pair
 
 
-@jit
+@jit_inline
 def _overlap(
     prefix_row: np.ndarray, idx: np.ndarray, val: np.ndarray, shift: int,
     ov_bin: np.ndarray, ov_val: np.ndarray, ov_state: np.ndarray,
@@ -116,7 +117,7 @@ def _overlap(
     ov_state[2] = slope
 
 
-@jit
+@jit_inline
 def _joint_increment(
     v: float, w: float, alone: float, row: np.ndarray, shift: int, prefix_row: np.ndarray,
     ov_bin: np.ndarray, ov_val: np.ndarray, n_overlap: int, capacity: float,
@@ -196,7 +197,7 @@ def _derived_increments(
     return total
 
 
-@jit
+@jit_inline
 def _joint_min(
     level: int, shift: int, parent: int, r: int, demand: np.ndarray, supp_ptr: np.ndarray,
     supp_idx: np.ndarray, supp_val: np.ndarray, limits: np.ndarray, incs: np.ndarray,
@@ -292,7 +293,7 @@ def _symmetry_shift(demand: np.ndarray, limits: np.ndarray, allowance: float) ->
     return 0
 
 
-@jit
+@jit_inline
 def _first_twin(s: int, sym_t: int, limit: int, n_bins: int) -> int:
     """The smallest of ``(s + j t) mod limit``: the first rotation whose subtree the
     one of rotation ``s`` repeats when the circle turns by multiples of ``t``."""

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import jit
+from ._jit import jit_inline
 
 
-@jit
+@jit_inline
 def excess_slack(prefix_row: np.ndarray, capacity: float) -> tuple[float, float]:
     """``(sum_b max(0, P[b] - B), sum_b max(0, B - P[b]))``."""
     excess = 0.0
@@ -27,7 +27,7 @@ def excess_slack(prefix_row: np.ndarray, capacity: float) -> tuple[float, float]
     return excess, slack
 
 
-@jit
+@jit_inline
 def add_rotated(prev: np.ndarray, row: np.ndarray, shift: int, out: np.ndarray) -> None:
     """``out[b] = prev[b] + row[(b - shift) mod N]`` (numpy ``roll``)."""
     n_bins = prev.shape[0]
@@ -38,7 +38,7 @@ def add_rotated(prev: np.ndarray, row: np.ndarray, shift: int, out: np.ndarray) 
         out[b] = prev[b] + row[src]
 
 
-@jit
+@jit_inline
 def over_capacity(prefix_row: np.ndarray, capacity: float, over: np.ndarray) -> float:
     """``over[b] = max(0, P[b] - B)``; returns the prefix's excess ``sum_b over[b]``."""
     base = 0.0
@@ -49,7 +49,7 @@ def over_capacity(prefix_row: np.ndarray, capacity: float, over: np.ndarray) -> 
     return base
 
 
-@jit
+@jit_inline
 def rotation_excess(
     prefix_row: np.ndarray, over: np.ndarray, base: float, supp_idx: np.ndarray,
     supp_val: np.ndarray, shift: int, capacity: float, stop_at: float,

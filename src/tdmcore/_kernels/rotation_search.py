@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit import jit
+from ._jit import jit, jit_inline
 from .lowest_excess import lowest_excess
 from .partial_sums import add_rotated, excess_slack, over_capacity, rotation_excess
 
@@ -39,7 +39,7 @@ MODE_OPTIMAL = 1
 PHASE_A_BUDGET = 8
 
 
-@jit
+@jit_inline
 def pair_distance(
     mids: np.ndarray, mid_offsets: np.ndarray, i: int, rot_i: int, j: int, rot_j: int, n_bins: int
 ) -> float:
@@ -129,7 +129,7 @@ def perfect_interval_middles(
     return count
 
 
-@jit
+@jit_inline
 def _next_prefix(
     level: int, rot: np.ndarray, limits: np.ndarray, prefix: np.ndarray, demand: np.ndarray,
     capacity: float,
@@ -174,7 +174,7 @@ def _rows_fit(
     return True
 
 
-@jit
+@jit_inline
 def _prefix_psi(
     level: int, rot: np.ndarray, psi_parent: float, contend: np.ndarray, mids: np.ndarray,
     mid_offsets: np.ndarray, n_bins: int,
