@@ -496,6 +496,30 @@ class ClusterState:
         self.version += 1
         self.node_versions[entry.node] += 1
 
+    def set_job_shifts(self, shifts_ms: Mapping[str, float]) -> dict[str, float]:
+        """Give every placed pod its job's shift (ms); returns pod -> shift (the
+        pods grouped by job).
+
+        The controller's global offsets are per job (§III-C); this writes them in
+        one pass over the pods instead of a pod-by-pod :meth:`set_shifts`.  Every
+        job with a placed pod needs a finite entry; nothing is written otherwise.
+        """
+        for job in self.job_members:
+            shift = shifts_ms.get(job)
+            if shift is None:
+                raise ValueError(f"shifts_ms: no shift for job {job!r}")
+            if not math.isfinite(float(shift)):
+                raise ValueError(f"shifts_ms: the shift of job {job!r} must be finite")
+        out: dict[str, float] = {}
+        placed = self.placed
+        for job, members in self.job_members.items():
+            shift = shifts_ms[job]
+            value = float(shift)
+            for name in members:
+                out[name] = shift
+                placed[name].shift_ms = value
+        return out
+
     def set_shifts(self, shifts_ms: Mapping[str, float]) -> None:
         for name, shift in shifts_ms.items():
             if name not in self.placed:

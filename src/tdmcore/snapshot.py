@@ -52,7 +52,7 @@ class Snapshot:
     @classmethod
     def of(cls, state: ClusterState) -> Snapshot:
         n_nodes = len(state.cluster)
-        total = sum(len(rows) for rows in state.link_rows)
+        total = sum(map(len, state.link_rows))
         node_ptr = np.zeros(n_nodes + 1, dtype=np.int64)
         period = np.empty(total)
         duty = np.empty(total)

@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 
 from tdmcore.framework import CycleState, Scheduler, Status
-from tdmcore.metronome.affinity import AffinityGraph, loop_free_nodes
+from tdmcore.metronome.affinity import (
+    AffinityGraph,
+    adjacency,
+    bfs_order,
+    contended_edges,
+    loop_free_nodes,
+)
 from tdmcore.metronome.link import LinkPod, plan_link
 from tdmcore.metronome.policies import POLICIES, MetronomeConfig, MetronomePolicy, make_policy
 from tdmcore.metronome.policies.metronome import latency_scores, link_pods, normalized_latency
@@ -125,6 +131,48 @@ def test_loop_filter_matches_brute_force_cycle_check() -> None:
         for n in range(n_nodes):
             # brute force: a union-find over job-link edges of contended links
             assert ok[n] == (not brute_force_has_cycle(state, (waiting, n))), (n, w)
+
+
+def test_contended_edges_and_bfs_agree_with_the_affinity_graph() -> None:
+    # contended_edges is the graph's edge list without its components, and a BFS
+    # over a prebuilt adjacency is the BFS over the edges: on random clusters.
+    rng = np.random.default_rng(11)
+    for _ in range(100):
+        n_nodes, n_jobs = int(rng.integers(2, 7)), int(rng.integers(2, 7))
+        state = ClusterState(Cluster([Node(f"n{i}", 64, 64, 16, 25.0)
+                                      for i in range(n_nodes)]))
+        for i in range(int(rng.integers(0, 12))):
+            state.place(pod(f"p{i}", f"j{int(rng.integers(0, n_jobs))}",
+                            pattern=TrafficPattern(100, 0.2, 15.0)),
+                        int(rng.integers(0, n_nodes)))
+        snap = Snapshot.of(state)
+        graph = AffinityGraph.of(snap)
+        edges, contended = contended_edges(snap)
+        assert np.array_equal(edges, graph.edges) and edges.dtype == np.int64
+        assert np.array_equal(contended, graph.contended)
+        adjacent = adjacency(edges)
+        for root in set(edges[:, 0].tolist()):
+            walk = bfs_order(adjacent, root)
+            assert walk == graph.bfs_order(root) == bfs_order(edges, root)
+            # every job of the root's component once, each reached over an edge
+            assert len({j for j, _, _ in walk}) == len(walk)
+            assert all((j, n) in set(map(tuple, edges.tolist())) for j, n, _ in walk[1:])
+
+
+def test_set_job_shifts_writes_every_pod_of_each_job_or_nothing() -> None:
+    state = ClusterState(paper_testbed())
+    for name, job, node in (("a-0", "a", 0), ("a-1", "a", 1), ("b-0", "b", 1)):
+        state.place(pod(name, job), node)
+    out = state.set_job_shifts({"a": np.float64(12.5), "b": 3.0})
+    assert out == {"a-0": 12.5, "a-1": 12.5, "b-0": 3.0}
+    assert [state.placed[n].shift_ms for n in ("a-0", "a-1", "b-0")] == [12.5, 12.5, 3.0]
+    assert all(type(state.placed[n].shift_ms) is float for n in ("a-0", "a-1", "b-0"))
+    before = state.copy()
+    with pytest.raises(ValueError, match="^shifts_ms: no shift for job 'b'"):
+        state.set_job_shifts({"a": 1.0})
+    with pytest.raises(ValueError, match="^shifts_ms: the shift of job 'a' must be finite"):
+        state.set_job_shifts({"b": 1.0, "a": float("inf")})
+    assert state.same_as(before)  # nothing written
 
 
 # ---------------------------------------------------------------------- Score

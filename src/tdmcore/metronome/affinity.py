@@ -13,7 +13,67 @@ from scipy.sparse.csgraph import connected_components
 from .._kernels.affinity import loop_filter_kernel
 from ..snapshot import Snapshot
 
-__all__ = ["AffinityGraph", "loop_free_nodes"]
+__all__ = ["AffinityGraph", "contended_edges", "loop_free_nodes"]
+
+
+def contended_edges(snap: Snapshot) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+    """The affinity graph's edges and which links are contended, without its
+    components: what the controller's offset BFS needs (:meth:`AffinityGraph.of`
+    adds the components the loop filter needs).
+
+    Returns ``(edges, contended)``: ``edges`` is ``(E, 2)`` ``(job_id, node)``
+    pairs sorted by job, then node; ``contended[n]`` is whether the rows on
+    ``n``'s link sum above its capacity.
+    """
+    n_links = snap.capacity.shape[0]
+    contended = snap.sum_bw > snap.capacity
+    counts = np.diff(snap.node_ptr)
+    pod_node = np.repeat(np.arange(n_links), counts)
+    keep = contended[pod_node]
+    # (job, link) pairs sorted by job, then link: one integer key each, as a
+    # row-wise np.unique sorts structured rows several times slower.
+    keys = np.unique(snap.job[keep] * n_links + pod_node[keep])
+    edges = np.stack([keys // n_links, keys % n_links], axis=1) if keys.size \
+        else np.zeros((0, 2), dtype=np.int64)
+    return edges.astype(np.int64), contended
+
+
+Adjacency = tuple[dict[int, list[int]], dict[int, list[int]]]
+
+
+def adjacency(edges: NDArray[np.int64]) -> Adjacency:
+    """``(links of each job, jobs of each link)`` of ``edges`` (``(job_id, node)``
+    pairs), in the order of ``edges``: the lists :func:`bfs_order` walks."""
+    by_job: dict[int, list[int]] = {}
+    by_link: dict[int, list[int]] = {}
+    for j, n in edges.tolist():
+        by_job.setdefault(j, []).append(n)
+        by_link.setdefault(n, []).append(j)
+    return by_job, by_link
+
+
+def bfs_order(edges: NDArray[np.int64] | Adjacency, root_job: int
+              ) -> list[tuple[int, int, int]]:
+    """``(job, via_link, parent_job)`` in BFS order from ``root_job`` (-1: root) over
+    the bipartite graph of ``edges`` (``(job_id, node)`` pairs, or their
+    :func:`adjacency`, built once for several roots)."""
+    by_job, by_link = edges if isinstance(edges, tuple) else adjacency(edges)
+    out = [(root_job, -1, -1)]
+    seen_jobs = {root_job}
+    seen_links: set[int] = set()
+    queue = deque([root_job])
+    while queue:
+        j = queue.popleft()
+        for n in by_job.get(j, ()):
+            if n in seen_links:
+                continue
+            seen_links.add(n)
+            for other in by_link[n]:
+                if other not in seen_jobs:
+                    seen_jobs.add(other)
+                    out.append((other, n, j))
+                    queue.append(other)
+    return out
 
 
 @dataclass(frozen=True)
@@ -36,15 +96,7 @@ class AffinityGraph:
     def of(cls, snap: Snapshot) -> AffinityGraph:
         n_links = snap.capacity.shape[0]
         n_jobs = len(snap.job_ids)
-        contended = snap.sum_bw > snap.capacity
-        counts = np.diff(snap.node_ptr)
-        pod_node = np.repeat(np.arange(n_links), counts)
-        keep = contended[pod_node]
-        # (job, link) pairs sorted by job, then link: one integer key each, as a
-        # row-wise np.unique sorts structured rows several times slower.
-        keys = np.unique(snap.job[keep] * n_links + pod_node[keep])
-        edges = np.stack([keys // n_links, keys % n_links], axis=1) if keys.size \
-            else np.zeros((0, 2), dtype=np.int64)
+        edges, contended = contended_edges(snap)
         comp_job = np.full(n_jobs, -1, dtype=np.int64)
         comp_link = np.full(n_links, -1, dtype=np.int64)
         if edges.shape[0]:
@@ -58,7 +110,7 @@ class AffinityGraph:
             labels = np.where(has_edge, labels, -1)
             comp_job = labels[:n_jobs].astype(np.int64)
             comp_link = labels[n_jobs:].astype(np.int64)
-        return cls(n_jobs, n_links, edges.astype(np.int64), contended, comp_job, comp_link)
+        return cls(n_jobs, n_links, edges, contended, comp_job, comp_link)
 
     def has_cycle(self) -> bool:
         """A forest has ``vertices - components`` edges; more means a cycle."""
@@ -70,27 +122,7 @@ class AffinityGraph:
 
     def bfs_order(self, root_job: int) -> list[tuple[int, int, int]]:
         """``(job, via_link, parent_job)`` in BFS order from ``root_job`` (-1: root)."""
-        by_job: dict[int, list[int]] = {}
-        by_link: dict[int, list[int]] = {}
-        for j, n in self.edges.tolist():
-            by_job.setdefault(j, []).append(n)
-            by_link.setdefault(n, []).append(j)
-        out = [(root_job, -1, -1)]
-        seen_jobs = {root_job}
-        seen_links: set[int] = set()
-        queue = deque([root_job])
-        while queue:
-            j = queue.popleft()
-            for n in by_job.get(j, ()):
-                if n in seen_links:
-                    continue
-                seen_links.add(n)
-                for other in by_link[n]:
-                    if other not in seen_jobs:
-                        seen_jobs.add(other)
-                        out.append((other, n, j))
-                        queue.append(other)
-        return out
+        return bfs_order(self.edges, root_job)
 
 
 def loop_free_nodes(snap: Snapshot, graph: AffinityGraph, candidates: NDArray[np.int64],

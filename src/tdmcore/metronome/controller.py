@@ -23,7 +23,7 @@ from .._kernels import regulation as R
 from ..framework import ReserveResult
 from ..model import ClusterState, TrafficPattern
 from ..snapshot import Snapshot
-from .affinity import AffinityGraph
+from .affinity import adjacency, bfs_order, contended_edges
 from .link import LinkPlan
 from .policies.metronome import MetronomeConfig, link_plan, link_pods
 
@@ -318,9 +318,9 @@ class Controller:
         """
         state = self.state
         snap = Snapshot.of(state)
-        graph = AffinityGraph.of(snap)
+        edges, _ = contended_edges(snap)
         names = {i: j for j, i in snap.job_ids.items()}
-        contended = set(graph.edges[:, 1].tolist())
+        contended = set(edges[:, 1].tolist())
         for node in list(self.links):
             current = tuple(state.link_rows[node])
             stale = tuple(p.name for p in self.links[node].pods) != current
@@ -338,14 +338,15 @@ class Controller:
         phase: dict[str, float] = {}
         idle = self.idle_map()
         done: set[int] = set()
-        first_order = {job: state.placed[m[0]].order for job, m in state.job_members.items()}
-        jobs_on_edges = sorted(set(graph.edges[:, 0].tolist()),
+        members = state.job_members
+        adjacent = adjacency(edges)
+        jobs_on_edges = sorted(set(edges[:, 0].tolist()),
                                key=lambda j: (-self._priority(names[j]),
-                                              first_order[names[j]]))
+                                              state.placed[members[names[j]][0]].order))
         for root in jobs_on_edges:
             if root in done:
                 continue
-            for job_id, via, parent in graph.bfs_order(root):
+            for job_id, via, parent in bfs_order(adjacent, root):
                 done.add(job_id)
                 roots[names[job_id]] = names[root]
                 if parent < 0:
@@ -358,9 +359,7 @@ class Controller:
         self.roots = roots
         self.phase_periods_ms = phase
         self.anchors_ms = {r: a for r, a in self.anchors_ms.items() if r in state.job_members}
-        shifts = {name: offsets[p.pod.job] for name, p in state.placed.items()}
-        state.set_shifts(shifts)
-        return shifts
+        return state.set_job_shifts(offsets)
 
     def _priority(self, job: str) -> int:
         return self.state.placed[self.state.job_members[job][0]].pod.priority
