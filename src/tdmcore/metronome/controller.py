@@ -10,6 +10,7 @@ iterations keep running long.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -204,6 +205,10 @@ class Controller:
         self._watch: dict[str, Watch] = {}
         #: job -> the reference job of its affinity component (offset 0)
         self.roots: dict[str, str] = {}
+        #: (state version, placed pods, plans, node versions) at the last offset
+        #: update (:meth:`on_removed` carries the offsets over when only a removal
+        #: that cannot move them happened since)
+        self._synced: tuple[int, int, dict[int, LinkPlan], NDArray[np.int64]] | None = None
         #: job -> start of its latest reported iteration (ms)
         self.anchors_ms: dict[str, float] = {}
         #: job -> the spacing (ms) of the start times that put it on its offset
@@ -264,14 +269,82 @@ class Controller:
             if not isinstance(result, ReserveResult):
                 raise ValueError("results: expected ReserveResult values, got "
                                  f"{type(result).__name__}")
+        if self._placement_keeps_offsets(results):
+            return self._carry_offsets()
         for result in results:
             self._take_reserve(result)
         return self.update_offsets()
 
-    def on_removed(self, node: int) -> dict[str, float]:
-        """A pod left ``node``: recompute that link (``optimal`` if enabled)."""
+    def _placement_keeps_offsets(self, results: Sequence[ReserveResult]) -> bool:
+        """Whether the only change since the last offset update is the placement
+        of pods that no Reserve rotated and whose jobs have no link rows at all
+        (LowComm: wholly on one node): then the link rows, the affinity graph, the
+        plans and every offset are what they were."""
+        synced = self._synced
+        if synced is None or any(r.shifts_ms for r in results):
+            return False
+        version, placed, links, _ = synced
+        state = self.state
+        added = len(state.placed) - placed
+        # as many placements as version steps: no removal, no pattern update
+        if added <= 0 or state.version != version + added or not self._same_plans(links):
+            return False
+        new = itertools.islice(reversed(state.placed.values()), added)
+        return all(not state.job_links(job) and job not in self.roots
+                   for job in {entry.pod.job for entry in new})
+
+    def on_removed(self, node: int, job: str | None = None) -> dict[str, float]:
+        """A pod (of ``job``, when given) left ``node``: recompute that link
+        (``optimal`` if enabled) and the offsets.
+
+        With ``job`` given, when that removal is the only change since the last
+        offset update, ``node``'s link was not contended then and ``job`` was on no
+        contended link, the affinity graph, the plans and every offset are what they
+        were: the offsets are carried over instead of recomputed (the same values,
+        :meth:`update_offsets` would find them again).
+        """
+        if job is not None and self._removal_keeps_offsets(node, job):
+            return self._carry_offsets()
         self.links.pop(node, None)
         return self.update_offsets()
+
+    def _carry_offsets(self) -> dict[str, float]:
+        """:meth:`update_offsets` when nothing it reads has moved since it last ran
+        but jobs came or went: every job keeps its offset (a new one, on no
+        contended link, gets 0) and every pod its job's."""
+        state = self.state
+        offsets = {name: self.offsets_ms.get(name, 0.0) for name in state.job_members}
+        self.offsets_ms = offsets
+        self.anchors_ms = {r: a for r, a in self.anchors_ms.items() if r in state.job_members}
+        self._mark_synced()
+        return state.set_job_shifts(offsets)
+
+    def _same_plans(self, links: dict[int, LinkPlan]) -> bool:
+        """Whether :attr:`links` holds exactly the plans of ``links``."""
+        return len(self.links) == len(links) and all(
+            self.links.get(n) is plan for n, plan in links.items())
+
+    def _mark_synced(self) -> None:
+        """Record the state the offsets were last computed on."""
+        state = self.state
+        self._synced = (state.version, len(state.placed), dict(self.links),
+                        state.node_versions.copy())
+
+    def _removal_keeps_offsets(self, node: int, job: str) -> bool:
+        """Whether the one change since the last offset update is the removal of a
+        pod of ``job`` from ``node``, a link without a plan (not contended), with
+        ``job`` on no contended link: then no edge of the affinity graph, no plan and
+        no offset moved (removing load never makes a link contended)."""
+        synced = self._synced
+        if synced is None:
+            return False
+        version, placed, links, node_versions = synced
+        state = self.state
+        return (state.version == version + 1 and len(state.placed) == placed - 1
+                and 0 <= node < node_versions.shape[0]
+                and state.node_versions[node] == node_versions[node] + 1
+                and node not in self.links and self._same_plans(links)
+                and job not in self.roots)
 
     def plan_link(self, node: int, *, optimal: bool) -> None:
         """(Re)plan ``node``'s link as :meth:`on_reserve` would.
@@ -359,6 +432,7 @@ class Controller:
         self.roots = roots
         self.phase_periods_ms = phase
         self.anchors_ms = {r: a for r, a in self.anchors_ms.items() if r in state.job_members}
+        self._mark_synced()
         return state.set_job_shifts(offsets)
 
     def _priority(self, job: str) -> int:

@@ -93,7 +93,7 @@ class Run:
             node = self.state.placed[pod].node
             self.state.remove(pod)
             if ctrl is not None:
-                ctrl.on_removed(node)
+                ctrl.on_removed(node, name)
         if name in book.networked:
             touched = book.leave_links(name)
             if self.skip_ahead:
