@@ -270,7 +270,8 @@ class Controller:
                 raise ValueError("results: expected ReserveResult values, got "
                                  f"{type(result).__name__}")
         if self._placement_keeps_offsets(results):
-            return self._carry_offsets()
+            assert self._synced is not None
+            return self._carry_offsets(len(self.state.placed) - self._synced[1])
         for result in results:
             self._take_reserve(result)
         return self.update_offsets()
@@ -308,16 +309,21 @@ class Controller:
         self.links.pop(node, None)
         return self.update_offsets()
 
-    def _carry_offsets(self) -> dict[str, float]:
+    def _carry_offsets(self, new_pods: int = 0) -> dict[str, float]:
         """:meth:`update_offsets` when nothing it reads has moved since it last ran
         but jobs came or went: every job keeps its offset (a new one, on no
-        contended link, gets 0) and every pod its job's."""
+        contended link, gets 0) and every pod its job's.  Only the ``new_pods``
+        placed last need their shift written: every other pod got its job's at the
+        last update.  Returns pod -> shift, as :meth:`update_offsets` does."""
         state = self.state
-        offsets = {name: self.offsets_ms.get(name, 0.0) for name in state.job_members}
+        members = state.job_members
+        offsets = {name: self.offsets_ms.get(name, 0.0) for name in members}
         self.offsets_ms = offsets
-        self.anchors_ms = {r: a for r, a in self.anchors_ms.items() if r in state.job_members}
+        self.anchors_ms = {r: a for r, a in self.anchors_ms.items() if r in members}
+        for entry in itertools.islice(reversed(state.placed.values()), new_pods):
+            entry.shift_ms = float(offsets[entry.pod.job])
         self._mark_synced()
-        return state.set_job_shifts(offsets)
+        return {name: offsets[job] for job, names in members.items() for name in names}
 
     def _same_plans(self, links: dict[int, LinkPlan]) -> bool:
         """Whether :attr:`links` holds exactly the plans of ``links``."""
