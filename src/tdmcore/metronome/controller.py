@@ -206,8 +206,8 @@ class Controller:
         #: job -> the reference job of its affinity component (offset 0)
         self.roots: dict[str, str] = {}
         #: (state version, placed pods, plans, node versions) at the last offset
-        #: update (:meth:`on_removed` carries the offsets over when only a removal
-        #: that cannot move them happened since)
+        #: update: :meth:`on_reserve_gang` and :meth:`on_removed` carry the offsets
+        #: over when the only change since is one that cannot move them
         self._synced: tuple[int, int, dict[int, LinkPlan], NDArray[np.int64]] | None = None
         #: job -> start of its latest reported iteration (ms)
         self.anchors_ms: dict[str, float] = {}
