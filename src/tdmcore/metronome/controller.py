@@ -339,18 +339,30 @@ class Controller:
     def _removal_keeps_offsets(self, node: int, job: str) -> bool:
         """Whether the one change since the last offset update is the removal of a
         pod of ``job`` from ``node``, a link without a plan (not contended), with
-        ``job`` on no contended link: then no edge of the affinity graph, no plan and
-        no offset moved (removing load never makes a link contended)."""
+        ``job`` on no contended link, and ``job`` has no pod with traffic left on
+        ``node``: then no edge of the affinity graph, no plan and no offset moved.
+
+        The last condition matters: a removal then only *deletes* link rows (the
+        job's row on ``node``, or all its rows when it becomes LowComm), and a row
+        sum summed in the same order without one term cannot grow, even in floating
+        point, so no link becomes contended.  Had another pod of ``job`` on ``node``
+        taken over the row, the row would move to the end of the link's rows (a
+        sum in another order) and could carry another bandwidth: either can tip a
+        link over its capacity."""
         synced = self._synced
         if synced is None:
             return False
         version, placed, links, node_versions = synced
         state = self.state
-        return (state.version == version + 1 and len(state.placed) == placed - 1
+        if not (state.version == version + 1 and len(state.placed) == placed - 1
                 and 0 <= node < node_versions.shape[0]
                 and state.node_versions[node] == node_versions[node] + 1
                 and node not in self.links and self._same_plans(links)
-                and job not in self.roots)
+                and job not in self.roots):
+            return False
+        placed_pods = state.placed
+        return not any(placed_pods[m].node == node and placed_pods[m].pod.pattern is not None
+                       for m in state.job_members.get(job, ()))
 
     def plan_link(self, node: int, *, optimal: bool) -> None:
         """(Re)plan ``node``'s link as :meth:`on_reserve` would.
