@@ -30,17 +30,22 @@ def _gang(rng: np.random.Generator, i: int, n_nodes: int) -> list[Pod]:
             for m in range(size)]
 
 
+def _twin_controllers(cluster: Cluster) -> list[tuple[ClusterState, Controller, Scheduler]]:
+    config = MetronomeConfig()
+    out = []
+    for _ in range(2):
+        state = ClusterState(cluster)
+        out.append((state, Controller(state, ControllerConfig.for_policy(config)),
+                    Scheduler(MetronomePolicy(config))))
+    return out
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_carried_offsets_equal_the_full_update(seed: int) -> None:
     rng = np.random.default_rng(seed)
     n_nodes = int(rng.integers(2, 6))
-    cluster = Cluster([Node(f"n{k}", 64, 256, 8, 25.0) for k in range(n_nodes)])
-    config = MetronomeConfig()
-    sides = []
-    for _ in range(2):
-        state = ClusterState(cluster)
-        sides.append((state, Controller(state, ControllerConfig.for_policy(config)),
-                      Scheduler(MetronomePolicy(config))))
+    sides = _twin_controllers(Cluster([Node(f"n{k}", 64, 256, 8, 25.0)
+                                       for k in range(n_nodes)]))
     jobs: list[str] = []
     for i in range(30):
         if jobs and rng.random() < 0.4:
@@ -95,16 +100,6 @@ def test_both_shortcuts_are_taken_on_a_mixed_sequence() -> None:
         taken["removal"] += ctl._removal_keeps_offsets(node, "a")
         ctl.on_removed(node, "a")
     assert taken == {"gang": 1, "removal": 2}
-
-
-def _twin_controllers(cluster: Cluster) -> list[tuple[ClusterState, Controller, Scheduler]]:
-    config = MetronomeConfig()
-    out = []
-    for _ in range(2):
-        state = ClusterState(cluster)
-        out.append((state, Controller(state, ControllerConfig.for_policy(config)),
-                    Scheduler(MetronomePolicy(config))))
-    return out
 
 
 def _place_all(sides: list, gangs: list[list[Pod]]) -> None:

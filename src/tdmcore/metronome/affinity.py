@@ -35,7 +35,7 @@ def contended_edges(snap: Snapshot) -> tuple[NDArray[np.int64], NDArray[np.bool_
     keys = np.unique(snap.job[keep] * n_links + pod_node[keep])
     edges = np.stack([keys // n_links, keys % n_links], axis=1) if keys.size \
         else np.zeros((0, 2), dtype=np.int64)
-    return edges.astype(np.int64), contended
+    return edges.astype(np.int64, copy=False), contended
 
 
 Adjacency = tuple[dict[int, list[int]], dict[int, list[int]]]
@@ -52,12 +52,11 @@ def adjacency(edges: NDArray[np.int64]) -> Adjacency:
     return by_job, by_link
 
 
-def bfs_order(edges: NDArray[np.int64] | Adjacency, root_job: int
-              ) -> list[tuple[int, int, int]]:
+def bfs_order(adjacent: Adjacency, root_job: int) -> list[tuple[int, int, int]]:
     """``(job, via_link, parent_job)`` in BFS order from ``root_job`` (-1: root) over
-    the bipartite graph of ``edges`` (``(job_id, node)`` pairs, or their
-    :func:`adjacency`, built once for several roots)."""
-    by_job, by_link = edges if isinstance(edges, tuple) else adjacency(edges)
+    the bipartite graph whose :func:`adjacency` is ``adjacent`` (built once for
+    several roots)."""
+    by_job, by_link = adjacent
     out = [(root_job, -1, -1)]
     seen_jobs = {root_job}
     seen_links: set[int] = set()
@@ -122,7 +121,7 @@ class AffinityGraph:
 
     def bfs_order(self, root_job: int) -> list[tuple[int, int, int]]:
         """``(job, via_link, parent_job)`` in BFS order from ``root_job`` (-1: root)."""
-        return bfs_order(self.edges, root_job)
+        return bfs_order(adjacency(self.edges), root_job)
 
 
 def loop_free_nodes(snap: Snapshot, graph: AffinityGraph, candidates: NDArray[np.int64],
