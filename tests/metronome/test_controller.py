@@ -404,3 +404,57 @@ def test_pauses_land_on_the_target_plus_a_multiple_of_the_phase_lattice(
     steps = (resume - target) / lattice
     assert steps == pytest.approx(round(steps), abs=1e-9)  # on the target's lattice
     assert 0.0 <= pause.pause_ms < lattice
+
+
+def test_a_pattern_update_skips_a_job_s_pods_without_traffic() -> None:
+    # Job a: a-0 with a pattern on n0, a-1 without one on n1.  A drift of a-0 updates
+    # a-0 only; a-1 keeps sending nothing (it used to raise halfway, leaving a-0
+    # updated: a half-applied state).
+    state = ClusterState(Cluster([Node(f"n{i}", 64, 64, 8, 25.0) for i in range(2)]))
+    state.place(Pod("a-0", "a", pattern=VGG19, priority=1), 0)
+    state.place(Pod("a-1", "a", priority=1), 1)
+    ctl = Controller(state)
+    ctl.update_offsets()
+    out: list = []
+    for i in range(10):
+        out = ctl.report_iteration("a-0", 470.0 * i, 470.0)
+    assert len(out) == 1 and isinstance(out[0], PatternUpdate)
+    assert out[0].pods == ("a-0",)
+    assert state.placed["a-0"].pod.pattern == out[0].new
+    assert state.placed["a-1"].pod.pattern is None
+
+
+def test_a_pattern_update_keeps_each_pod_s_bandwidth() -> None:
+    # a-0 sends 25 Gbps, a-1 10 Gbps: both take the re-measured period and duty
+    # cycle with their own bandwidth.
+    state = ClusterState(Cluster([Node(f"n{i}", 64, 64, 8, 25.0) for i in range(2)]))
+    state.place(Pod("a-0", "a", pattern=VGG19, priority=1), 0)
+    state.place(Pod("a-1", "a", pattern=TrafficPattern(422.26, 0.2, 10.0), priority=1), 1)
+    ctl = Controller(state)
+    ctl.update_offsets()
+    out: list = []
+    for i in range(10):
+        out = ctl.report_iteration("a-0", 470.0 * i, 470.0)
+    assert len(out) == 1 and out[0].pods == ("a-0", "a-1")
+    p0, p1 = (state.placed[n].pod.pattern for n in ("a-0", "a-1"))
+    assert p0 == out[0].new
+    assert (p1.period_ms, p1.duty_cycle, p1.bandwidth_gbps) == (470.0, p0.duty_cycle, 10.0)
+
+
+def test_a_gang_that_leaves_its_planned_link_without_rows_plans_nothing() -> None:
+    # Two 2-pod jobs on one node: after x-0 the link holds one row of each (y and x
+    # partly placed), so that Reserve rotated them; after y-1 and x-1 both jobs are
+    # whole on the node (LowComm) and the link has no rows.  on_reserve_gang used to
+    # re-plan it and raise 'demand: needs at least one row'.
+    state = ClusterState(Cluster([Node("n0", 64, 256, 8, 25.0)]))
+    pat = TrafficPattern(400.0, 0.25, 15.0)
+    pods = [Pod("y-0", "y", gpu=1, pattern=pat, gang_size=2),
+            Pod("x-0", "x", gpu=1, pattern=pat, gang_size=2),
+            Pod("y-1", "y", gpu=1, pattern=pat, gang_size=2),
+            Pod("x-1", "x", gpu=1, pattern=pat, gang_size=2)]
+    decision = Scheduler(MetronomePolicy()).schedule_gang(state, pods)
+    reserves = [d.reserve for d in decision.decisions]
+    assert any(r.shifts_ms for r in reserves) and not any(state.link_rows)
+    ctl = Controller(state)
+    shifts = ctl.on_reserve_gang(reserves)
+    assert shifts == {p.name: 0.0 for p in pods} and ctl.links == {}

@@ -97,7 +97,10 @@ class Readjustment:
 
 @dataclass(frozen=True)
 class PatternUpdate:
-    """The controller replaced the pattern of ``pods`` (one job) and recomputed."""
+    """The controller replaced the pattern of ``pods`` (one job's pods that have a
+    traffic pattern; a pod without one is left as it is) and recomputed.  Each of
+    ``pods`` now has ``new``'s period and duty cycle with its own bandwidth
+    (``new`` is the reporting pod's)."""
 
     job: str
     pods: tuple[str, ...]
@@ -249,6 +252,11 @@ class Controller:
 
     def _take_reserve(self, result: ReserveResult) -> None:
         if result.shifts_ms:
+            if not self.state.link_rows[result.node]:
+                # A gang's later pods made every job on this link whole on the
+                # node (LowComm): the link has no rows left to plan.
+                self.links.pop(result.node, None)
+                return
             mode = self._recalc_mode(not result.skip_phase_three)
             plan = result.plan if isinstance(result.plan, LinkPlan) else None
             self.links[result.node] = self._plan(result.node, mode, plan)
@@ -793,15 +801,28 @@ class Controller:
         that prompted the check is consumed, the window of own parts after a drift,
         the readjustment marks after repeated readjustments, and the pattern
         stands).
+
+        All of the job's pods with a pattern take the new period and duty cycle,
+        each keeping its own bandwidth; its pods without one are left alone.  The
+        new patterns are all built before the first is written.
         """
-        new = TrafficPattern(period, min(1.0, max(comm, 0.0) / period), pattern.bandwidth_gbps)
+        duty = min(1.0, max(comm, 0.0) / period)
+        new = TrafficPattern(period, duty, pattern.bandwidth_gbps)
         if new == pattern:
             return None
-        members = tuple(self.state.job_members[job])
+        placed = self.state.placed
+        # Only the job's traffic pods take the new period and duty cycle, each
+        # keeping its own bandwidth: a pod without a pattern sends nothing.  Every
+        # new pattern is built before the first is written (all or nothing).
+        updates = {name: (new if own.bandwidth_gbps == new.bandwidth_gbps
+                          else TrafficPattern(period, duty, own.bandwidth_gbps))
+                   for name in self.state.job_members[job]
+                   if (own := placed[name].pod.pattern) is not None}
+        members = tuple(updates)
         nodes = set()
-        for name in members:
-            self.state.update_pattern(name, new)
-            nodes.add(self.state.placed[name].node)
+        for name, pod_pattern in updates.items():
+            self.state.update_pattern(name, pod_pattern)
+            nodes.add(placed[name].node)
             self._watch.pop(name, None)
         for node in nodes:
             self.links.pop(node, None)
