@@ -15,9 +15,12 @@ the first create to the last pod bound.  The extender's own ``bind`` latency com
 its ``/metrics`` histogram, and its peer, plain kube-scheduler's own binding (the Bind
 extension point: its DefaultBinder's POST of pods/binding), from kube-scheduler's
 ``/metrics``, both in the same round (bucket bounds: p50 / p99 are "at most"
-figures).  Each round also records the machine's 1-minute load average.  Modes:
-``plain``, ``extender`` (status written behind the bind, the default) and
-``extender-sync`` (``--sync-status``: the write inside the bind, as before).
+figures).  Each round also records the machine's 1-minute load average and the CPU
+time per pod of kube-scheduler (the one serving the mode), kube-apiserver, etcd and the
+extender, from the first create to the last pod bound.  Modes: ``plain``, ``extender``
+(status written behind the bind, the default), ``extender-sync`` (``--sync-status``:
+the write inside the bind, as before) and ``extender-decides`` (``--decide-in-filter``:
+Filter keeps only the policy's pick, kube-scheduler binds it unscored).
 """
 
 from __future__ import annotations
@@ -128,6 +131,12 @@ def quantile(before: dict[float, float], after: dict[float, float], q: float) ->
     return float("inf")
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_round(env: Env, mode: str, pods: int, round_no: int,
               ext: Component | None, plain: Proc | None = None) -> dict[str, Any]:
     ns = env.namespace(f"bench-{mode}-{round_no}")
@@ -144,6 +153,14 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
     rebuilds = ext.metric("tdmcore_model_rebuilds") if ext is not None else 0.0
     decisions = ext.metric("tdmcore_pipeline_decisions") if ext is not None else 0.0
     names = [f"p{i:04d}" for i in range(pods)]
+    assert env.scheduler is not None and env.plane.apiserver is not None \
+        and env.plane.etcd is not None and env.extender is not None
+    ext_proc = ext.proc if ext is not None else None
+    procs = {"kube-scheduler": plain.pid if plain is not None else env.scheduler.pid,
+             "kube-apiserver": env.plane.apiserver.pid, "etcd": env.plane.etcd.pid}
+    if ext_proc is not None:
+        procs["extender"] = ext_proc.pid
+    cpu_before = {name: cpu_s(pid) for name, pid in procs.items()}
 
     def create(name: str) -> None:
         env.pod(ns, name, gpu=1, labels={JOB: f"j{int(name[1:]) % jobs}"}, scheduler=scheduler)
@@ -154,9 +171,12 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
     created = time.monotonic() - t0
     env.wait_bound(ns, pods, 300)
     took = time.monotonic() - t0
+    cpu_ms = {name: round((cpu_s(pid) - cpu_before[name]) * 1e3 / pods, 2)
+              for name, pid in procs.items()}
     result: dict[str, Any] = {"mode": mode, "round": round_no, "pods": pods,
                               "create_s": round(created, 2), "bind_all_s": round(took, 2),
-                              "load_avg_1m": [round(load, 2), round(os.getloadavg()[0], 2)]}
+                              "load_avg_1m": [round(load, 2), round(os.getloadavg()[0], 2)],
+                              "cpu_ms_per_pod": cpu_ms}
     if ext is None and plain is not None:
         time.sleep(1.0)  # kube-scheduler records a Bind once the POST has returned
         after = binder_histogram(plain, env.plane)
@@ -209,7 +229,8 @@ def main() -> int:
             for mode in modes:
                 if mode.startswith("extender") and mode != current:
                     ext.stop()
-                    extra = ["--sync-status"] if mode == "extender-sync" else []
+                    extra = {"extender-sync": ["--sync-status"],
+                             "extender-decides": ["--decide-in-filter"]}.get(mode, [])
                     ext = env.component("extender", ["extender", "--scheduler-name",
                                                      SCHEDULER, *extra], SCHEDULER,
                                         port=ext.port).start()

@@ -142,11 +142,15 @@ def cli() -> None:
               default="incremental", show_default=True,
               help="On a change of an existing Node: update it in place, or rebuild the "
                    "whole cluster state (the former behaviour, for comparison).")
+@click.option("--decide-in-filter/--no-decide-in-filter", default=False, show_default=True,
+              help="Filter keeps only the policy's pick among the feasible nodes: "
+                   "kube-scheduler then binds it without scoring (no prioritize call, "
+                   "its in-tree Score plugins are not consulted).")
 def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_level: str,
                  policy: str, default_link_gbps: float, port: int, prefix: str,
                  max_body_bytes: int, scheduler_name: str, gang_wait_seconds: float,
                  requeue: bool, async_status: bool, status_max_delay_seconds: float,
-                 node_updates: str) -> None:
+                 node_updates: str, decide_in_filter: bool) -> None:
     """kube-scheduler HTTP extender: POST /filter, /prioritize, /bind."""
     from .extender import Extender
     from .pipeline import Pipeline
@@ -160,6 +164,7 @@ def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_
                         gang_wait_s=gang_wait_seconds)
     pipeline.async_status = async_status
     pipeline.status_max_delay_s = status_max_delay_seconds
+    pipeline.filter_decides = decide_in_filter
     pipeline.warm_up()
     ext = Extender(pipeline, prefix=prefix, ready=ready, max_body=max_body_bytes)
     stop = threading.Event()

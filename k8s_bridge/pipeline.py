@@ -130,6 +130,11 @@ class Pipeline:
         self._dirty_nodes: set[int] = set()
         self._status_busy = False
         self._status_thread: threading.Thread | None = None
+        #: extender mode: Filter keeps only the policy's pick among the feasible nodes,
+        #: so kube-scheduler binds it without a scoring phase (no prioritize call, no
+        #: in-tree scores); False: Filter keeps every feasible node and prioritize
+        #: ranks them (kube-scheduler adds its in-tree plugins' scores)
+        self.filter_decides = False
         #: bind only pods whose ``spec.schedulerName`` is this (None: any)
         self.scheduler_name = scheduler_name
         self.policy_name = policy
@@ -243,8 +248,31 @@ class Pipeline:
                 for (name, _), (reason, final) in zip(rejected, reasons, strict=True):
                     (unresolvable if final else failed)[name] = reason
             index = state.cluster.node_index
-            self._last_index = (state.cluster, keep, [index[n] for n in keep])
+            at = [index[n] for n in keep]
+            if self.filter_decides and len(keep) > 1 and cycle.scores is not None:
+                keep, at = self._decided_among(cycle, keep, at)
+            indices: list[int | None] = list(at)
+            self._last_index = (state.cluster, keep, indices)
             return FilterOutcome(keep, failed, unresolvable)
+
+    @staticmethod
+    def _decided_among(cycle: CycleState, keep: list[str], at: list[int]
+                       ) -> tuple[list[str], list[int]]:
+        """The policy's pick among the feasible nodes ``keep`` (indices ``at``): the
+        highest normalized score among its finalists (all of ``keep`` when none of
+        them is one), ties to the lowest node index -- :func:`tdmcore.framework.pick_node`
+        over the nodes kube-scheduler asked about, which is the policy's own
+        decision whenever that node is among them."""
+        assert cycle.scores is not None
+        idx = np.asarray(at, dtype=np.int64)
+        scores = np.asarray(cycle.scores, dtype=np.float64)[idx]
+        if cycle.finalists is not None:
+            final = np.asarray(cycle.finalists, dtype=bool)[idx]
+            if final.any():
+                scores = np.where(final, scores, -np.inf)
+        top = np.flatnonzero(scores == scores.max())
+        k = int(top[np.argmin(idx[top])])
+        return [keep[k]], [at[k]]
 
     def gang_shortfall(self, pod_json: Mapping[str, Any]) -> str:
         """Why a PodGroup member must wait ('' if it need not).

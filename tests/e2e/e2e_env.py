@@ -308,7 +308,8 @@ class Env:
 
 def wait_known(extender: Component, nodes: Sequence[str], timeout_s: float = 30.0) -> None:
     """Until the extender's cache has ``nodes`` Ready with their GPUs (its filter keeps
-    them all for a one-GPU pod)."""
+    them all for a one-GPU pod, or with ``--decide-in-filter`` one of them and fails
+    none)."""
     probe = {"Pod": {"metadata": {"name": "probe", "namespace": "default", "uid": "probe"},
                      "spec": {"containers": [{"name": "c", "resources": {
                          "limits": {GPU: "1"}}}]}},
@@ -318,7 +319,9 @@ def wait_known(extender: Component, nodes: Sequence[str], timeout_s: float = 30.
         status, answer = extender.post("/filter", probe)
         if status != 200:
             return False
-        return sorted(answer.get("NodeNames") or []) == sorted(nodes)
+        kept = answer.get("NodeNames") or []
+        return bool(kept) and not answer.get("FailedNodes") \
+            and not answer.get("FailedAndUnresolvableNodes") and set(kept) <= set(nodes)
 
     wait_until(known, timeout_s, f"the extender to know nodes {nodes[:3]}...")
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from k8s_bridge.envtest import wait_until
-from tests.e2e.e2e_env import Component, Env, wait_known
+from tests.e2e.e2e_env import SCHEDULER, Component, Env, wait_known
 
 pytestmark = pytest.mark.e2e
 
@@ -85,3 +85,37 @@ def test_placements_are_the_extenders_top_score(env: Env, extender: Component,
             assert entry["periodMs"] == period and entry["dutyCycle"] == duty
             assert entry["bandwidthGbps"] == 20 and entry["lowComm"] is False
             assert isinstance(entry["shiftMs"], float | int)
+
+
+def test_with_decide_in_filter_kube_scheduler_binds_the_policys_pick_unscored(
+        env: Env, extender: Component, placed: tuple[str, list[str]]) -> None:
+    """``--decide-in-filter``: Filter keeps one node, the policy's pick, and
+    kube-scheduler binds the pod there without calling prioritize.  The session's
+    extender is replaced by one with the flag on the same port, and comes back after."""
+    ns, nodes = placed
+    extender.stop()
+    decides = env.component("extender-decides", ["extender", "--scheduler-name", SCHEDULER,
+                                                 "--decide-in-filter"], SCHEDULER,
+                            port=extender.port)
+    try:
+        decides.start()
+        wait_known(decides, nodes)
+        env.podbandwidth(ns, "a", period=100.0, duty=0.5, gbps=20, match={JOB: "a"})
+        env.podbandwidth(ns, "b", period=100.0, duty=0.4, gbps=20, match={JOB: "b"})
+        picks = {}
+        for name, job in (("a-0", "a"), ("a-1", "a"), ("b-0", "b"), ("b-1", "b")):
+            pod = env.pod(ns, name, gpu=4, labels={JOB: job}, node_selector={OPEN: name})
+            status, filtered = decides.post("/filter", {"Pod": pod, "NodeNames": nodes})
+            assert status == 200 and not filtered["Error"], filtered
+            assert len(filtered["NodeNames"]) == 1, filtered
+            picks[name] = filtered["NodeNames"][0]
+            _label(env, nodes, name)
+            node = wait_until(lambda: env.node_of(ns, name), 20, f"{name} bound")
+            assert node == picks[name], (name, node, picks)
+        assert decides.metric("tdmcore_extender_decisions_total", {"verb": "filter"}) >= 8
+        assert decides.metric("tdmcore_extender_decisions_total", {"verb": "prioritize"}) == 0
+        assert decides.metric("tdmcore_extender_decisions_total",
+                              {"verb": "bind", "outcome": "ok"}) == 4
+    finally:
+        decides.stop()
+        extender.start()

@@ -124,6 +124,32 @@ def test_prioritize_maps_0_100_to_0_10(env):
     assert scores == {"n0": 10, "n1": 0, "n2": 0, "n3": 0}
 
 
+def test_decide_in_filter_keeps_only_the_policys_pick(env):
+    fake, model, pipeline, url, _ = env
+    pipeline.filter_decides = True
+    pod = fake.get("v1", "Pod", "b-0", "default")
+    status, result = post(url + "/filter", args(pod))
+    assert status == 200 and result["Error"] == ""
+    # the policy's own decision (the only finalist, see the prioritize test); the
+    # feasible nodes it did not pick are not failures; n3 still is one
+    assert result["NodeNames"] == ["n0"]
+    assert result["FailedNodes"] == {} and set(result["FailedAndUnresolvableNodes"]) == {"n3"}
+    decision, cycle = pipeline.scheduler.decide(model.state(), pipeline._pod(pod))
+    assert decision.node_name == "n0"
+    # offered only n2 and n1 (kube-scheduler's percentageOfNodesToScore): no finalist
+    # among them, so the highest score of the two, ties to the lower node index
+    status, result = post(url + "/filter", args(pod, ["n2", "n1"]))
+    assert status == 200
+    scores = {n: cycle.scores[model.state().cluster.node_index[n]] for n in ("n1", "n2")}
+    best = max(scores.values())
+    assert result["NodeNames"] == [min(n for n in scores if scores[n] == best)]
+    # a single feasible node is kept as it is; none feasible: none kept, reasons given
+    status, result = post(url + "/filter", args(pod, ["n2"]))
+    assert result["NodeNames"] == ["n2"]
+    status, result = post(url + "/filter", args(fake.get("v1", "Pod", "big", "default")))
+    assert result["NodeNames"] == [] and set(result["FailedNodes"]) == set(NODES)
+
+
 @pytest.mark.parametrize(("score", "finalist", "expected"), [
     (100.0, None, 10), (95.0, None, 10), (94.9, None, 9), (4.9, None, 0), (5.0, None, 1),
     (0.0, True, 1), (100.0, False, 0), (37.0, True, 4),
