@@ -154,12 +154,11 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
     decisions = ext.metric("tdmcore_pipeline_decisions") if ext is not None else 0.0
     names = [f"p{i:04d}" for i in range(pods)]
     assert env.scheduler is not None and env.plane.apiserver is not None \
-        and env.plane.etcd is not None and env.extender is not None
-    ext_proc = ext.proc if ext is not None else None
+        and env.plane.etcd is not None
     procs = {"kube-scheduler": plain.pid if plain is not None else env.scheduler.pid,
              "kube-apiserver": env.plane.apiserver.pid, "etcd": env.plane.etcd.pid}
-    if ext_proc is not None:
-        procs["extender"] = ext_proc.pid
+    if ext is not None and ext.proc is not None:
+        procs["extender"] = ext.proc.pid
     cpu_before = {name: cpu_s(pid) for name, pid in procs.items()}
 
     def create(name: str) -> None:

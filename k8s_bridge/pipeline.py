@@ -34,7 +34,15 @@ from typing import Any
 
 import numpy as np
 
-from tdmcore.framework import CycleState, Decision, GangDecision, ReserveResult, Scheduler, Status
+from tdmcore.framework import (
+    CycleState,
+    Decision,
+    GangDecision,
+    ReserveResult,
+    Scheduler,
+    Status,
+    pick_node,
+)
 from tdmcore.metronome.policies import make_policy
 from tdmcore.model import ClusterState, Pod
 
@@ -250,29 +258,25 @@ class Pipeline:
             index = state.cluster.node_index
             at = [index[n] for n in keep]
             if self.filter_decides and len(keep) > 1 and cycle.scores is not None:
-                keep, at = self._decided_among(cycle, keep, at)
+                k = at.index(self._pick_among(cycle, at))
+                keep, at = [keep[k]], [at[k]]
             indices: list[int | None] = list(at)
             self._last_index = (state.cluster, keep, indices)
             return FilterOutcome(keep, failed, unresolvable)
 
     @staticmethod
-    def _decided_among(cycle: CycleState, keep: list[str], at: list[int]
-                       ) -> tuple[list[str], list[int]]:
-        """The policy's pick among the feasible nodes ``keep`` (indices ``at``): the
-        highest normalized score among its finalists (all of ``keep`` when none of
-        them is one), ties to the lowest node index -- :func:`tdmcore.framework.pick_node`
-        over the nodes kube-scheduler asked about, which is the policy's own
-        decision whenever that node is among them."""
+    def _pick_among(cycle: CycleState, at: Sequence[int]) -> int:
+        """The policy's pick among the feasible nodes ``at`` kube-scheduler asked
+        about: :func:`~tdmcore.framework.pick_node` as :meth:`Scheduler.decide
+        <tdmcore.framework.Scheduler.decide>` runs it, over those nodes' finalists
+        (over all of them when none is a finalist), so the policy's own decision
+        whenever that node was asked about."""
         assert cycle.scores is not None
-        idx = np.asarray(at, dtype=np.int64)
-        scores = np.asarray(cycle.scores, dtype=np.float64)[idx]
-        if cycle.finalists is not None:
-            final = np.asarray(cycle.finalists, dtype=bool)[idx]
-            if final.any():
-                scores = np.where(final, scores, -np.inf)
-        top = np.flatnonzero(scores == scores.max())
-        k = int(top[np.argmin(idx[top])])
-        return [keep[k]], [at[k]]
+        asked = np.zeros(len(cycle.scores), dtype=bool)
+        asked[np.asarray(at, dtype=np.int64)] = True
+        if cycle.finalists is not None and (asked & cycle.finalists).any():
+            asked &= cycle.finalists
+        return pick_node(cycle.scores, asked)
 
     def gang_shortfall(self, pod_json: Mapping[str, Any]) -> str:
         """Why a PodGroup member must wait ('' if it need not).

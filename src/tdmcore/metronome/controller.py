@@ -814,8 +814,7 @@ class Controller:
         # Only the job's traffic pods take the new period and duty cycle, each
         # keeping its own bandwidth: a pod without a pattern sends nothing.  Every
         # new pattern is built before the first is written (all or nothing).
-        updates = {name: (new if own.bandwidth_gbps == new.bandwidth_gbps
-                          else TrafficPattern(period, duty, own.bandwidth_gbps))
+        updates = {name: TrafficPattern(period, duty, own.bandwidth_gbps)
                    for name in self.state.job_members[job]
                    if (own := placed[name].pod.pattern) is not None}
         members = tuple(updates)
