@@ -21,6 +21,8 @@ extender, from the first create to the last pod bound.  Modes: ``plain``, ``exte
 (status written behind the bind, the default), ``extender-sync`` (``--sync-status``:
 the write inside the bind, as before) and ``extender-decides`` (``--decide-in-filter``:
 Filter keeps only the policy's pick, kube-scheduler binds it unscored).
+``--extender-args`` passes further flags to the extender in every extender mode (e.g.
+``--status-max-delay-seconds 30`` keeps the status writes out of the timed rounds).
 """
 
 from __future__ import annotations
@@ -198,11 +200,16 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--modes", default="plain,extender,extender-sync")
+    parser.add_argument("--extender-args", default="",
+                        help="Extra flags for the extender in every extender mode "
+                             "(one string, split on spaces), e.g. "
+                             "'--status-max-delay-seconds 2'.")
     parser.add_argument("--json", type=Path, default=None, help="Also write the results here.")
     parser.add_argument("--keep", type=Path, default=None,
                         help="Keep certificates, data and logs in this (empty) folder.")
     args = parser.parse_args()
     modes = [m for m in args.modes.split(",") if m]
+    ext_args = args.extender_args.split()
     plane = ControlPlane(args.keep, keep=True) if args.keep else ControlPlane()
     plane.start()
     env: Env | None = None
@@ -216,8 +223,8 @@ def main() -> int:
         t0 = time.monotonic()
         nodes = add_nodes(plane, args.nodes)
         print(f"{len(nodes)} nodes in {time.monotonic() - t0:.1f} s", flush=True)
-        ext = env.component("extender", ["extender", "--scheduler-name", SCHEDULER],
-                            SCHEDULER).start()
+        ext = env.component("extender", ["extender", "--scheduler-name", SCHEDULER,
+                                         *ext_args], SCHEDULER).start()
         env.extender = ext
         env.start_kube_scheduler(ext.url)
         plain = start_plain_scheduler(env)
@@ -231,7 +238,8 @@ def main() -> int:
                     extra = {"extender-sync": ["--sync-status"],
                              "extender-decides": ["--decide-in-filter"]}.get(mode, [])
                     ext = env.component("extender", ["extender", "--scheduler-name",
-                                                     SCHEDULER, *extra], SCHEDULER,
+                                                     SCHEDULER, *extra, *ext_args],
+                                        SCHEDULER,
                                         port=ext.port).start()
                     wait_known(ext, nodes, 120)
                     current = mode
