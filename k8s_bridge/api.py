@@ -88,7 +88,13 @@ def parse_args(body: Any) -> tuple[Mapping[str, Any], list[str], Mapping[str, An
     """``ExtenderArgs`` -> (pod, node names, the NodeList if one was sent)."""
     args = _object(body, "ExtenderArgs")
     pod = _object(field(args, "Pod"), "Pod")
-    _object(pod.get("metadata"), "Pod.metadata")
+    meta = _object(pod.get("metadata"), "Pod.metadata")
+    for key in ("labels", "annotations"):  # the pipeline reads both before converting
+        value = meta.get(key)
+        if value is not None and not (isinstance(value, Mapping) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items())):
+            raise BadRequest(f"Pod.metadata.{key}: expected a map of strings to strings, "
+                             f"got {value!r:.60}")
     names = field(args, "NodeNames")
     nodes = field(args, "Nodes")
     if names is not None:
@@ -183,6 +189,12 @@ def _name(body: dict[str, Any], where: str, pattern: re.Pattern[str], max_len: i
     return value
 
 
+#: the largest ``start_ms`` a report may carry (epoch ms, about the year 33658)
+MAX_START_MS = 1e15
+#: the longest iteration a report may carry, ms (about 11.6 days)
+MAX_DURATION_MS = 1e9
+
+
 def validate_report(body: object, max_iterations: int = MAX_ITERATIONS) -> dict[str, Any]:
     """Check a decoded report and return it rebuilt from the known fields only.
 
@@ -202,9 +214,11 @@ def validate_report(body: object, max_iterations: int = MAX_ITERATIONS) -> dict[
     Raises
     ------
     ReportError
-        Naming the first bad field: missing, wrong type, NaN/inf, ``duration_ms <= 0``,
-        negative ``start_ms``, ``comm_ms`` outside ``[0, duration_ms]``, no or too many
-        iterations, a namespace or pod that is no Kubernetes name.
+        Naming the first bad field: missing, wrong type, NaN/inf, ``duration_ms <= 0``
+        or above :data:`MAX_DURATION_MS`, ``start_ms`` negative or above
+        :data:`MAX_START_MS` (so that sums of times stay finite), ``comm_ms``
+        outside ``[0, duration_ms]``, no or too many iterations, a namespace or pod
+        that is no Kubernetes name.
     """
     if not isinstance(body, dict):
         raise ReportError("body", f"must be a JSON object, got {_type_name(body)}")
@@ -237,11 +251,13 @@ def validate_report(body: object, max_iterations: int = MAX_ITERATIONS) -> dict[
             if key not in item:
                 raise ReportError(f"{where}.{key}", "missing")
         start_ms = _number(item["start_ms"], f"{where}.start_ms")
-        if start_ms < 0.0:
-            raise ReportError(f"{where}.start_ms", "must be >= 0 (epoch milliseconds)")
+        if not 0.0 <= start_ms <= MAX_START_MS:
+            raise ReportError(f"{where}.start_ms",
+                              f"must lie in [0, {MAX_START_MS:g}] (epoch milliseconds)")
         duration_ms = _number(item["duration_ms"], f"{where}.duration_ms")
-        if duration_ms <= 0.0:
-            raise ReportError(f"{where}.duration_ms", "must be > 0")
+        if not 0.0 < duration_ms <= MAX_DURATION_MS:
+            raise ReportError(f"{where}.duration_ms",
+                              f"must be > 0 and at most {MAX_DURATION_MS:g}")
         comm = item.get("comm_ms")
         comm_ms = None if comm is None else _number(comm, f"{where}.comm_ms")
         if comm_ms is not None and not 0.0 <= comm_ms <= duration_ms:

@@ -98,6 +98,10 @@ class ClusterModel:
         self._signatures: dict[str, tuple[Any, ...]] = {}
         #: pod key -> when its deletion was seen (monotonic s): tombstones
         self.deleted_pods: dict[str, float] = {}
+        # pod key -> (node, the API's latest version of the pod): pods this process
+        # assumed bound (Reserve ran, the binding is on its way or waits for a gang);
+        # the cache keeps them on that node until the API says otherwise
+        self._assumed: dict[str, tuple[str, dict[str, Any]]] = {}
         self.rebuilds = 0
         #: a change of an existing Node (or of its link) updates the cluster and
         #: state in place (:meth:`_update_nodes`); False: rebuild both, as before
@@ -128,8 +132,14 @@ class ClusterModel:
             before = store.get(key)
             if event != "DELETED" and _older(obj, before):
                 return  # the echo of a write we have already applied (reflected)
-            if reflected:
-                store[key] = obj
+            if event == "DELETED" and before is not None and _uid(before) and _uid(obj) \
+                    and _uid(before) != _uid(obj):
+                return  # the deletion of an earlier object of that name
+            if kind == "Pod" and key in self._assumed:
+                obj = self._assumed_view(key, event, obj)
+            if reflected and before is not None and _spec_of(before) == _spec_of(obj):
+                store[key] = obj  # only what this process wrote (a status) changed
+                self._expected.pop((kind, key), None)  # applied: nothing more to expect
                 return
             if event == "DELETED":
                 store.pop(key, None)
@@ -150,9 +160,12 @@ class ClusterModel:
                 gone = event == "DELETED"
                 if self._link(before) != (None if gone else self._link(obj)):
                     self._node_changed(key)  # the link's capacity changed
-                elif gone or (old.get("status") != obj.get("status")
-                              and not self._is_expected(kind, key, obj)):
-                    self._dirty()  # recorded orders and shifts
+                if gone or old.get("status") != obj.get("status"):
+                    # an expectation serves for the one status change it announced:
+                    # our own echo, or (not matching) a newer write by someone else
+                    expected = self._expected.pop((kind, key), None)
+                    if gone or not _matches(expected, obj):
+                        self._dirty()  # recorded orders and shifts
             elif kind == "PodBandwidth":
                 old = before or {}
                 if event == "DELETED" or old.get("spec") != obj.get("spec") \
@@ -161,6 +174,8 @@ class ClusterModel:
                     self._dirty()
             elif kind == "Pod":
                 sig = None if event == "DELETED" else _pod_signature(obj)
+                if event != "DELETED":
+                    self.deleted_pods.pop(key, None)  # a new pod of that name
                 if event == "DELETED":
                     self._pods.pop(key, None)
                     now = time.monotonic()
@@ -183,10 +198,51 @@ class ClusterModel:
         with self.lock:
             self._expected[(kind, key)] = dict(status)
 
-    def _is_expected(self, kind: str, key: str, obj: Mapping[str, Any]) -> bool:
-        want = self._expected.get((kind, key))
-        got = obj.get("status") or {}
-        return want is not None and all(got.get(k) == v for k, v in want.items())
+    # ------------------------------------------------------- assumed pods
+    def assume(self, pod_json: Mapping[str, Any], node: str) -> None:
+        """Record ``pod_json`` as bound to ``node`` before the API says so (Reserve
+        already placed it in the current state, which stays valid).
+
+        Until an event shows the pod bound (or deleted) or :meth:`forget` is called,
+        later events of the pod keep it on ``node``: an update that does not bind it
+        (a label, an annotation) must not free the node for another pod.
+        """
+        key = object_key(pod_json)
+        with self.lock:
+            bound = dict(pod_json)
+            bound["spec"] = {**(pod_json.get("spec") or {}), "nodeName": node}
+            state = self._state
+            self._assumed.pop(key, None)
+            self.on_event("Pod", "MODIFIED", bound)
+            self._assumed[key] = (node, dict(pod_json))
+            self._state = state  # already placed by Reserve
+
+    def forget(self, pod_json: Mapping[str, Any]) -> None:
+        """Undo :meth:`assume`: the API's latest version of the pod is the truth
+        again (a pod deleted meanwhile stays deleted)."""
+        key = object_key(pod_json)
+        with self.lock:
+            assumed = self._assumed.pop(key, None)
+            if assumed is not None and key in self.objects["Pod"]:
+                self.objects["Pod"][key] = assumed[1]
+                sig = _pod_signature(assumed[1])
+                if sig is None:
+                    self._signatures.pop(key, None)
+                else:
+                    self._signatures[key] = sig
+            self._dirty()
+
+    def _assumed_view(self, key: str, event: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """An event of an assumed pod: the assumption ends when the API binds or
+        deletes the pod, or ends it; otherwise the pod stays on the assumed node."""
+        node, _ = self._assumed[key]
+        spec = obj.get("spec") or {}
+        phase = (obj.get("status") or {}).get("phase")
+        if event == "DELETED" or spec.get("nodeName") or phase in _TERMINAL:
+            del self._assumed[key]
+            return obj
+        self._assumed[key] = (node, obj)
+        return {**obj, "spec": {**spec, "nodeName": node}}
 
     def _link(self, nbw: Mapping[str, Any] | None) -> float | str | None:
         """The capacity a NodeBandwidth sets (None: the default; str: invalid)."""
@@ -421,6 +477,24 @@ def _observed(pbw: Mapping[str, Any]) -> tuple[Any, Any]:
     """The part of a PodBandwidth's status that changes its pattern."""
     status = pbw.get("status") or {}
     return status.get("observedPeriodMs"), status.get("observedDutyCycle")
+
+
+def _uid(obj: Mapping[str, Any]) -> Any:
+    return (obj.get("metadata") or {}).get("uid")
+
+
+def _spec_of(obj: Mapping[str, Any]) -> Any:
+    """What a status write by this process leaves as it was."""
+    meta = obj.get("metadata") or {}
+    return obj.get("spec"), meta.get("labels"), meta.get("uid")
+
+
+def _matches(expected: Mapping[str, Any] | None, obj: Mapping[str, Any]) -> bool:
+    """``obj``'s status holds every field of ``expected`` (None: nothing expected)."""
+    if expected is None:
+        return False
+    got = obj.get("status") or {}
+    return all(got.get(k) == v for k, v in expected.items())
 
 
 def _older(obj: Mapping[str, Any], than: Mapping[str, Any] | None) -> bool:

@@ -175,7 +175,7 @@ def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_
     try:
         _serve_forever(server, stop)
     finally:  # what the writer still holds (else the controller's reconcile writes it)
-        pipeline.flush_statuses(5.0)
+        pipeline.close(5.0)
 
 
 @cli.command("scheduler")

@@ -79,7 +79,7 @@ class _Waiter:
     uid: str | None
     node: str
     pod_json: Mapping[str, Any]
-    statuses: list[int]
+    statuses: list[str]
     done: threading.Event = field(default_factory=threading.Event)
     error: BindError | None = None
     deadline: float = 0.0
@@ -135,9 +135,10 @@ class Pipeline:
         self._status_flush = threading.Event()
         self._status_lock = threading.Lock()
         self._status_wake = threading.Event()
-        self._dirty_nodes: set[int] = set()
+        self._dirty_nodes: set[str] = set()  # node names
         self._status_busy = False
         self._status_thread: threading.Thread | None = None
+        self._status_closed = False
         #: extender mode: Filter keeps only the policy's pick among the feasible nodes,
         #: so kube-scheduler binds it without a scoring phase (no prioritize call, no
         #: in-tree scores); False: Filter keeps every feasible node and prioritize
@@ -160,8 +161,9 @@ class Pipeline:
         # (cluster, the nodes filter kept, their indices): prioritize's usual question
         self._last_index: tuple[Any, list[str], list[int | None]] | None = None
         self._order_us = 0
-        # node -> (the cluster, its latest Reserve results): what the status write uses
-        self._reserved: dict[int, tuple[Any, list[ReserveResult]]] = {}
+        # node name -> (the cluster, its latest Reserve results): what the status write
+        # uses; by name, since a Node added or deleted meanwhile renumbers the indices
+        self._reserved: dict[str, tuple[Any, list[ReserveResult]]] = {}
 
     def warm_up(self) -> None:
         """Compile the policy's kernels on a two-node cluster of our own (Numba's
@@ -487,8 +489,7 @@ class Pipeline:
 
     def _forget(self, pod_json: Mapping[str, Any]) -> None:
         """Undo an assumed pod (the locks are held): the API is the truth again."""
-        self.model.on_event("Pod", "MODIFIED", dict(pod_json))
-        self.model.invalidate()
+        self.model.forget(pod_json)
         self._decided.clear()
 
     def _min_member(self, gkey: str) -> int:
@@ -525,15 +526,10 @@ class Pipeline:
             raise BindError(f"binding {namespace}/{name} to {node} failed: {exc}") from exc
 
     def _mark_bound(self, key: str, pod_json: Mapping[str, Any], node: str) -> None:
-        """Update the cached pod so that the coming watch event needs no rebuild."""
-        bound = dict(pod_json)
-        bound["spec"] = dict(pod_json.get("spec") or {})
-        bound["spec"]["nodeName"] = node
-        model = self.model
-        with model.lock:
-            state = model._state
-            model.on_event("Pod", "MODIFIED", bound)
-            model._state = state  # already placed by Reserve
+        """Assume the pod bound in the cache (:meth:`ClusterModel.assume
+        <k8s_bridge.cache.ClusterModel.assume>`), so that the coming watch event needs
+        no rebuild and no other update of the pod frees its node meanwhile."""
+        self.model.assume(pod_json, node)
 
     # ---------------------------------------------------------------- gangs
     def schedule_gang(self, pod_jsons: Sequence[Mapping[str, Any]]) -> GangDecision:
@@ -555,8 +551,8 @@ class Pipeline:
 
     def _bind_gang(self, state: ClusterState, trial: ClusterState, gang: GangDecision,
                    pod_jsons: Sequence[Mapping[str, Any]]
-                   ) -> tuple[GangDecision, list[int]]:
-        bound: list[str] = []
+                   ) -> tuple[GangDecision, list[str]]:
+        bound: list[tuple[str, Mapping[str, Any], str]] = []
         for d, pod_json in zip(gang.decisions, pod_jsons, strict=True):
             meta = pod_json.get("metadata") or {}
             ns = meta.get("namespace") or "default"
@@ -564,13 +560,17 @@ class Pipeline:
                 self._bind_api(ns, str(meta.get("name")), meta.get("uid"),
                                str(d.node_name))
             except BindError as exc:
-                # Bindings are not transactional: what was bound stays bound and
-                # the model re-reads the API; the rest is retried later.
-                log.warning("gang partially bound (%s): %s", ", ".join(bound), exc)
+                # Bindings are not transactional: what was bound stays bound (the
+                # model counts those pods on their nodes until the watch confirms
+                # them); the rest is retried later.
+                log.warning("gang partially bound (%s): %s",
+                            ", ".join(meta_key for meta_key, _, _ in bound), exc)
+                for _, bound_json, node in bound:
+                    self.model.assume(bound_json, node)
                 self.model.invalidate()
                 self._decided.clear()
                 return GangDecision(Status.ERROR, gang.decisions, str(exc)), []
-            bound.append(d.pod)
+            bound.append((d.pod, pod_json, str(d.node_name)))
         state.__dict__.update(trial.__dict__)
         self._decided.clear()
         by_node: dict[int, list[ReserveResult]] = {}
@@ -586,13 +586,17 @@ class Pipeline:
         return self._order_us
 
     def _statuses(self, state: ClusterState,
-                  reserves: Mapping[int, Sequence[ReserveResult]]) -> list[int]:
-        """Remember each touched node's latest Reserve; the nodes to write."""
+                  reserves: Mapping[int, Sequence[ReserveResult]]) -> list[str]:
+        """Remember each touched node's latest Reserve; the names of the nodes to
+        write."""
+        names = []
         for node, results in reserves.items():
-            self._reserved[node] = (state.cluster, list(results))
-        return list(reserves)
+            name = state.cluster.nodes[node].name
+            self._reserved[name] = (state.cluster, list(results))
+            names.append(name)
+        return names
 
-    def _write_statuses(self, nodes: Sequence[int]) -> None:
+    def _write_statuses(self, nodes: Sequence[str]) -> None:
         """Write the touched links, each computed from the state *at write time* (so
         concurrent binds on one node cannot overwrite each other with older lists):
         now, or -- with :attr:`async_status` -- by the status writer thread.
@@ -607,13 +611,16 @@ class Pipeline:
         """
         if self.async_status:
             with self._status_lock:
-                self._dirty_nodes.update(nodes)
-                if self._status_thread is None:
-                    self._status_thread = threading.Thread(
-                        target=self._status_loop, name="status-writer", daemon=True)
-                    self._status_thread.start()
-            self._status_wake.set()
-            return
+                queued = not self._status_closed  # closed: write here, as before
+                if queued:
+                    self._dirty_nodes.update(nodes)
+                    if self._status_thread is None:
+                        self._status_thread = threading.Thread(
+                            target=self._status_loop, name="status-writer", daemon=True)
+                        self._status_thread.start()
+            if queued:
+                self._status_wake.set()
+                return
         self._write_now(nodes)
 
     def _status_loop(self) -> None:
@@ -622,6 +629,9 @@ class Pipeline:
             self._status_wake.clear()
             self._wait_for_lull()
             with self._status_lock:
+                if self._status_closed and not self._dirty_nodes:
+                    self._status_thread = None
+                    return
                 nodes = sorted(self._dirty_nodes)
                 self._dirty_nodes.clear()
                 self._status_busy = True
@@ -652,6 +662,23 @@ class Pipeline:
                 return
             self._status_wake.clear()
 
+    def close(self, timeout_s: float = 5.0) -> bool:
+        """Write what is pending (as :meth:`flush_statuses`) and stop the status
+        writer thread; later binds write their status synchronously.  False if the
+        writer had not finished at the deadline."""
+        deadline = time.monotonic() + timeout_s
+        flushed = self.flush_statuses(timeout_s)
+        with self._status_lock:
+            self._status_closed = True
+            self.async_status = False
+            thread = self._status_thread
+        self._status_flush.set()
+        self._status_wake.set()
+        if thread is not None:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._status_flush.clear()
+        return flushed and (thread is None or not thread.is_alive())
+
     def flush_statuses(self, timeout_s: float = 5.0) -> bool:
         """Write what is pending now and wait until the writer has nothing left
         (False at the deadline)."""
@@ -668,16 +695,14 @@ class Pipeline:
         finally:
             self._status_flush.clear()
 
-    def _write_now(self, nodes: Sequence[int]) -> None:
-        for node in nodes:
+    def _write_now(self, nodes: Sequence[str]) -> None:
+        for name in nodes:
             with self.lock:
-                cluster, _ = self._reserved.get(node, (None, []))
-            if cluster is None:
-                continue
-            write_status(self.kube, self.model, cluster.nodes[node].name,
-                         functools.partial(self._compute, node))
+                if name not in self._reserved:
+                    continue
+            write_status(self.kube, self.model, name, functools.partial(self._compute, name))
 
-    def _compute(self, node: int, current: Mapping[str, Any]) -> dict[str, Any] | None:
+    def _compute(self, name: str, current: Mapping[str, Any]) -> dict[str, Any] | None:
         """The node's status after its latest Reserve (:func:`records.node_status
         <k8s_bridge.records.node_status>`): the rotations and base period Reserve
         planned, ``recalculate`` as the node's latest Reserve asked for it (the
@@ -685,7 +710,10 @@ class Pipeline:
         bind time."""
         with self.lock, self.model.lock:
             state = self.model.state()
-            cluster, results = self._reserved.get(node, (None, []))
+            node = state.cluster.node_index.get(name)
+            if node is None:
+                return None  # the Node is gone: nothing to record on it
+            cluster, results = self._reserved.get(name, (None, []))
             if cluster is not state.cluster:
                 results = []  # the cluster changed since: rotations are re-planned
             rotations: dict[str, int] = {}

@@ -65,6 +65,8 @@ class ControllerService:
         self.policy = make_policy(policy)
         self.lock = threading.RLock()
         self.controller: Controller | None = None
+        # (cluster, link capacities) the controller was planned on
+        self._links: tuple[Any, list[float]] | None = None
         self._flags: dict[int, bool] = {}
         #: set while this replica may act (always set without leader election)
         self.leading = leader if leader is not None else threading.Event()
@@ -100,7 +102,10 @@ class ControllerService:
             state = self.model.state()
             recorded = self._recorded(state)
         old = self.controller
-        if old is not None and old.state is state:
+        # a Node or link change is applied to the same state in place: the
+        # controller's plans hold only for the cluster and capacities they were made on
+        links = (state.cluster, state.cluster.link_gbps.tolist())
+        if old is not None and old.state is state and self._links == links:
             return old
         new = Controller.for_policy(state, self.policy)
         flags: dict[int, bool] = {}
@@ -126,6 +131,7 @@ class ControllerService:
                                    if j in state.job_members})
         new.update_offsets()
         self._flags = flags
+        self._links = links
         self.controller = new
         return new
 

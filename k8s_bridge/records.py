@@ -185,9 +185,9 @@ def write_status(kube: Kube | None, model: ClusterModel, node: str, compute: Com
                 return False
             model.on_event("NodeBandwidth", "MODIFIED", fresh)
             continue
-        except NotFound:
-            with model.lock:
-                model.objects["NodeBandwidth"].pop(node, None)
+        except NotFound:  # deleted meanwhile: forget it as its watch event would
+            if current is not None:
+                model.on_event("NodeBandwidth", "DELETED", current)
             continue
         except ApiError as exc:
             log.warning("writing NodeBandwidth %s failed (retried later): %s", node, exc)

@@ -430,8 +430,14 @@ def test_bad_input_is_400_naming_the_field_and_not_forwarded(shared, payload, fi
 
 
 def test_validate_report_raises_naming_the_field() -> None:
-    with pytest.raises(ValueError, match=r"^iterations\[0\]\.duration_ms: must be > 0$"):
+    with pytest.raises(ValueError,
+                       match=r"^iterations\[0\]\.duration_ms: must be > 0 and at most 1e\+09$"):
         validate_report(one_iteration(duration_ms=0.0))
+    # finite but so large that start + duration overflows: refused, not a 500 later
+    with pytest.raises(ValueError, match=r"^iterations\[0\]\.start_ms: must lie in "):
+        validate_report(one_iteration(start_ms=1.7e308))
+    with pytest.raises(ValueError, match=r"^iterations\[0\]\.duration_ms: must be > 0 "):
+        validate_report(one_iteration(duration_ms=1.7e308))
     assert validate_report(report(node="n1"))["node"] == "n1"
 
 
