@@ -270,7 +270,7 @@ def validate_report(body: object, max_iterations: int = MAX_ITERATIONS) -> dict[
 def valid_answer(raw: bytes) -> bool:
     """Whether a controller's 200 body is an answer a hook can use: an object with a
     finite ``pause_ms >= 0`` and finite numbers or nulls for ``shift_ms``,
-    ``period_ms`` and ``target_phase_ms``."""
+    ``period_ms``, ``phase_period_ms`` and ``target_phase_ms``."""
     try:
         answer = json.loads(raw)
     except (ValueError, RecursionError):
@@ -282,7 +282,7 @@ def valid_answer(raw: bytes) -> bool:
         return False
     if not (math.isfinite(pause) and pause >= 0.0):
         return False
-    for key in ("shift_ms", "period_ms", "target_phase_ms"):
+    for key in ("shift_ms", "period_ms", "phase_period_ms", "target_phase_ms"):
         value = answer.get(key)
         if value is None:
             continue

@@ -32,9 +32,11 @@ in gradient all-reduce as ``comm_ms``.
 
 **[decision]** Shifts: when the controller assigns this (low-priority) job an offset,
 its answer carries ``target_phase_ms`` (where iterations should start, modulo
-``period_ms``) and an ``align`` key; each new key is applied once: the next step first
-sleeps until the target phase, ``(target_phase_ms - now) mod period_ms`` (as the
-simulator starts a job on its target phase).
+``phase_period_ms``, the spacing of the start times that keep the job's place beside
+the job it follows; ``period_ms`` when an answer has no ``phase_period_ms``) and an
+``align`` key; each new key is applied once: the next step first sleeps until the
+target phase, ``(target_phase_ms - now) mod phase_period_ms`` (as the simulator starts
+a job on its target phase).
 
 **[decision]** Pauses: the answer's ``pause_ms`` (Metronome's continuous regulation)
 becomes a pending pause, slept at the start of the next step, before its start time is
@@ -43,7 +45,8 @@ pause is recomputed against it at that moment (the answer is a flush old). It is
 capped at ``max_pause_ms`` (10 s), ignored when negative, non-finite or not a number,
 and applied at most once;
 a newer answer replaces a pending pause (pauses are not summed; ``0`` cancels one).
-``shift_ms``, ``period_ms`` and ``target_phase_ms`` of the last answer are kept as
+``shift_ms``, ``period_ms``, ``phase_period_ms`` and ``target_phase_ms`` of the last
+answer are kept as
 read-only attributes (a garbage value leaves the old one). The agent's fail-open reply
 (``"controller": "unreachable"``) is no instruction and changes nothing: the last
 assignment is still the best one known.
@@ -252,6 +255,7 @@ class TrainingHook:
         self._pause_s = 0.0  # pending pause, taken (and zeroed) by the next begin()
         self._shift_ms: float | None = None
         self._period_ms: float | None = None
+        self._phase_period_ms: float | None = None
         self._target_phase_ms: float | None = None
         # the controller's key of this job's assigned offset; a new key is applied
         # once (the iteration starts on the target phase), then remembered
@@ -321,8 +325,15 @@ class TrainingHook:
         return self._period_ms
 
     @property
+    def phase_period_ms(self) -> float | None:
+        """The spacing of the start times that keep the pod's place (the
+        controller's phase lattice), from the last answer."""
+        return self._phase_period_ms
+
+    @property
     def target_phase_ms(self) -> float | None:
-        """Where iterations should start modulo the period, from the last answer."""
+        """Where iterations should start modulo :attr:`phase_period_ms` (else the
+        period), from the last answer."""
         return self._target_phase_ms
 
     @property
@@ -548,7 +559,8 @@ class TrainingHook:
                                   or self._align_key == self._aligned_key):
             return 0.0
         with self._lock:
-            target, period = self._target_phase_ms, self._period_ms
+            target = self._target_phase_ms
+            period = self._phase_period_ms or self._period_ms
             align = self._align_key is not None and self._align_key != self._aligned_key
             pending, self._pause_s = self._pause_s, 0.0
             if align:
@@ -569,7 +581,7 @@ class TrainingHook:
         if pause_ms is not None and pause_ms >= 0.0:
             with self._lock:
                 self._pause_s = min(pause_ms, self.max_pause_ms) / 1000.0
-        for key in ("shift_ms", "period_ms", "target_phase_ms"):
+        for key in ("shift_ms", "period_ms", "phase_period_ms", "target_phase_ms"):
             if key not in answer:
                 continue
             value = answer[key]

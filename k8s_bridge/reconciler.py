@@ -270,11 +270,7 @@ class ControllerService:
             if any(isinstance(a, Readjustment) for _, a in actions) and pattern is not None:
                 # Readjustments of earlier iterations in this batch are stale: the pause
                 # is computed from the end of the last reported iteration.
-                target = ctrl.target_phase(job)
-                if target is None:
-                    target = ctrl.offsets_ms.get(job, 0.0)
-                end = starts[-1] + durations[-1]
-                pause = (target - end) % pattern.period_ms
+                pause = ctrl.pause_ms(job, starts[-1] + durations[-1])
                 self.m_actions.labels("pause").inc()
             for update in updates:
                 self.m_actions.labels("pattern_update").inc()
@@ -282,16 +278,18 @@ class ControllerService:
             period = pattern.period_ms if pattern is not None else None
             # High-priority jobs are never moved (spec: they run as if alone).
             target = None if ctrl.is_high(job) else ctrl.target_phase(job)
-            root = ctrl.roots.get(job)
+            ref = ctrl.reference(job)
+            lattice = ctrl.phase_period_ms(job)
             align = None
-            if target is not None and period is not None and root is not None:
-                offset = (ctrl.offsets_ms.get(job, 0.0) - ctrl.offsets_ms.get(root, 0.0)) \
-                    % period
-                align = f"{root}@{offset:.3f}"  # changes when the assignment does
+            if target is not None and period is not None and ref is not None:
+                offset = (ctrl.offsets_ms.get(job, 0.0) - ctrl.offsets_ms.get(ref, 0.0)) \
+                    % lattice
+                align = f"{ref}@{offset:.3f}"  # changes when the assignment does
             answer = {"pause_ms": float(pause), "shift_ms": float(entry.shift_ms),
                       "period_ms": period,
+                      "phase_period_ms": None if period is None else float(lattice),
                       "target_phase_ms": None if target is None or period is None
-                      else float(target % period),
+                      else float(target % lattice),
                       "align": align}
         if updates:
             self.reconcile()

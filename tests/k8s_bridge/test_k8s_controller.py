@@ -373,3 +373,43 @@ def test_takeover_increments_lease_transitions_and_stop_releases():
             first.stop()
             if second is not None:
                 second.stop()
+
+
+def test_a_pause_beside_a_job_of_another_period_lands_on_the_phase_lattice():
+    # S2's periods: the low job's target repeats every 98.68 ms (the high job's
+    # period), not every 91.94 ms (its own); the answer's pause is the controller's
+    objs: list[dict[str, Any]] = [K.node("n0")]
+    for job, period in (("h", 98.68), ("l", 91.94)):
+        objs.append(K.podbandwidth(job, period=period, duty=0.3, gbps=20,
+                                   match={"training.kubeflow.org/job-name": job}))
+    objs += [K.pod("h-0", labels=K.job_labels("h", "high"), node="n0", phase="Running",
+                   created="2026-11-20T00:00:00Z"),
+             K.pod("l-0", labels=K.job_labels("l"), node="n0", phase="Running",
+                   created="2026-11-20T00:00:01Z")]
+    with cluster(objs) as (fake, kube, model, informers):
+        service = ControllerService(model, kube, "metronome")
+        service.reconcile()
+        server = Server(service.app).start()
+        try:
+            url = server.url + "/v1/report"
+            on_time = [{"start_ms": 1_000_000.0 + i * 98.68, "duration_ms": 98.68,
+                        "comm_ms": 0.3 * 98.68} for i in range(10)]
+            status, _ = post(url, {"namespace": "default", "pod": "h-0",
+                                   "iterations": on_time})
+            assert status == 200
+            # slowed in its communication (its compute stays 0.7 x 91.94 ms)
+            slow = [{"start_ms": 1_000_020.0 + i * 130, "duration_ms": 130.0,
+                     "comm_ms": 130.0 - 0.7 * 91.94} for i in range(10)]
+            status, ans = post(url, {"namespace": "default", "pod": "l-0",
+                                     "iterations": slow})
+            assert status == 200
+            lattice = ans["phase_period_ms"]
+            assert lattice == pytest.approx(98.68) and ans["period_ms"] == pytest.approx(91.94)
+            end = slow[-1]["start_ms"] + slow[-1]["duration_ms"]
+            assert 0 < ans["pause_ms"] < lattice
+            assert ans["pause_ms"] == pytest.approx(
+                service.current().pause_ms("default/l", end))
+            off = (end + ans["pause_ms"] - ans["target_phase_ms"]) % lattice
+            assert min(off, lattice - off) == pytest.approx(0.0, abs=1e-6)
+        finally:
+            server.stop()

@@ -656,3 +656,26 @@ def test_high_priority_answers_carry_no_alignment(make_hook) -> None:
         assert timed_step(hook) < 0.05
     finally:
         agent.close()
+
+
+def test_alignment_is_modulo_the_phase_period_when_the_answer_has_one(make_hook) -> None:
+    # a 400 ms job whose place beside its reference repeats every 100 ms: the step
+    # waits at most 100 ms for the target phase, not up to 400
+    lattice = 100.0
+    target = (time.time() * 1000.0 + 60.0) % lattice
+    answer = {"pause_ms": 0.0, "shift_ms": 10.0, "period_ms": 400.0,
+              "phase_period_ms": lattice, "target_phase_ms": target,
+              "align": "default/a@10.000"}
+    agent = FakeAgent(lambda n: (200, json.dumps(answer).encode()))
+    try:
+        hook = make_hook(agent.url, flush_every=1)
+        timed_step(hook)
+        wait_for(lambda: hook.phase_period_ms == lattice, 3.0)
+        t0 = time.time() * 1000.0
+        with hook.step():
+            started = time.time() * 1000.0
+        lag = (started - target) % lattice
+        assert min(lag, lattice - lag) < 25.0, (lag, started - t0)
+        assert started - t0 <= lattice + 25.0
+    finally:
+        agent.close()

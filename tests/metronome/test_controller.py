@@ -458,3 +458,84 @@ def test_a_gang_that_leaves_its_planned_link_without_rows_plans_nothing() -> Non
     ctl = Controller(state)
     shifts = ctl.on_reserve_gang(reserves)
     assert shifts == {p.name: 0.0 for p in pods} and ctl.links == {}
+
+
+# ---------------------------------------------------------------- where a target lands
+# (three defects an independent review of the controller against the paper found; each
+# test failed before its fix)
+def _chain(patterns: dict[str, TrafficPattern]) -> Controller:
+    """Jobs ``h`` - (n0) - ``p`` - (n1) - ``l``, priorities 2, 1, 0."""
+    state = ClusterState(Cluster([Node(f"n{i}", 64, 64, 8, 25.0) for i in range(2)]))
+    for name, job, prio, node in (("h-0", "h", 2, 0), ("p-0", "p", 1, 0), ("p-1", "p", 1, 1),
+                                  ("l-0", "l", 0, 1)):
+        state.place(Pod(name, job, pattern=patterns[job], priority=prio), node)
+    ctl = Controller(state)
+    ctl.update_offsets()
+    return ctl
+
+
+def _link_shift(ctl: Controller, node: int, job: str) -> float:
+    plan = ctl.links[node]
+    return plan.job_rotations[job] / plan.bins * plan.base.period_ms
+
+
+def test_an_offset_is_reduced_modulo_the_phase_lattice_not_the_own_period():
+    # S2's VGG16 (91.94 ms) follows a second VGG19 (98.68 ms) on n1: its offset is p's
+    # plus the link's shift; reduced modulo its own period it lands 6.74 ms off
+    ctl = _chain({"h": TrafficPattern(98.68, 0.2, 25.0), "p": TrafficPattern(98.68, 0.2, 25.0),
+                  "l": TrafficPattern(91.94, 0.21, 25.0)})
+    lattice = ctl.phase_period_ms("l")
+    assert lattice == pytest.approx(98.68)
+    planned = ctl.offsets_ms["p"] + _link_shift(ctl, 1, "l") - _link_shift(ctl, 1, "p")
+    off = (planned - ctl.offsets_ms["l"]) % lattice
+    assert min(off, lattice - off) == pytest.approx(0.0, abs=1e-9)
+    assert 0.0 <= ctl.offsets_ms["l"] < lattice
+
+
+def test_a_grandchilds_target_follows_its_parent_not_the_reference():
+    # 100, 200 and 400 ms chained: j's lattice beside p is 200 ms, h's period 100 ms
+    ctl = _chain({"h": TrafficPattern(100.0, 0.1, 25.0), "p": TrafficPattern(200.0, 0.1, 25.0),
+                  "l": TrafficPattern(400.0, 0.1, 25.0)})
+    assert ctl.reference("l") == "p" and ctl.reference("p") == "h"
+    assert ctl.reference("h") is None
+    lattice = ctl.phase_period_ms("l")
+    ctl.anchors_ms["p"] = 20_037.0
+    targets = set()
+    for anchor in (20_000.0, 20_100.0, 20_200.0):  # h's consecutive iterations
+        ctl.anchors_ms["h"] = anchor
+        targets.add(round(ctl.target_phase("l") % lattice, 9))
+    assert len(targets) == 1
+    # and the comm phase lands where n1's plan puts it beside p's
+    p_comm = ctl.anchors_ms["p"] + 200.0 - 20.0
+    l_comm = ctl.target_phase("l") + 400.0 - 40.0
+    want = (_link_shift(ctl, 1, "l") - _link_shift(ctl, 1, "p")) % lattice
+    assert (l_comm - p_comm) % lattice == pytest.approx(want)
+
+
+def test_a_target_starts_the_iteration_its_injected_idle_before_its_comm_phase():
+    from tdmcore.sim.engine.network import FlowJob, simulate_flows
+
+    high = TrafficPattern(102.76, 0.2, 25.0)  # S3's VGG19 and WideResNet101
+    low = TrafficPattern(186.84, 0.209, 25.0)
+    state = ClusterState(Cluster([Node("n0", 64, 64, 8, 25.0)]))
+    scheduler = Scheduler(MetronomePolicy(MetronomeConfig()))
+    ctl = Controller(state)
+    for job, pattern, prio in (("h", high, 1), ("l", low, 0)):
+        ctl.on_reserve(scheduler.schedule(state, Pod(f"{job}-0", job, pattern=pattern,
+                                                     priority=prio)).reserve)
+    idle = ctl.idle_ms("l")
+    assert idle == pytest.approx(13.68)
+    ctl.anchors_ms["h"] = 0.0
+    lattice = ctl.phase_period_ms("l")
+    start = ctl.target_phase("l") % lattice
+    run = simulate_flows([FlowJob("h", high.period_ms, high.duty_cycle, 25.0, (0, None), 3),
+                          FlowJob("l", low.period_ms, low.duty_cycle, 25.0, (0, None), 1,
+                                  start_ms=start, idle_ms=idle)], [25.0, 25.0],
+                         noise_sigma=0.0)
+    l_comm = run.iteration_end_ms[1][0] - low.comm_ms
+    h_comm = high.period_ms - high.comm_ms
+    assert (l_comm - h_comm) % lattice == pytest.approx(ctl.offsets_ms["l"] % lattice)
+    # the pause rule lands there too
+    end = 5_000.0
+    off = (end + ctl.pause_ms("l", end) - start) % lattice
+    assert min(off, lattice - off) == pytest.approx(0.0, abs=1e-6)

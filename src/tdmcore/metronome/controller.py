@@ -208,6 +208,11 @@ class Controller:
         self._watch: dict[str, Watch] = {}
         #: job -> the reference job of its affinity component (offset 0)
         self.roots: dict[str, str] = {}
+        #: job -> the job it was reached from in the BFS (:meth:`update_offsets`): the
+        #: one it shares a planned link with, whose iterations its target follows
+        self.parents: dict[str, str] = {}
+        #: job -> idle injected into its compute phase, as of the offsets
+        self._idle: dict[str, float] = {}
         #: (state version, placed pods, plans, node versions) at the last offset
         #: update: :meth:`on_reserve_gang` and :meth:`on_removed` carry the offsets
         #: over when the only change since is one that cannot move them
@@ -412,8 +417,15 @@ class Controller:
 
         Each connected component starts from its highest-priority job (ties: the
         earliest deployed) at shift 0; a job reached over link l gets its parent's
-        shift plus the difference of their shifts on l, modulo its own period.
-        Jobs on no contended link keep shift 0.  Returns pod -> shift (ms).
+        shift plus the difference of their shifts on l, reduced modulo its phase
+        lattice (:meth:`phase_period_ms`).  Jobs on no contended link keep shift 0.
+        Returns pod -> shift (ms).
+
+        **[decision]** The spec reduces a global shift modulo the job's own period;
+        beside a parent of another period that moves the job off the plan (two
+        chained VGG19 beside S2's VGG16 of 91.94 ms: 6.74 ms off).  The lattice is
+        the smallest shift that keeps the job's place beside its parent, and equals
+        the own period when both periods are equal.
         """
         state = self.state
         snap = Snapshot.of(state)
@@ -434,6 +446,7 @@ class Controller:
                 rel[(node, job)] = rot / plan.bins * plan.base.period_ms
         offsets: dict[str, float] = {job: 0.0 for job in state.job_members}
         roots: dict[str, str] = {}
+        parents: dict[str, str] = {}
         phase: dict[str, float] = {}
         idle = self.idle_map()
         done: set[int] = set()
@@ -451,11 +464,13 @@ class Controller:
                 if parent < 0:
                     continue
                 job, up = names[job_id], names[parent]
-                period = self._period(job)
-                offsets[job] = (offsets[up] + rel[(via, job)] - rel[(via, up)]) % period
+                parents[job] = up
                 phase[job] = self._lattice_ms(self.links[via], job, up, idle.get(up, 0.0))
+                offsets[job] = (offsets[up] + rel[(via, job)] - rel[(via, up)]) % phase[job]
         self.offsets_ms = offsets
         self.roots = roots
+        self.parents = parents
+        self._idle = idle
         self.phase_periods_ms = phase
         self.anchors_ms = {r: a for r, a in self.anchors_ms.items() if r in state.job_members}
         self._mark_synced()
@@ -476,25 +491,48 @@ class Controller:
         pattern = self._pattern(job)
         return pattern.period_ms if pattern is not None else 1.0
 
-    def target_phase(self, job: str) -> float | None:
-        """Where ``job``'s iterations should start, as a time modulo its period.
+    def reference(self, job: str) -> str | None:
+        """The job whose reported iterations ``job``'s target follows: its BFS
+        parent (:attr:`parents`), the job it shares a planned link with; ``None``
+        for a component's reference job or a job on no contended link."""
+        return self.parents.get(job)
 
-        Offsets are relative to the reference job of the job's affinity component
-        (offset 0) and place comm phases: the target comm start is the reference
-        job's latest reported comm start (iteration start + compute) plus the job's
-        offset, and the job's iteration must start its compute time before that.
-        Drift of the reference job is thereby followed.
-        ``None`` when the job is the reference or on no contended link, or the
-        reference has not reported yet (then nothing needs aligning).
+    def target_phase(self, job: str) -> float | None:
+        """Where ``job``'s iterations should start, modulo :meth:`phase_period_ms`.
+
+        Offsets place comm phases: the target comm start is the :meth:`reference`
+        job's latest reported comm start (iteration start + compute + its injected
+        idle) plus the difference of the two offsets, and the job's iteration must
+        start its compute time and its own injected idle before that.  Drift of the
+        reference job is thereby followed.
+
+        **[decision]** The reference is the job's BFS parent, not its component's
+        reference job: the phase lattice keeps the job's place beside its parent, and
+        a grandchild's target taken from the component's reference would move by
+        that job's period from one of its iterations to the next, which is no
+        multiple of the lattice (a chain of 100, 200 and 400 ms: the 400 ms job's
+        comm phase lands on the 200 ms job's every other time).
+        ``None`` when the job has no reference or the reference has not reported
+        yet (then nothing needs aligning).
         """
-        root = self.roots.get(job)
-        if root is None or root == job or root not in self.anchors_ms:
+        ref = self.parents.get(job)
+        if ref is None or ref not in self.anchors_ms:
             return None
         # Offsets place comm phases (the traffic circle puts a unit's comm first);
-        # an iteration computes first, so its start is its comm start minus compute.
-        comm_start = self.anchors_ms[root] + self._compute_ms(root) \
-            + self.offsets_ms.get(job, 0.0) - self.offsets_ms.get(root, 0.0)
+        # an iteration computes first (and idles, if injected), so its start is its
+        # comm start minus that.
+        comm_start = self.anchors_ms[ref] + self._compute_ms(ref) \
+            + self.offsets_ms.get(job, 0.0) - self.offsets_ms.get(ref, 0.0)
         return comm_start - self._compute_ms(job)
+
+    def pause_ms(self, job: str, end_ms: float) -> float:
+        """The pause after an iteration of ``job`` ending at ``end_ms`` that puts its
+        next start on :meth:`target_phase` (its offset when it has none) plus a
+        multiple of :meth:`phase_period_ms`: the one rule of a readjustment's length."""
+        target = self.target_phase(job)
+        if target is None:
+            target = self.offsets_ms.get(job, 0.0)
+        return float(R.pause_ms(target, end_ms, self.phase_period_ms(job)))
 
     def _lattice_ms(self, plan: LinkPlan, job: str, parent: str, parent_idle_ms: float
                     ) -> float:
@@ -529,8 +567,12 @@ class Controller:
         return found if found is not None else self._period(job)
 
     def _compute_ms(self, job: str) -> float:
+        """What runs before ``job``'s comm phase in an iteration: its compute time
+        plus the idle the link plans inject into it (as of the offsets)."""
         pattern = self._pattern(job)
-        return 0.0 if pattern is None else pattern.period_ms - pattern.comm_ms
+        if pattern is None:
+            return 0.0
+        return pattern.period_ms - pattern.comm_ms + self._idle.get(job, 0.0)
 
     def is_high(self, job: str) -> bool:
         """High priority: no job sharing a contended link with it ranks above it
@@ -720,12 +762,8 @@ class Controller:
             return [] if update is None else [update]
         if outcome not in (R.PAUSE, R.PAUSE_KEEP, R.PAUSE_UPDATE):
             return []
-        target = self.target_phase(job)
-        if target is None:
-            target = self.offsets_ms.get(job, 0.0)
         out: list[Readjustment | PatternUpdate] = [Readjustment(
-            pod, float(R.pause_ms(target, start + duration, self.phase_period_ms(job))),
-            int(slow))]
+            pod, self.pause_ms(job, start + duration), int(slow))]
         if outcome == R.PAUSE_UPDATE:
             update = self._update_pattern(job, pattern, period, comm,
                                           "repeated readjustments")

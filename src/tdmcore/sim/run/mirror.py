@@ -37,14 +37,14 @@ def load_monitor_params(engine: FlowEngine, j: int, ctrl: Controller, name: str,
     controller).
     """
     limits = ctrl.thresholds(name, None if idle is None else idle.get(name, 0.0))
-    # target_phase: anchor(root) + compute(root) + off(job) - off(root) - compute(job)
-    root = ctrl.roots.get(name)
+    # target_phase: anchor(ref) + compute(ref) + off(job) - off(ref) - compute(job)
+    ref = ctrl.reference(name)
     off = ctrl.offsets_ms
     slot, terms = -1, None  # target_phase None: the offset itself
-    if root is not None and root != name:
-        if root in slot_of:
-            slot = slot_of[root]
-            terms = (ctrl._compute_ms(root), off.get(name, 0.0), off.get(root, 0.0),
+    if ref is not None:
+        if ref in slot_of:
+            slot = slot_of[ref]
+            terms = (ctrl._compute_ms(ref), off.get(name, 0.0), off.get(ref, 0.0),
                      ctrl._compute_ms(name))
         else:  # the reference runs outside the engine: the controller computes the target
             slot = -2
@@ -118,13 +118,13 @@ class ControllerMirror:
         """Before ``job`` is aligned: if its reference job runs in closed form, give
         the controller that job's latest iteration start by ``t`` (what its reports
         would have said)."""
-        root = self.controller.roots.get(job)
-        if root is None or self.skip is None:
+        ref = self.controller.reference(job)
+        if ref is None or self.skip is None:
             return
-        last = self.skip.last_start(root, t)
+        last = self.skip.last_start(ref, t)
         if last is not None:
-            self.controller.anchors_ms[root] = max(last, self.controller.anchors_ms.get(
-                root, -np.inf))
+            self.controller.anchors_ms[ref] = max(last, self.controller.anchors_ms.get(
+                ref, -np.inf))
 
     def report(self, j: int, t: float) -> None:
         """The engine stopped before job slot ``j``'s report: the controller takes it
