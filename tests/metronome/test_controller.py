@@ -539,3 +539,20 @@ def test_a_target_starts_the_iteration_its_injected_idle_before_its_comm_phase()
     end = 5_000.0
     off = (end + ctl.pause_ms("l", end) - start) % lattice
     assert min(off, lattice - off) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_equal_priorities_unify_as_the_controller_ranks_them():
+    # 200 and 187 ms unify only by injecting idle into the 187 ms job; with equal
+    # priorities the controller ranks the later job low (deploy order), and so does
+    # unification now: idle goes into it and the link interleaves (score 100)
+    for priorities in ((1, 0), (0, 0)):
+        state = ClusterState(Cluster([Node("n0", 64, 64, 8, 25.0)]))
+        scheduler = Scheduler(MetronomePolicy(MetronomeConfig()))
+        ctl = Controller(state)
+        for job, period, prio in (("a", 200.0, priorities[0]), ("b", 187.0, priorities[1])):
+            pod = Pod(f"{job}-0", job, pattern=TrafficPattern(period, 0.3, 25.0), priority=prio)
+            ctl.on_reserve(scheduler.schedule(state, pod).reserve)
+        plan = ctl.links[0]
+        assert plan.base.compatible and plan.base.idle_ms.tolist() == [0.0, 8.0]
+        assert plan.result.score == 100.0
+        assert not ctl.is_high("b") and ctl.is_high("a")

@@ -110,6 +110,23 @@ def draw_circle(
 
 
 @jit
+def strict_ranks(priorities: np.ndarray, order: np.ndarray, out: np.ndarray) -> None:
+    """``out``: a distinct rank per row, larger first in :func:`reference_first`'s order
+    (priority, then deploy order), so that only the reference row has the top rank.
+
+    **[decision]** What base-period unification takes as priorities: jobs rank as
+    the controller ranks them (the paper's "jobs deployed earlier have higher
+    priority", §IV-A), so a later job of equal priority, which the controller
+    pauses, may also have idle injected; only the reference is never stretched.
+    """
+    k = priorities.shape[0]
+    rank = np.empty(k, dtype=np.int64)
+    reference_first(priorities, order, rank)
+    for pos in range(k):
+        out[rank[pos]] = k - pos
+
+
+@jit
 def reference_first(priorities: np.ndarray, order: np.ndarray, rank: np.ndarray) -> None:
     """``rank``: the rows by descending priority, ties by ascending ``order``
     (deploy order), so ``rank[0]`` is the reference row (Eq. 16)."""

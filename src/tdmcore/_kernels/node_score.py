@@ -29,7 +29,7 @@ import numpy as np
 
 from ._jit import jit
 from .base_period import STEP_INCOMPATIBLE, unify_kernel
-from .circle import draw_circle, excess_and_carried, reference_first
+from .circle import draw_circle, excess_and_carried, reference_first, strict_ranks
 from .rotation_search import MODE_FIRST, search_rotations_kernel
 
 
@@ -108,7 +108,9 @@ def _node_rows(
 
     multiples = np.empty(k, dtype=np.int64)
     idle = np.empty(k)
-    base, step = unify_kernel(p_period, p_prio, gt_ms, et_frac, max_multiple, multiples, idle)
+    ranks = np.empty(k, dtype=np.int64)
+    strict_ranks(p_prio, p_order, ranks)
+    base, step = unify_kernel(p_period, ranks, gt_ms, et_frac, max_multiple, multiples, idle)
     pod_rows = np.zeros((k, bins))
     mid_off = np.zeros(k + 1, dtype=np.int64)
     for i in range(k):

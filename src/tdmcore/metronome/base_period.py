@@ -2,8 +2,9 @@
 
 Metronome paper §III-B: the LCM of real periods is impractical, so periods whose
 small multiples agree within ``G_T`` share their mean as the base period; failing
-that, idle time (at most ``E_T`` per iteration) is injected into low-priority pods
-only; failing that, the pods are incompatible on that link.
+that, idle time is injected into a low-priority pod whose gap to the high-priority
+pods' multiple is above ``G_T`` but within ``E_T`` (until the gap is ``G_T``);
+failing that, the pods are incompatible on that link.
 """
 
 from __future__ import annotations
@@ -104,8 +105,8 @@ def unify_periods(
     gt_ms : float, default 5.0
         ``G_T``: how far a multiple may sit from the common period (ms).
     et_frac : float, default 0.10
-        ``E_T`` as a fraction of each low-priority pod's own period: the most idle
-        that may be injected per iteration.
+        ``E_T`` as a fraction of each low-priority pod's own period: the largest gap
+        to the high-priority pods' multiple that idle injection may close.
     max_multiple : int, default 8
         ``M``: largest multiple considered **[decision, docs/traffic-circle.md]**.
 
@@ -117,11 +118,12 @@ def unify_periods(
     -----
     1. The smallest ``T = mean(m_p t_p)`` over multiples ``m_p <= M`` with every
        ``|m_p t_p - T| <= G_T``; real periods are kept (the gap is drift).
-    2. Else, with ``T`` taken from step 1 over the high-priority pods alone
-       (smallest first), every low-priority pod either already fits within
-       ``G_T`` of some ``m t`` or gets ``idle = T / m - t`` with
-       ``0 < idle <= E_T`` (the smallest such idle), so that ``m (t + idle) = T``
-       exactly.  Implementation choice: idle aligns the stretched period exactly.
+    2. Else, over the high-priority pods' common multiples ``T_high`` (smallest
+       first), every low-priority pod either has a multiple within ``G_T`` of
+       ``T_high``, or is the shorter one with a gap ``G_T < T_high - m t <= E_T``
+       and gets ``(gap - G_T) / m`` of idle per iteration (the gap becomes
+       ``G_T``); ``T`` is then the mean of every pod's ``m (t + idle)``.
+       (Spec §4, revised 2026-11-23: the paper's rule.)
     3. Else incompatible: ``T`` = the longest period, every multiple 1, no idle.
 
     The search is exact: anchored on the first pod's multiple, every other pod's

@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import _validation as v
-from .._kernels.circle import reference_first
+from .._kernels.circle import reference_first, strict_ranks
 from .._kernels.node_score import INCOMPATIBLE_MAX_SCORE
 from .base_period import BasePeriod, check_priorities, check_settings, unify
 from .rotation import RotationResult, search_rotations
@@ -173,16 +173,19 @@ def _plan_link(pods: Sequence[LinkPod], cap: float, n_bins: int,
     unchecked path of the scheduler and the controller, whose pods come from
     validated :class:`~tdmcore.model.TrafficPattern` objects)."""
     periods = np.array([p.period_ms for p in pods], dtype=np.float64)
-    base = unify(periods, np.array([p.priority for p in pods], dtype=np.int64), gt_ms, et_frac,
-                 max_multiple)
-    rows = draw(base, periods, np.array([p.duty_cycle for p in pods], dtype=np.float64),
-                np.array([p.bandwidth_gbps for p in pods], dtype=np.float64), n_bins)
-
     # Rows (one per job) in order: highest priority first, ties by deploy order.
     rank = np.empty(len(pods), dtype=np.int64)
     reference_first(np.array([p.priority for p in pods], dtype=np.int64),
                     np.arange(len(pods), dtype=np.int64), rank)
     order = rank.tolist()
+    # unification ranks the jobs as the controller does (strict_ranks)
+    strict = np.empty(len(pods), dtype=np.int64)
+    strict_ranks(np.array([p.priority for p in pods], dtype=np.int64),
+                 np.arange(len(pods), dtype=np.int64), strict)
+    base = unify(periods, strict, gt_ms, et_frac, max_multiple)
+    rows = draw(base, periods, np.array([p.duty_cycle for p in pods], dtype=np.float64),
+                np.array([p.bandwidth_gbps for p in pods], dtype=np.float64), n_bins)
+
     jobs = [pods[i].job_name for i in order]
     demand = rows.demand[order]
     mids = tuple(rows.midpoints[i] for i in order)

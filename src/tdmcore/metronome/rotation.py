@@ -131,8 +131,10 @@ def search_rotations(
     Parameters
     ----------
     demand : array_like (k, bins)
-        One row per job on the link (pods of a job summed, Eq. 17); row 0 is the
-        reference (highest-priority job, earliest deployed) and stays at 0 (Eq. 16).
+        One row per job on the link (one pod's demand: a job crosses a link once
+        however many of its pods the node holds, docs/traffic-circle.md); row 0 is
+        the reference (highest-priority job, earliest deployed) and stays at 0
+        (Eq. 16).
     capacity_gbps : float
         Link capacity ``B`` > 0.
     limits : array_like of int (k,)
