@@ -9,8 +9,9 @@ place instead (:meth:`ClusterModel._update_nodes`).  Pod status churn (condition
 container states) and Node heartbeats change nothing.
 
 Placement order (the "deploy order" Metronome breaks ties with) is what the
-NodeBandwidth status recorded at Reserve (``status.pods[].order``), then the pod's
-creation time; shifts come from the same status, where the controller writes them.
+NodeBandwidth status recorded at Reserve (``status.pods[].order``), else the pod's
+bind time as the API has it (:func:`convert.bind_order`); shifts come from the same
+status, where the controller writes them.
 """
 
 from __future__ import annotations
@@ -446,12 +447,11 @@ class ClusterModel:
                 entry = recorded.get(key, {})
                 order = entry.get("order")
                 order = order if isinstance(order, int) and not isinstance(order, bool) \
-                    else 1 << 60
-                created = str((pod.get("metadata") or {}).get("creationTimestamp", ""))
-                placed.append((order, created, key, node, pod, entry))
-            placed.sort(key=lambda t: (t[0], t[1], t[2]))
+                    else convert.bind_order(pod)
+                placed.append((order, key, node, pod, entry))
+            placed.sort(key=lambda t: (t[0], t[1]))
             shifts: dict[str, float] = {}
-            for _, _, key, node, pod, entry in placed:
+            for _, key, node, pod, entry in placed:
                 try:
                     domain = self._domain_cached(key, pod, cluster)
                 except ValueError as exc:

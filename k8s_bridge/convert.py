@@ -30,8 +30,10 @@ Conventions (documented in the README's Kubernetes section):
 
 from __future__ import annotations
 
+import calendar
 import math
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import InvalidOperation
 from typing import Any
@@ -98,6 +100,26 @@ def quantity(value: Any, name: str) -> float:
     if not math.isfinite(number) or number < 0:
         raise ValueError(f"{name}: expected a finite quantity >= 0, got {value!r:.60}")
     return number
+
+
+def bind_order(pod: Mapping[str, Any]) -> int:
+    """A placed pod's place in the deploy order, when no NodeBandwidth entry recorded
+    it: its bind time as the API has it (the ``PodScheduled`` condition the binding
+    sets, to the second), else its creation time, in microseconds since the epoch
+    (0 when neither parses).  Recorded entries carry the extender's bind time to the
+    microsecond, so both are bind times (the one rule of the controller's new entries
+    and of the cache's unrecorded pods)."""
+    stamp = ""
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, Mapping) and cond.get("type") == "PodScheduled" \
+                and cond.get("status") == "True":
+            stamp = str(cond.get("lastTransitionTime") or "")
+    if not stamp:
+        stamp = str((pod.get("metadata") or {}).get("creationTimestamp", ""))
+    try:
+        return int(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))) * 1_000_000
+    except ValueError:
+        return 0
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:

@@ -26,7 +26,6 @@ Lease reconciles and answers reports (others answer 503; agents fail open).
 
 from __future__ import annotations
 
-import calendar
 import logging
 import threading
 import time
@@ -153,24 +152,21 @@ class ControllerService:
                        current: Mapping[str, Any]) -> dict[str, Any]:
         """The node's NodeBandwidth status as the controller would write it
         (:func:`records.node_status <k8s_bridge.records.node_status>`): its link
-        plan's rotations and base period, a new entry ordered by creation time."""
+        plan's rotations and base period, a new entry ordered by bind time
+        (:meth:`_bind_order`)."""
         plan = ctrl.links.get(node)
         return node_status(
             ctrl.state, node, current, rotations=plan.job_rotations if plan is not None else {},
             base_period_ms=plan.base.period_ms if plan is not None else None,
-            order_of=self._creation_order, pods=self.model.objects["Pod"],
+            order_of=self._bind_order, pods=self.model.objects["Pod"],
             deleted=self.model.deleted_pods,
             recalculate=self._flags.get(node, bool(current.get("recalculate", False))),
             config=getattr(self.policy, "config", None))
 
-    def _creation_order(self, key: str) -> int:
-        pod = self.model.objects["Pod"].get(key) or {}
-        stamp = str((pod.get("metadata") or {}).get("creationTimestamp", ""))
-        try:
-            t = float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
-        except ValueError:
-            t = 0.0
-        return int(t * 1e6)
+    def _bind_order(self, key: str) -> int:
+        """The order of an entry this controller records first
+        (:func:`convert.bind_order <k8s_bridge.convert.bind_order>`)."""
+        return convert.bind_order(self.model.objects["Pod"].get(key) or {})
 
     def reconcile(self) -> int:
         """One pass; returns the number of objects written (0 when in sync)."""

@@ -18,7 +18,7 @@ from k8s_bridge.extender import Extender
 from k8s_bridge.kube import Kube
 from k8s_bridge.pipeline import BindError, Pipeline
 from k8s_bridge.reconciler import ControllerService
-from k8s_bridge.records import write_status
+from k8s_bridge.records import merge_entries, write_status
 from k8s_bridge.requeue import Requeuer
 
 from . import k8s_objects as K
@@ -334,3 +334,42 @@ def test_close_writes_what_is_pending_and_stops_the_writer_thread():
         assert pipeline.close(5.0)
         pipeline.close(1.0)  # twice is harmless
     assert sum(t.name == "status-writer" for t in threading.enumerate()) == before
+
+
+# ------------------------------------------------------------------ placement order
+def _scheduled(pod: dict[str, Any], at: float) -> dict[str, Any]:
+    """``pod`` as the API has it after a binding at ``at`` (epoch s)."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True",
+                                    "lastTransitionTime": stamp}]
+    return pod
+
+
+def test_an_entry_the_controller_records_is_ordered_by_bind_time(api):
+    fake, kube = api
+    now = time.time()
+    old = "2026-01-01T00:00:00Z"  # created long before it was bound
+    x = _scheduled(K.pod("x", labels=K.job_labels("b"), node="n0", phase="Running",
+                         created=old), now - 5)
+    y = _scheduled(K.pod("y", labels=K.job_labels("a"), node="n0", phase="Running",
+                         created="2026-01-01T00:00:10Z"), now - 60)
+    objs = [K.node("n0"),
+            K.podbandwidth("a", period=100, duty=0.5, gbps=20, match={JOB: "a"}),
+            K.podbandwidth("b", period=100, duty=0.5, gbps=20, match={JOB: "b"}), x, y]
+    for o in objs:
+        fake.create(o)
+    model = ClusterModel()
+    for o in objs:  # with their own timestamps (the fake stamps its own creation time)
+        model.on_event(o["kind"], "ADDED", o)
+    # unrecorded pods are ordered by bind time: y (bound a minute ago) before x
+    assert model.state().node_pods[0] == ["default/y", "default/x"]
+    ControllerService(model, kube).reconcile()
+    entries = {e["name"]: e for e in fake.get(NBW, "NodeBandwidth", "n0")["status"]["pods"]}
+    assert entries["x"]["order"] == int(now - 5) * 1_000_000
+    # a writer whose informer has not seen x yet keeps its entry (bound 5 s ago, within
+    # the grace for bindings on their way), which a creation-time order would expire
+    assert merge_entries([], [entries["x"]], "n0", pods={}, deleted=())
+    model.on_event("NodeBandwidth", "MODIFIED", fake.get(NBW, "NodeBandwidth", "n0"))
+    live = model.state().node_pods[0]
+    model.invalidate()
+    assert model.state().node_pods[0] == live == ["default/y", "default/x"]
