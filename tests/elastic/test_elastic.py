@@ -999,3 +999,30 @@ def test_make_elastic_policy(name: str) -> None:
     assert pol.name == name
     assert pol.elastic == (name in ("dragon", "kod2", "weighted"))
     assert make_elastic_policy(name) is not pol  # a fresh one each time
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    ((2, 1, 0.0), "link_gbps: must be > 0"),
+    ((2, 1, -0.01), "link_gbps: must be > 0"),
+    ((2, 5, 1.0), "remote_workers: expected an integer in [0, workers]"),
+    ((2, -1, 1.0), "remote_workers: expected an integer in [0, workers]"),
+])
+def test_rate_names_a_bad_argument(args, needle):
+    from tdmcore.elastic import ElasticJob
+
+    job = ElasticJob("a", "AlexNet", 0.0, 100.0, 1, 2, 1)
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        job.rate(*args)
+
+
+@pytest.mark.parametrize(("totals", "needle"), [
+    ((-1.0, 64.0), "total_cpu: must be >= 0"),
+    ((float("nan"), 64.0), "total_cpu: must be finite"),
+    ((16.0, -1.0), "total_mem_gib: must be >= 0"),
+])
+def test_kod2_weight_names_a_bad_total(totals, needle):
+    from tdmcore.elastic import ElasticJob, kod2_weight
+
+    job = ElasticJob("a", "AlexNet", 0.0, 100.0, 1, 2, 1)
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        kod2_weight(job, *totals)

@@ -10,6 +10,7 @@ also checked against (2)-(10) on its own.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -338,3 +339,90 @@ def test_quiet_stdout_silences_file_descriptor_1(capfd) -> None:
         os.write(1, b"noise from a C library\n")
     os.write(1, b"kept\n")
     assert capfd.readouterr().out == "kept\n"
+
+
+def test_prices_stay_finite_when_u_over_l_overflows():
+    # a time-critical job's f(T - a) ~ 2e-304 drives L subnormal: U / L is inf in
+    # floating point, but every price lies in [L, U] (computed in logs)
+    horizon = 400
+
+    def job(arrival: int, utility: tuple[float, float, float]) -> Job:
+        return Job(arrival=arrival, epochs=50, chunks=10, minibatches=5, tau=0.01,
+                   grad_size=0.0, worker_bw=1.0, ps_bw=2.0, worker_res=(1.0, 1.0),
+                   ps_res=(1.0, 1.0), utility=utility)
+
+    critical, other = job(0, (0.01, 3.0, horizon - 233.0)), job(0, (100.0, 0.0, 0.0))
+    bounds = PriceBounds.from_jobs([critical, other], horizon)
+    assert bounds.l1 < 1e-300 and math.isfinite(bounds.alpha) and bounds.alpha > 700
+    scheduler = OnlineScheduler(np.full((2, 2), 10.0), np.full((2, 2), 10.0), horizon, bounds)
+    assert scheduler.submit(other).admitted
+    assert scheduler.submit(job(1, (100.0, 0.0, 0.0))).admitted  # raised before
+    p, q = scheduler.prices()
+    assert np.all(np.isfinite(p)) and np.all(p >= 0.999 * bounds.l1) and np.all(p <= 50.0 + 1e-9)
+
+
+def test_one_utility_rule_for_the_dp_and_the_python_sigmoid():
+    # past the cutoff (g2 (t - g3) > 700) the utility is 0 in both: the DP's payoff
+    # is f(end - arrival) - cost, and the online scheduler admits nothing worth 0
+    job = Job(arrival=0, epochs=1, chunks=1, minibatches=1, tau=0.5, grad_size=0.0,
+              worker_bw=1.0, ps_bw=1.0, worker_res=(1.0,), ps_res=(1.0,),
+              utility=(1e6, 701 / 7, 0.0))
+    horizon = 8
+    free = np.zeros((horizon, 1, 1))
+    free[7] = 1.0  # room only at delay 7, where the exponent is 701
+    s = best_schedule(job, np.zeros((horizon, 1, 1)), free, np.zeros((horizon, 1, 1)),
+                      np.ones((horizon, 1, 1)))
+    assert s is not None
+    assert s.payoff == sigmoid_utility(s.end_slot - job.arrival, *job.utility) - s.cost == 0.0
+    online = OnlineScheduler([[1.0]], [[1.0]], horizon,
+                             PriceBounds((1.0,), 1e-306, (1.0,), 1e-306))
+    online.worker_used[:7] = 1.0
+    assert not online.submit(job).admitted
+
+
+def test_a_huge_free_capacity_is_no_constraint_not_an_overflow():
+    job = Job(arrival=0, epochs=1, chunks=2, minibatches=1, tau=0.5, grad_size=0.0,
+              worker_bw=1.0, ps_bw=1.0, worker_res=(1e-9,), ps_res=(1.0,),
+              utility=(10.0, 0.0, 0.0))
+    ones = np.ones((3, 1, 1))
+    small = best_schedule(job, ones, np.full((3, 1, 1), 1e9), ones, np.full((3, 1, 1), 4.0))
+    huge = best_schedule(job, ones, np.full((3, 1, 1), 1e12), ones, np.full((3, 1, 1), 4.0))
+    assert small is not None and huge is not None
+    assert (huge.end_slot, huge.payoff) == (small.end_slot, small.payoff)
+
+
+def _one_resource_job(arrival: int, epochs: int, chunks: int, g1: float,
+                      res: tuple[float, ...] = (1.0,)) -> Job:
+    return Job(arrival=arrival, epochs=epochs, chunks=chunks, minibatches=1, tau=0.5,
+               grad_size=0.0, worker_bw=1.0, ps_bw=1.0, worker_res=res, ps_res=res,
+               utility=(g1, 0.0, 0.0))
+
+
+@pytest.mark.parametrize(("call", "needle"), [
+    (lambda: offline_optimum([_one_resource_job(0, 1, 1, 5.0, (1.0, 100.0))], [[4.0]], [[4.0]],
+                             3), "jobs: job 0 lists 2 worker"),
+    (lambda: offline_optimum([_one_resource_job(0, 1, 1, 5.0)], [[4.0]], [[4.0, 1.0]], 3),
+     "ps_capacity: 2 resource types"),
+    (lambda: offline_optimum([_one_resource_job(0, 1, 1, 5.0)], [[4.0]], [[-1.0]], 3),
+     "ps_capacity: capacities must be >= 0"),
+    (lambda: offline_optimum([_one_resource_job(0, 1, 1, 5.0)], [[4.0]], [[4.0]], 3,
+                             time_limit_s=-5), "time_limit_s: must be > 0"),
+    (lambda: offline_optimum([_one_resource_job(0, 1, 1, 5.0)], [[4.0]], [[4.0]], 3,
+                             time_limit_s=float("nan")), "time_limit_s: must be finite"),
+])
+def test_offline_optimum_names_the_bad_argument(call, needle):
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        call()
+
+
+def test_an_offline_schedule_ends_in_its_last_slot_with_workers():
+    # flat utilities (g2 = 0): the MILP may pick any end slot after the work is done
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        jobs = [_one_resource_job(int(rng.integers(0, 3)), int(rng.integers(1, 3)),
+                                  int(rng.integers(1, 4)), float(rng.uniform(1, 10)))
+                for _ in range(3)]
+        result = offline_optimum(jobs, [[2.0]], [[2.0]], 8)
+        for s in result.schedules:
+            if s is not None:
+                assert s.end_slot == int(np.flatnonzero(s.workers.sum(axis=1))[-1])

@@ -34,6 +34,7 @@ from tdmcore.elastic import (
     make_elastic_policy,
 )
 from tdmcore.elastic.job import GRADIENT_GBIT
+from tdmcore.model import Cluster, Node
 from tdmcore.sim.elastic import PolicyError, run_elastic
 from tdmcore.sim.elastic_workloads import (
     DRAGON_TABLE1,
@@ -59,6 +60,9 @@ class Scripted:
     def reset(self, jobs) -> None:
         self.jobs = jobs
 
+    def start_workers(self, job) -> int:
+        return job.min_workers
+
     def decide(self, view: ElasticView) -> list[Plan]:
         make = self.script.get(view.now_s)
         return [] if make is None else make(view)
@@ -70,6 +74,7 @@ class Recorder:
     def __init__(self, policy) -> None:
         self.policy = policy
         self.name, self.elastic, self.sync_s = policy.name, policy.elastic, policy.sync_s
+        self.start_workers = policy.start_workers
         self.plans: list[tuple[float, Plan]] = []
         self.last: ElasticView | None = None
 
@@ -535,3 +540,27 @@ def test_mean_scaling_is_over_the_finished_jobs() -> None:
     run = run_elastic(DragonPolicy(), one_node(), [a, b])
     assert [o.status for o in run.outcomes] == ["finished", "rejected"]
     assert run.mean("scaling_s") == 45.0
+
+
+
+def test_a_job_the_policy_would_start_only_whole_is_rejected_if_that_cannot_fit():
+    # min 1 but asks 4 workers on a 2-GPU node: DRAGON starts it with what fits, the
+    # weighted scheduler only ever starts the whole gang; it must not block the queue
+    cluster = Cluster([Node("n0", 32.0, 256.0, 2.0, 10.0)])
+    big = ElasticJob("big", "AlexNet", 0.0, 500.0, min_workers=1, max_workers=4, workers=4,
+                     utility=(10.0, 0.0, 0.0))
+    small = ElasticJob("small", "AlexNet", 0.0, 500.0, 1, 1, 1, utility=(1.0, 0.0, 0.0))
+    weighted = {o.name: o.status for o in run_elastic(make_elastic_policy("weighted"), cluster,
+                                                      [big, small]).outcomes}
+    assert weighted == {"big": "rejected", "small": "finished"}
+    dragon = {o.name: o.status for o in run_elastic(make_elastic_policy("dragon"), cluster,
+                                                    [big, small]).outcomes}
+    assert dragon == {"big": "finished", "small": "finished"}
+
+
+def test_gpu_utilization_of_a_cpu_only_cluster_is_zero_not_nan():
+    cluster = Cluster([Node("n0", 16.0, 64.0, 0.0, 10.0)])
+    job = ElasticJob("a", "AlexNet", 0.0, 100.0, 1, 2, 1,
+                     worker=TaskRequest(cpu=2.0, mem_gib=4.0))
+    run = run_elastic(make_elastic_policy("dragon"), cluster, [job])
+    assert run.finished == 1 and run.gpu_utilization == 0.0

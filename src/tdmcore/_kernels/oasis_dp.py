@@ -14,6 +14,27 @@ import numpy as np
 
 from ._jit import jit
 
+#: Above this exponent the sigmoid is taken as 0 (``exp`` overflows near 709).
+SIGMOID_CUTOFF = 700.0
+
+
+@jit
+def sigmoid(delay: float, g1: float, g2: float, g3: float) -> float:
+    """The utility ``g1 / (1 + exp(g2 (delay - g3)))`` (docs/oasis.md), 0 once the
+    exponent passes :data:`SIGMOID_CUTOFF`: the one rule of the job utility."""
+    x = g2 * (delay - g3)
+    if x > SIGMOID_CUTOFF:
+        return 0.0
+    return g1 / (1.0 + np.exp(x))
+
+
+@jit
+def sigmoid_many(delay: np.ndarray, g1: np.ndarray, g2: np.ndarray, g3: np.ndarray,
+                 out: np.ndarray) -> None:
+    """:func:`sigmoid` element by element (arrays of one shape, flattened)."""
+    for i in range(out.shape[0]):
+        out[i] = sigmoid(delay[i], g1[i], g2[i], g3[i])
+
 
 @jit
 def cheapest_costs(price: np.ndarray, cap: np.ndarray, n_max: int, out: np.ndarray) -> int:
@@ -110,7 +131,7 @@ def best_schedule_kernel(
             cur[w] = best
             choice[t, w] = arg
         if cur[need] < inf:
-            utility = g1 / (1.0 + np.exp(g2 * ((t - arrival) - g3)))
+            utility = sigmoid(t - arrival, g1, g2, g3)
             payoff = utility - cur[need]
             if payoff > best_payoff:
                 best_payoff = payoff

@@ -113,11 +113,18 @@ class ElasticPolicy(Protocol):
 
     ``elastic``: whether a job runs with any count in ``[min_workers, max_workers]``
     (else exactly ``workers``).  ``sync_s``: the period of its periodic invocation.
+    :meth:`start_workers`: the fewest workers it ever starts a job with (a job whose
+    gang of that size cannot fit the empty cluster can never start, and the
+    simulator rejects it at arrival instead of letting it block a queue); a policy
+    without it is taken to start at ``min_workers`` if ``elastic``, else ``workers``.
     """
 
     name: str
     elastic: bool
     sync_s: float
+
+    def start_workers(self, job: ElasticJob) -> int:
+        """The fewest workers this policy starts ``job`` with."""
 
     def reset(self, jobs: Mapping[str, ElasticJob]) -> None:
         """Forget any previous run."""

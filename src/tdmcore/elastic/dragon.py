@@ -64,6 +64,11 @@ class DragonPolicy:
     name = "dragon"
     elastic = True
 
+    def start_workers(self, job: ElasticJob) -> int:
+        """``min_workers`` when scaling (AFCFS starts a gang between ``min_workers``
+        and what fits), else ``workers``."""
+        return job.min_workers if self.elastic else job.workers
+
     def __init__(self, tau_s: float = 30.0, mu_s: float = 60.0, sync_s: float = 15.0,
                  scaling: bool = True) -> None:
         self.tau_s = v.positive_float("tau_s", tau_s)
@@ -186,6 +191,10 @@ class KubeflowPolicy:
 
     name = "kubeflow"
     elastic = False
+
+    def start_workers(self, job: ElasticJob) -> int:
+        """``workers``: the operator creates every pod of the job."""
+        return job.workers
 
     def __init__(self, sync_s: float = 1.0, pod_interval_s: float = 1.0) -> None:
         self.sync_s = v.positive_float("sync_s", sync_s)

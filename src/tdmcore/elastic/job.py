@@ -165,11 +165,21 @@ class ElasticJob:
         return float(self.steps) * BATCH_IMAGES
 
     def rate(self, workers: int, remote_workers: int = 0, link_gbps: float = math.inf) -> float:
-        """Images/s with ``workers``, of which ``remote_workers`` are off the PS nodes."""
+        """Images/s with ``workers``, of which ``remote_workers`` are off the PS nodes
+        (``link_gbps``: the PS nodes' link, > 0; ``inf``: no network cost)."""
+        if isinstance(workers, bool) or not isinstance(workers, int | np.integer):
+            raise ValueError(f"workers: expected an integer, got {workers!r}")
+        if isinstance(remote_workers, bool) or not isinstance(remote_workers, int | np.integer) \
+                or not 0 <= remote_workers <= max(workers, 0):
+            raise ValueError(f"remote_workers: expected an integer in [0, workers], got "
+                             f"{remote_workers!r}")
+        link = v.real_number("link_gbps", link_gbps) if link_gbps != math.inf else math.inf
+        if not link > 0:
+            raise ValueError(f"link_gbps: must be > 0, got {link_gbps!r}")
         if workers <= 0:
             return 0.0
         compute = workers * BATCH_IMAGES / self.curve.images_per_s(workers)
-        comm = 2.0 * GRADIENT_GBIT[self.model] * remote_workers / link_gbps
+        comm = 2.0 * GRADIENT_GBIT[self.model] * remote_workers / link
         return workers * BATCH_IMAGES / (compute + comm)
 
     def ps_pod(self, k: int) -> Pod:

@@ -48,7 +48,12 @@ __all__ = ["Kod2Policy", "kod2_weight"]
 
 
 def kod2_weight(job: ElasticJob, total_cpu: float, total_mem_gib: float) -> float:
-    """``1 / (1 + exp(-w'))``, ``w' = min_workers / (norm_cpu + norm_mem)``."""
+    """``1 / (1 + exp(-w'))``, ``w' = min_workers / (norm_cpu + norm_mem)``
+    (``total_cpu``, ``total_mem_gib``: the cluster's capacity, >= 0; 0 leaves that
+    term out)."""
+    for name, total in (("total_cpu", total_cpu), ("total_mem_gib", total_mem_gib)):
+        if v.real_number(name, total) < 0:
+            raise ValueError(f"{name}: must be >= 0, got {total}")
     cpu = job.n_ps * job.ps.cpu + job.min_workers * job.worker.cpu
     mem = job.n_ps * job.ps.mem_gib + job.min_workers * job.worker.mem_gib
     norm = (cpu / total_cpu if total_cpu > 0 else 0.0) + (
@@ -62,6 +67,10 @@ class Kod2Policy:
 
     name = "kod2"
     elastic = True
+
+    def start_workers(self, job: ElasticJob) -> int:
+        """``min_workers``: a job starts with its minimum request."""
+        return job.min_workers
 
     def __init__(self, starve_limit_s: float = 300.0, sync_s: float = 15.0) -> None:
         self.starve_limit_s = v.positive_float("starve_limit_s", starve_limit_s)

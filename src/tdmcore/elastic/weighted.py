@@ -77,6 +77,11 @@ class WeightedPolicy:
     name = "weighted"
     elastic = True
 
+    def start_workers(self, job: ElasticJob) -> int:
+        """``workers``: a job starts with its whole requested gang (others are
+        scaled down to their minimum to make room, never it)."""
+        return job.workers
+
     def __init__(self, sync_s: float = 15.0) -> None:
         self.sync_s = v.positive_float("sync_s", sync_s)
 

@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import _validation as v
-from .._kernels.oasis_dp import best_schedule_kernel, ps_needed
+from .._kernels.oasis_dp import best_schedule_kernel, ps_needed, sigmoid
 from ._milp import solve_integer_program
 
 __all__ = [
@@ -35,15 +35,15 @@ __all__ = [
 
 #: Free capacity is floored to whole tasks with this slack (float prices/capacities).
 _FLOOR_EPS = 1e-9
+#: The most tasks counted per server and slot (free capacity beyond is no constraint).
+_MAX_TASKS = 1 << 31
 
 
 def sigmoid_utility(delay: float, g1: float, g2: float, g3: float) -> float:
     """``f(t) = g1 / (1 + exp(g2 (t - g3)))`` (docs/oasis.md): g1 priority, g2 decay
-    (0: time-insensitive), g3 target completion delay."""
-    x = g2 * (delay - g3)
-    if x > 700.0:
-        return 0.0
-    return g1 / (1.0 + math.exp(x))
+    (0: time-insensitive), g3 target completion delay; 0 once ``g2 (t - g3)`` passes
+    700 (:func:`tdmcore._kernels.oasis_dp.sigmoid`, which the DP uses too)."""
+    return float(sigmoid(float(delay), float(g1), float(g2), float(g3)))
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,9 @@ def _prices(name_p: str, name_f: str, price: Any, free: Any, res: tuple[float, .
     per_task = np.ascontiguousarray((p * demand).sum(axis=2))  # sum_r alpha^r p^r(t)
     used = demand > 0
     fits = np.floor(f[:, :, used] / demand[used] + _FLOOR_EPS).min(axis=2)
-    return per_task, np.ascontiguousarray(fits.astype(np.int64))
+    # more tasks than any job could use on one server in one slot are as good as
+    # _MAX_TASKS (and a float above 2**63 would wrap negative as int64)
+    return per_task, np.ascontiguousarray(np.minimum(fits, _MAX_TASKS).astype(np.int64))
 
 
 def best_schedule(
@@ -256,8 +258,9 @@ class PriceBounds:
     @property
     def alpha(self) -> float:
         """``max_r(1, ln(U_1^r / L_1), ln(U_2^r / L_2))``."""
-        logs = [math.log(u / self.l1) for u in self.u1] + [math.log(u / self.l2)
-                                                             for u in self.u2]
+        # differences of logs: U / L overflows when L is subnormal (steep utilities)
+        logs = [math.log(u) - math.log(self.l1) for u in self.u1] \
+            + [math.log(u) - math.log(self.l2) for u in self.u2]
         return max([1.0, *logs])
 
     @property
@@ -370,7 +373,11 @@ class OnlineScheduler:
                cap: NDArray[np.float64]) -> NDArray[np.float64]:
         with np.errstate(divide="ignore", invalid="ignore"):
             share = np.where(cap > 0, used / np.where(cap > 0, cap, 1.0), 0.0)
-        return np.asarray(low * (high / low) ** share, dtype=np.float64)
+        # L (U / L)^share in logs: U / L overflows when L is subnormal (a steep
+        # utility's f(T - a) ~ 1e-304), while every price lies in [L, U]
+        log_low = math.log(low)
+        return np.asarray(np.exp(log_low + share * (np.log(high) - log_low)),
+                          dtype=np.float64)
 
     def prices(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Current ``p (T, H, R)`` and ``q (T, K, R)``."""
@@ -427,12 +434,22 @@ def offline_optimum(jobs: list[Job], worker_capacity: Any, ps_capacity: Any, n_s
     """
     cap_w = v.as_float_array("worker_capacity", worker_capacity, ndim=2)
     cap_p = v.as_float_array("ps_capacity", ps_capacity, ndim=2)
-    if np.any(cap_w < 0) or np.any(cap_p < 0):
-        raise ValueError("worker_capacity: capacities must be >= 0")
+    for name, cap in (("worker_capacity", cap_w), ("ps_capacity", cap_p)):
+        if np.any(cap < 0):
+            raise ValueError(f"{name}: capacities must be >= 0")
+    if cap_p.shape[1] != cap_w.shape[1]:
+        raise ValueError(f"ps_capacity: {cap_p.shape[1]} resource types, worker_capacity "
+                         f"has {cap_w.shape[1]}")
     if isinstance(n_slots, bool) or not isinstance(n_slots, int) or n_slots < 1:
         raise ValueError(f"n_slots: expected an integer >= 1, got {n_slots!r}")
     if not jobs or not all(isinstance(j, Job) for j in jobs):
         raise ValueError("jobs: expected a non-empty list of tdmcore.oasis.online.Job")
+    for i, job in enumerate(jobs):
+        if len(job.worker_res) != cap_w.shape[1] or len(job.ps_res) != cap_w.shape[1]:
+            raise ValueError(f"jobs: job {i} lists {len(job.worker_res)} worker and "
+                             f"{len(job.ps_res)} PS resource types; the servers have "
+                             f"{cap_w.shape[1]}")
+    max_seconds = v.positive_float("time_limit_s", time_limit_s)
     n_h, n_res = cap_w.shape
     n_k = cap_p.shape[0]
     # variable layout per job: y[t, h], z[t, k], u[end]  (t, end in arrival..T-1)
@@ -492,7 +509,7 @@ def offline_optimum(jobs: list[Job], worker_capacity: Any, ps_capacity: Any, n_s
         rows.append((coeffs, -np.inf, float(cap_w[h, r])))  # (4)
     for (_, k, r), coeffs in usage_p.items():
         rows.append((coeffs, -np.inf, float(cap_p[k, r])))  # (5)
-    res = solve_integer_program(cost, rows, 0, upper, time_limit_s)
+    res = solve_integer_program(cost, rows, 0, upper, max_seconds)
     if res.x is None:
         raise ValueError(f"time_limit_s: the MILP found no solution ({res.message})")
     x = np.round(res.x).astype(np.int64)
@@ -509,9 +526,13 @@ def offline_optimum(jobs: list[Job], worker_capacity: Any, ps_capacity: Any, n_s
         ps = np.zeros((n_slots, n_k), dtype=np.int64)
         workers[job.arrival:] = x[base: base + ny].reshape(slots, n_h)
         ps[job.arrival:] = x[base + ny: base + ny + nz].reshape(slots, n_k)
-        end = job.arrival + int(np.flatnonzero(ends)[0])
+        # (8): the job completes in the last slot with workers; the MILP only forbids
+        # workers after its chosen end, which may lie later when the utility is flat
+        end = int(np.flatnonzero(workers.sum(axis=1))[-1])
         admitted.append(True)
         schedules.append(Schedule(end, sigmoid_utility(end - job.arrival, *job.utility), 0.0,
                                   workers, ps))
-    return OfflineResult(float(-res.fun), tuple(admitted), tuple(schedules),
+    # the utility of the schedules as they complete: at least the MILP's objective
+    total = sum(s.payoff for s in schedules if s is not None)
+    return OfflineResult(max(float(-res.fun), total), tuple(admitted), tuple(schedules),
                          optimal=bool(res.status == 0))

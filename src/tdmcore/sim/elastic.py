@@ -112,8 +112,8 @@ class ElasticRun:
     def gpu_utilization(self) -> float:
         """Time-averaged share of GPUs held by training workers, up to the makespan."""
         end = self.makespan_s if math.isfinite(self.makespan_s) else float(self.times_s[-1])
-        if end <= 0 or len(self.times_s) < 2:
-            return 0.0
+        if end <= 0 or len(self.times_s) < 2 or self.total_gpus <= 0:
+            return 0.0  # nothing ran, or no GPU to hold (a CPU-only cluster)
         t = np.minimum(self.times_s, end)
         dt = np.diff(t)
         return float((self.busy_gpus[:-1] * dt).sum() / (end * self.total_gpus))
@@ -175,9 +175,13 @@ def run_elastic(policy: ElasticPolicy, cluster: Cluster, jobs: Sequence[ElasticJ
         job = specs[name]
         return job.min_workers if policy.elastic else job.workers
 
+    # the policy's smallest starting gang (ElasticPolicy.start_workers); a policy
+    # without one starts at the size it runs with at least
+    start_workers = getattr(policy, "start_workers", None)
+
     def fits_empty(name: str) -> bool:
         job = specs[name]
-        pods = job.gang(required(name))
+        pods = job.gang(start_workers(job) if start_workers is not None else required(name))
         return all(n is not None for n in pack(pods, free_matrix(ClusterState(cluster))))
 
     def can_run(name: str) -> bool:

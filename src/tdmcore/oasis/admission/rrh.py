@@ -32,6 +32,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ... import _validation as v
+from ..._kernels.oasis_dp import sigmoid_many
 from ..online import Job
 from .base import (
     Allocation,
@@ -78,8 +79,13 @@ class RrhPolicy:
     def _rewards(self, idx: NDArray[np.int64], end: NDArray[np.float64]) -> NDArray[np.float64]:
         """``f_j(end_j - a_j)``, 0 past the horizon; ``end`` broadcasts against ``idx``."""
         g1, g2, g3 = self.g[idx, 0], self.g[idx, 1], self.g[idx, 2]
-        x = np.minimum(g2 * (end - self.arrival[idx] - g3), 700.0)
-        return np.where(end < self.cluster.n_slots, g1 / (1.0 + np.exp(x)), 0.0)
+        delay = end - self.arrival[idx]
+        shape = np.broadcast_shapes(g1.shape, delay.shape)
+        flat = [np.ascontiguousarray(np.broadcast_to(a, shape), dtype=np.float64).ravel()
+                for a in (delay, g1, g2, g3)]
+        out = np.empty(flat[0].shape[0])
+        sigmoid_many(*flat, out)  # the one utility rule (sigmoid_utility's)
+        return np.where(end < self.cluster.n_slots, out.reshape(shape), 0.0)
 
     def _delay_costs(self, idx: NDArray[np.int64], end: NDArray[np.float64],
                      reward: NDArray[np.float64], causes: NDArray[np.int64],
