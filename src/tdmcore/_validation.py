@@ -71,6 +71,18 @@ def real_number(name: str, value: Any) -> float:
     return number
 
 
+#: The largest seed: the engine's counter-based noise draws take it as an int64.
+MAX_SEED = (1 << 63) - 1
+
+
+def seed(value: Any, name: str = "seed") -> int:
+    """A random seed: an integer in ``[0, MAX_SEED]``."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) \
+            or not 0 <= int(value) <= MAX_SEED:
+        raise ValueError(f"{name}: expected an integer in [0, 2^63 - 1], got {value!r}")
+    return int(value)
+
+
 def bins_count(value: Any, name: str = "bins") -> int:
     """The discretization precision Di-Pre: an integer >= 8 (docs/traffic-circle.md)."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):

@@ -40,6 +40,8 @@ def priority_value(priority: Any, name: str = "priority") -> int:
         raise ValueError(f"{name}: expected 'high', 'low' or an integer, got {priority!r}")
     if isinstance(priority, bool) or not isinstance(priority, int | np.integer):
         raise ValueError(f"{name}: expected 'high', 'low' or an integer, got {priority!r}")
+    if not -(1 << 31) <= int(priority) < (1 << 31):
+        raise ValueError(f"{name}: expected an integer in [-2^31, 2^31), got {priority!r}")
     return int(priority)
 
 

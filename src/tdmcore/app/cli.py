@@ -52,6 +52,20 @@ class FiniteFloat(click.FloatRange):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
         return number
 
+class OutDir(click.Path):
+    """A report folder: a path, not the empty string (which would be the current
+    folder without anyone having asked for it)."""
+
+    def __init__(self) -> None:
+        super().__init__(file_okay=False, path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail("an empty folder name (use '.' for the current folder).", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 #: The example scenario file shipped inside the package (``tdmcore example`` prints it).
 EXAMPLE_SCENARIO = "examples/scenario.yaml"
 
@@ -193,7 +207,7 @@ def scenarios_cmd(ctx: click.Context) -> None:
               help="Link capacity in Gbps (default: the scenario's, or 25 with --pod).")
 @click.option("--bins", type=int, default=72, show_default=True,
               help="Di-Pre: bins on the traffic circle (>= 8).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--out", "out_dir", type=OutDir(),
               default=Path("report"), show_default=True,
               help="Folder for the PNG and JSON report.")
 @click.option("--no-plot", is_flag=True, help="Skip the PNG.")
@@ -366,11 +380,11 @@ def _num(value: Any, digits: int = 1) -> str:
 
 
 @cli.command("fidelity")
-@click.option("--window", "window_s", type=click.FloatRange(min=1.0), default=600.0,
+@click.option("--window", "window_s", type=FiniteFloat(min=1.0, max=1e7), default=600.0,
               show_default=True, help="Seconds each snapshot job trains at its ideal speed.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--seed", type=click.IntRange(min=0, max=(1 << 63) - 1), default=0, show_default=True,
               help="Compute noise and the trace.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--out", "out_dir", type=OutDir(),
               default=Path("report"), show_default=True)
 @click.option("--contention-efficiency", "eta", type=FiniteFloat(0.0, 1.0, min_open=True),
               default=None, help="Share of a link that contending transfers get together "
@@ -420,9 +434,9 @@ def fidelity_cmd(window_s: float, seed: int, out_dir: Path, eta: float | None) -
               help="Held-out snapshots, run at the fitted value.")
 @click.option("--seeds", default="0,1,2", show_default=True,
               help="Compute noise seeds averaged (the paper ran each experiment 3 times).")
-@click.option("--window", "window_s", type=click.FloatRange(min=1.0), default=600.0,
+@click.option("--window", "window_s", type=FiniteFloat(min=1.0, max=1e7), default=600.0,
               show_default=True, help="Seconds each snapshot job trains at its ideal speed.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--out", "out_dir", type=OutDir(),
               default=Path("report"), show_default=True)
 def calibrate_cmd(fit: str, check: str, seeds: str, window_s: float, out_dir: Path) -> None:
     """Fit the contention efficiency on the Metronome paper's baselines.
@@ -482,13 +496,13 @@ def calibrate_cmd(fit: str, check: str, seeds: str, window_s: float, out_dir: Pa
 @click.option("--worker-servers", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--ps-servers", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--slots", "n_slots", type=click.IntRange(min=1), default=200, show_default=True)
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0, max=(1 << 63) - 1), default=0, show_default=True)
 @click.option("--policies", default="oasis,fifo,drf,rrh,dorm", show_default=True,
               help="Comma-separated policy names.")
 @click.option("--l-quantile", type=FiniteFloat(0.0, 1.0, max_open=True), default=None,
               help="Also run OASiS with L from this quantile of the jobs' values "
                    "(PriceBounds.from_jobs(quantile=...)) as 'oasis-L<q>'.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--out", "out_dir", type=OutDir(),
               default=Path("report"), show_default=True)
 def oasis_cmd(n_jobs: int, worker_servers: int, ps_servers: int, n_slots: int, seed: int,
               policies: str, l_quantile: float | None, out_dir: Path) -> None:
@@ -554,7 +568,7 @@ def _oasis_table(console: Console, rows: list[dict[str, Any]], n_jobs: int,
 @click.option("--seeds", default="0,1,2", show_default=True)
 @click.option("--jobs", "n_jobs", type=click.IntRange(min=1), default=10, show_default=True)
 @click.option("--slots", "n_slots", type=click.IntRange(min=1), default=15, show_default=True)
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--out", "out_dir", type=OutDir(),
               default=Path("report"), show_default=True)
 def oasis_ratio_cmd(servers: str, priorities: str, scales: str, seeds: str, n_jobs: int,
                     n_slots: int, out_dir: Path) -> None:
@@ -616,10 +630,10 @@ def oasis_ratio_cmd(servers: str, priorities: str, scales: str, seeds: str, n_jo
               help="poisson: number of jobs.")
 @click.option("--gap", "mean_gap_s", type=FiniteFloat(0, MAX_GAP_S, min_open=True),
               default=200.0, show_default=True, help="poisson: mean inter-arrival gap, s.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0, max=(1 << 63) - 1), default=0, show_default=True)
 @click.option("--rescale", "rescale_s", type=FiniteFloat(0, 1e9), default=45.0,
               show_default=True, help="Checkpoint-restart time of a rescale, s.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--out", "out_dir", type=OutDir(),
               default=Path("report"), show_default=True)
 def elastic_cmd(workload: str, policies: str, n_jobs: int, mean_gap_s: float, seed: int,
                 rescale_s: float, out_dir: Path) -> None:
@@ -723,6 +737,10 @@ SCENARIO_OPTIONS: dict[str, tuple[str, ...]] = {
     "columns": ("trace",),
 }
 
+#: The options of `tdmcore simulate` that only cluster scenarios and scenario files
+#: take (not dragon-testbed or oasis, which run other simulators).
+CLUSTER_ONLY_OPTIONS: tuple[str, ...] = ("queue", "eta", "wide", "plot_format")
+
 
 def _refuse_options_that_do_not_apply(ctx: click.Context, scenario: str) -> None:
     """An option given for another scenario is a usage error, not silently ignored."""
@@ -734,6 +752,13 @@ def _refuse_options_that_do_not_apply(ctx: click.Context, scenario: str) -> None
             flag = next(p.opts[0] for p in ctx.command.params if p.name == name)
             raise click.UsageError(f"{flag} applies to {' and '.join(takers)} only, not to "
                                    f"{Path(scenario).name}")
+    if scenario in OTHER_SCENARIOS:
+        for name in CLUSTER_ONLY_OPTIONS:
+            if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+                flag = next(p.opts[0] for p in ctx.command.params if p.name == name)
+                raise click.UsageError(f"{flag} applies to the cluster scenarios "
+                                       f"({', '.join(CLUSTER_SCENARIOS)}) and scenario files "
+                                       f"only, not to {scenario}")
 
 
 #: The scenarios `tdmcore simulate` knows by name, with what each one is.
@@ -787,7 +812,7 @@ class _SimulateCommand(click.Command):
               default=None, help="Finished tasks are kept here "
                                  "(default: ~/.cache/tdmcore/sweeps).")
 @click.option("--no-cache", is_flag=True, help="Run every task, keep nothing.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--out", "out_dir", type=OutDir(),
               default=Path("report"), show_default=True)
 @click.option("--no-plots", "--no-plot", "no_plots", is_flag=True, help="Skip the plots.")
 @click.option("--plot-format", type=click.Choice(["png", "svg", "pdf"]), default="png",
@@ -921,9 +946,9 @@ def example_cmd(show_path: bool) -> None:
 @click.option("--policies", default=None,
               help="Comma-separated policy names, or MODULE:CALLABLE for a policy of "
                    "your own (docs/custom-policy.md); default: every applicable policy.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--seed", type=click.IntRange(min=0, max=(1 << 63) - 1), default=0, show_default=True,
               help="Compute noise and generated workloads.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--out", "out_dir", type=OutDir(),
               default=Path("report"), show_default=True)
 @click.option("--window", "window_s", type=FiniteFloat(min=1.0), default=600.0,
               show_default=True,
@@ -1116,8 +1141,9 @@ def _policy_factories(specs: list[str], scenario: str) -> dict[str, Any]:
                 raise click.ClickException(f"policies: {spec} is not callable")
             try:
                 label = check_policy(factory(), f"policies: {spec}()").name
-            except ValueError as exc:
-                raise click.ClickException(str(exc)) from None
+            except (ValueError, TypeError) as exc:  # a factory that needs arguments, too
+                raise click.ClickException(f"policies: {spec}() failed: {exc}"
+                                           if isinstance(exc, TypeError) else str(exc)) from None
         if label in out:
             raise click.ClickException(f"policies: two policies named {label!r}")
         out[label] = factory

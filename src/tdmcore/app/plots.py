@@ -16,11 +16,13 @@ and no figure stays registered after the call.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import LineCollection, PolyCollection
@@ -46,6 +48,17 @@ MAX_LINKS = 8
 
 
 # ---------------------------------------------------------------------- helpers
+
+def _plain_text(make: Callable[..., Any]) -> Callable[..., Any]:
+    """Build the figure with mathtext off: scenario, node, job and policy names are
+    the user's, and a ``$`` or ``\\`` in them must be drawn, not parsed."""
+    @functools.wraps(make)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        with matplotlib.rc_context({"text.parse_math": False}):
+            return make(*args, **kwargs)
+    return wrapped
+
+
 def _check_runs(name: str, runs: Any) -> dict[str, RunResult]:
     """``runs`` as a dict policy -> RunResult, or a ValueError naming ``name``."""
     if not isinstance(runs, Mapping):
@@ -142,6 +155,7 @@ def _job_labels(jobs: Mapping[str, JobResult]) -> dict[str, str]:
 
 
 # ----------------------------------------------------------------- job completion
+@_plain_text
 def figure_jct(runs: Mapping[str, Mapping[str, RunResult]], title: str = "") -> Figure:
     """The policies' job completion times, one panel per group (see :func:`plot_jct`)."""
     groups = _groups(runs)
@@ -287,6 +301,7 @@ def _boxes(ax: Any, data: list[NDArray[np.float64]], colours: list[str]) -> None
     ax.grid(axis="y", alpha=0.3)
 
 
+@_plain_text
 def figure_iteration_boxes(runs: Mapping[str, Mapping[str, RunResult]]) -> Figure:
     """Iteration-time boxes per job and policy (see :func:`plot_iteration_boxes`)."""
     groups = _groups(runs)
@@ -405,6 +420,7 @@ _STYLES = ("-", "--", "-.", ":")
 _BAND = 1.4
 
 
+@_plain_text
 def figure_link_utilization(runs: Mapping[str, RunResult], title: str = "") -> Figure:
     """Each host link's utilisation over time (see :func:`plot_link_utilization`)."""
     checked = _check_runs("runs", runs)
@@ -533,6 +549,7 @@ def _plans_of(run: Any, plans: Any) -> dict[str, LinkPlan]:
     return {name: plan for name, plan in named.items() if len(plan.jobs) >= 2}
 
 
+@_plain_text
 def figure_shared_links(run: RunResult, *, plans: Mapping[Any, LinkPlan] | None = None,
                         title: str = "") -> Figure | None:
     """The traffic circles of the shared links (see :func:`plot_shared_links`)."""

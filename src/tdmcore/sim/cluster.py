@@ -40,7 +40,7 @@ from ..framework import Policy, check_policy
 from ..metronome.controller import Controller, ControllerConfig
 from ..metronome.link import LinkPlan
 from ..metronome.policies import POLICIES, MetronomeConfig, make_policy
-from ..model import Cluster, Pod, TrafficPattern
+from ..model import Cluster, Pod, TrafficPattern, priority_value
 from .engine.network import CONTENTION_EFFICIENCY, check_efficiency
 from .run.loop import Run
 
@@ -58,6 +58,13 @@ __all__ = [
 CLUSTER_POLICIES: tuple[str, ...] = (*POLICIES, "ideal")
 #: Scheduling queue disciplines of :func:`run_cluster` (``queue``).
 QUEUES: tuple[str, ...] = ("backoff", "fifo")
+
+
+#: Bounds of a job (beyond them times lose their precision, or a run its end): the
+#: most iterations, workers, and the latest arrival (about 31.7 years), s.
+MAX_ITERATIONS = 10**9
+MAX_WORKERS = 100_000
+MAX_ARRIVAL_S = 1e9
 
 
 @dataclass(frozen=True)
@@ -93,12 +100,16 @@ class SimJob:
                 raise ValueError("iteration_ms: only for a LowComm job (pattern None); a "
                                  "pattern carries its own period_ms")
             v.positive_float("iteration_ms", self.iteration_ms)
-        for key in ("workers", "iterations"):
+        for key, most in (("workers", MAX_WORKERS), ("iterations", MAX_ITERATIONS)):
             value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{key}: expected an integer >= 1, got {value!r}")
-        if v.real_number("arrival_s", self.arrival_s) < 0:
-            raise ValueError(f"arrival_s: must be >= 0, got {self.arrival_s}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+                raise ValueError(f"{key}: expected an integer in [1, {most:,}], got {value!r}")
+        if not 0 <= v.real_number("arrival_s", self.arrival_s) <= MAX_ARRIVAL_S:
+            raise ValueError(f"arrival_s: must lie in [0, {MAX_ARRIVAL_S:g}], got "
+                             f"{self.arrival_s}")
+        priority_value(self.priority)  # the rule's bounds (an int64 in the kernels)
+        if not self.gpu > 0 and not self.cpu > 0 and not self.mem_gib > 0:
+            raise ValueError("gpu: a worker must request some GPU, CPU or memory (all are 0)")
         if self.pattern is not None and not isinstance(self.pattern, TrafficPattern):
             raise ValueError("pattern: expected a TrafficPattern or None")
 
@@ -323,8 +334,7 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
                              f"{', '.join(CLUSTER_POLICIES)}, or pass a policy object")
     else:
         check_policy(policy)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
+    v.seed(seed)
     sigma = v.real_number("noise_sigma", noise_sigma)
     if sigma < 0:
         raise ValueError(f"noise_sigma: must be >= 0, got {sigma}")

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .. import _validation as v
 from .cluster import RunResult, run_cluster
 from .engine.network import CONTENTION_EFFICIENCY
 from .scenarios import TABLE_VI_MS, metronome_snapshots, metronome_trace
@@ -115,8 +116,7 @@ def fidelity_rows(window_s: float = 600.0, seed: int = 0,
     ``contention_efficiency``: the flow model's ``eta``
     (:func:`tdmcore.sim.cluster.run_cluster`).
     """
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
+    v.seed(seed)
     if not float(window_s) > 0:
         raise ValueError(f"window_s: expected a duration > 0, got {window_s!r}")
     rows: list[FidelityRow] = []

@@ -76,7 +76,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..model import Cluster, Node, TrafficPattern, Workload, priority_value
-from .cluster import SimCluster, SimJob
+from .cluster import MAX_ITERATIONS, SimCluster, SimJob
 from .models import MODELS, model_pattern
 from .scenarios import Scenario
 
@@ -288,6 +288,8 @@ def _parse_json(text: str) -> Any:
         _fail("file", f"invalid JSON: duplicate key {_show(exc.key)} in an object")
     except RecursionError:
         _fail("file", "invalid JSON: nested too deeply")
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        _fail("file", f"invalid JSON: {exc}")
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -513,6 +515,9 @@ def _job(i: int, raw: Any, max_link: float, workloads: list[Workload],
         period_ms = (pattern.period_ms if pattern is not None
                      else iteration_ms or LOWCOMM_PERIOD_MS)
         iterations = max(1, round(duration * 1e3 / period_ms))
+        if iterations > MAX_ITERATIONS:
+            _fail(f"{p}.duration_s", f"{duration:g} s is {iterations:.3g} iterations of "
+                                     f"{period_ms:g} ms, above {MAX_ITERATIONS:,}")
     extra: dict[str, Any] = {}
     if iteration_ms is not None:
         extra["iteration_ms"] = iteration_ms

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from numpy.typing import NDArray
 
+from .. import _validation as v
 from ..data import open_data
 from ..model import Cluster, Node, TrafficPattern, Workload
 from .cluster import SimCluster, SimJob
@@ -280,8 +281,7 @@ def metronome_trace(seed: int = 0, hours: float = 4.0, load: float = 0.7,
     ``rate = load x GPUs / (E[gpus] x E[duration])``.  Jobs are built by
     :func:`trace_job` (one-worker jobs are LowComm).
     """
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
+    v.seed(seed)
     if not 0 < float(hours) <= 48:
         raise ValueError(f"hours: expected 0 < hours <= 48, got {hours!r}")
     if not 0 < float(load) <= 1:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import _validation as v
 from ..framework import Policy, Scheduler, Status, check_policy
 from ..metronome.policies.metronome import MetronomeConfig, link_plan
 from ..model import Cluster, ClusterState, Node, Pod, TrafficPattern
@@ -74,8 +75,7 @@ def sharing_state(jobs: int, seed: int = 0) -> tuple[ClusterState, Pod]:
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0:
         raise ValueError(f"jobs: expected an integer >= 0, got {jobs!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
+    v.seed(seed)
     rng = np.random.default_rng([seed, jobs])
     nodes = [Node("hub", cpu=64.0, mem_gib=512.0, gpu=float(jobs + 1), link_gbps=LINK_GBPS)]
     nodes += [Node(f"leaf-{i}", cpu=8.0, mem_gib=32.0, gpu=1.0, link_gbps=LINK_GBPS)

@@ -165,7 +165,7 @@ def read_trace(path: str | Path, columns: Mapping[str, str] | None = None,
     mapping = dict(columns or {})
     if text is None:
         try:
-            with Path(path).open(newline="", encoding="utf-8") as fh:
+            with Path(path).open(newline="", encoding="utf-8-sig") as fh:
                 return _rows(source, fh, mapping)
         except OSError as exc:
             raise ValueError(f"file: cannot read {source}: {exc.strerror}") from exc
@@ -221,6 +221,10 @@ def _rows(source: str, lines: Iterable[str], columns: Mapping[str, str]) -> list
     kinds = {isinstance(r.submit, datetime) for r in rows}
     if len(kinds) > 1:
         _fail(f"{source}: column {found['submit']!r}", "mixes seconds and timestamps")
+    zones = {r.submit.tzinfo is not None for r in rows if isinstance(r.submit, datetime)}
+    if len(zones) > 1:
+        _fail(f"{source}: column {found['submit']!r}",
+              "mixes timestamps with and without a time zone (they cannot be ordered)")
     return rows
 
 
@@ -261,6 +265,9 @@ def trace_scenario(rows: list[TraceRow], *, name: str = "trace", title: str | No
     if max_duration_s is not None and not float(max_duration_s) > 0:
         raise ValueError(f"max_duration_s: expected a duration > 0, got {max_duration_s!r}")
     ordered = sorted(rows, key=lambda r: r.submit)
+    if start >= len(ordered):
+        raise ValueError(f"start: the trace has {len(ordered)} jobs; job {start} is beyond "
+                         f"its end")
     count = len(ordered) - start if n_jobs is None else n_jobs
     if count < 1 or start + count > len(ordered):
         raise ValueError(f"n_jobs: the trace has {len(ordered)} jobs; {start} + "

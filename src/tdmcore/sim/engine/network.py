@@ -184,8 +184,7 @@ def simulate_flows(jobs: Sequence[FlowJob], link_capacity_gbps: Sequence[float],
     sigma = v.real_number("noise_sigma", noise_sigma)
     if sigma < 0:
         raise ValueError(f"noise_sigma: must be >= 0, got {sigma}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed: expected an integer >= 0, got {seed!r}")
+    v.seed(seed)
     until = float(until_ms)
     if math.isnan(until) or until < 0:
         raise ValueError(f"until_ms: expected a time >= 0, got {until_ms!r}")

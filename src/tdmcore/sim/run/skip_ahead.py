@@ -73,6 +73,8 @@ class SkipAhead:
         ``B - background`` max-min fairly at rate ``min(r, (B - bg) / k)``."""
         params = self.book.params[name]
         rate, volume, links = params.rate_gbps, params.volume_gbit, list(params.links)
+        if volume <= 0.0:  # nothing to send (a pattern of 0 Gbps): as the engine, no comm
+            return 0.0
         comm = 0.0
         for link in set(links):
             k = links.count(link)

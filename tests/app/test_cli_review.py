@@ -1,0 +1,114 @@
+"""Inputs an independent review of the CLI found ending in an internal error, an
+exit 0 or a file in the wrong place; each is now one ``Error:`` line (or works)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from tdmcore.app.cli import cli, main
+
+
+def _scenario(tmp_path: Path, **job: Any) -> Path:
+    """A one-job scenario file whose job takes ``job``'s fields."""
+    body = {"name": "review", "cluster": {"nodes": [
+        {"name": "n0", "gpu": 8, "cpu": 64, "mem_gib": 256, "link_gbps": 25}]},
+        "jobs": [{"name": "a", "pattern": {"period_ms": 100, "duty_cycle": 0.2,
+                                          "bandwidth_gbps": 5}, "workers": 1,
+                  "iterations": 100, **job}]}
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(body))
+    return path
+
+
+def _one_error(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_info.value.code in (1, 2), err
+    assert len(err) == 1 and err[0].startswith("Error: "), err
+    return err[0]
+
+
+@pytest.mark.parametrize(("job", "needle"), [
+    ({"iterations": 10**30}, "iterations: expected an integer in [1, 1,000,000,000]"),
+    ({"iterations": None, "duration_s": 1e300}, "duration_s: 1e+300 s is"),
+    ({"priority": 10**30}, "priority: expected an integer in [-2^31, 2^31)"),
+    ({"arrival_s": 1e300}, "arrival_s: must lie in [0, 1e+09]"),
+    ({"gpu": 0, "cpu": 0, "mem_gib": 0}, "a worker must request some GPU, CPU or memory"),
+])
+def test_out_of_range_job_fields_are_one_error_line(job, needle, tmp_path, capsys):
+    job = {k: v for k, v in job.items() if v is not None}
+    path = _scenario(tmp_path, **job)
+    if "duration_s" in job:  # the file takes one of iterations and duration_s
+        body = json.loads(path.read_text())
+        del body["jobs"][0]["iterations"]
+        path.write_text(json.dumps(body))
+    out = tmp_path / "out"
+    assert needle in _one_error(["simulate", str(path), "--out", str(out), "--no-plots"],
+                                capsys)
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_number_of_too_many_digits_names_the_file(tmp_path, capsys):
+    path = tmp_path / "scenario.json"
+    path.write_text('{"name": "x", "jobs": [{"iterations": ' + "9" * 5000 + "}]}")
+    assert "file: invalid JSON: " in _one_error(["simulate", str(path), "--out",
+                                                 str(tmp_path / "o")], capsys)
+
+
+def test_a_pattern_of_zero_gbps_runs(tmp_path, capsys):
+    path = _scenario(tmp_path, pattern={"period_ms": 100, "duty_cycle": 0.2,
+                                        "bandwidth_gbps": 0})
+    result = CliRunner().invoke(cli, ["simulate", str(path), "--out", str(tmp_path / "o"),
+                                      "--no-plots", "--policies", "default,metronome"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "o").is_dir()
+
+
+def test_node_names_with_mathtext_characters_are_drawn_not_parsed(tmp_path, capsys):
+    path = _scenario(tmp_path)
+    body = json.loads(path.read_text())
+    body["cluster"]["nodes"][0]["name"] = "rack$\\a$"
+    path.write_text(json.dumps(body))
+    result = CliRunner().invoke(cli, ["simulate", str(path), "--out", str(tmp_path / "o"),
+                                      "--policies", "default"])
+    assert result.exit_code == 0, result.output
+    assert list((tmp_path / "o").glob("*.png"))
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["simulate", "--example", "--out", ""], "an empty folder name"),
+    (["simulate", "--example", "--seed", str(1 << 63)], "--seed"),
+    (["fidelity", "--window", "nan"], "'nan' is not a finite number"),
+    (["simulate", "oasis", "--queue", "fifo"], "--queue applies to the cluster scenarios"),
+    (["simulate", "dragon-testbed", "--wide"], "--wide applies to the cluster scenarios"),
+    (["simulate", "--example", "--policies", "json:loads"], "policies: json:loads() failed"),
+])
+def test_cli_options_that_were_internal_errors_or_ignored(args, needle, tmp_path, capsys,
+                                                          monkeypatch):
+    monkeypatch.chdir(tmp_path)  # an --out "" would have written here
+    if "--out" not in args:
+        args = [*args, "--out", str(tmp_path / "o")]
+    assert needle in _one_error(args, capsys)
+    assert [p.name for p in tmp_path.iterdir()] == []
+
+
+def test_trace_files_with_a_bom_and_mixed_time_zones(tmp_path, capsys):
+    bom = tmp_path / "bom.csv"
+    bom.write_text("\ufeffsubmit,workers,duration_s\n0,1,60\n10,2,60\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["simulate", "trace", str(bom), "--nodes", "2", "--out",
+                                      str(tmp_path / "o"), "--no-plots", "--policies",
+                                      "default"])
+    assert result.exit_code == 0, result.output
+    mixed = tmp_path / "mixed.csv"
+    mixed.write_text("submit,workers,duration_s\n2020-01-01T00:00:00Z,1,60\n"
+                     "2020-01-01T00:00:01,1,60\n")
+    assert "mixes timestamps with and without a time zone" in _one_error(
+        ["simulate", "trace", str(mixed), "--out", str(tmp_path / "o2")], capsys)
+    assert "start: the trace has 2 jobs" in _one_error(
+        ["simulate", "trace", str(bom), "--start", "5", "--out", str(tmp_path / "o3")], capsys)
