@@ -88,6 +88,8 @@ def test_node_names_with_mathtext_characters_are_drawn_not_parsed(tmp_path, caps
     (["simulate", "oasis", "--queue", "fifo"], "--queue applies to the cluster scenarios"),
     (["simulate", "dragon-testbed", "--wide"], "--wide applies to the cluster scenarios"),
     (["simulate", "--example", "--policies", "json:loads"], "policies: json:loads() failed"),
+    (["elastic", "table1", "--jobs", "5"], "--jobs applies to the poisson workload only"),
+    (["elastic", "deadlock", "--gap", "10"], "--gap applies to the poisson workload only"),
 ])
 def test_cli_options_that_were_internal_errors_or_ignored(args, needle, tmp_path, capsys,
                                                           monkeypatch):

@@ -644,9 +644,17 @@ def elastic_cmd(workload: str, policies: str, n_jobs: int, mean_gap_s: float, se
     Times are means over jobs; a policy that leaves jobs unfinished shows inf.
     Writes elastic-<workload>.csv/.json to --out.
     """
+    from click.core import ParameterSource
+
     from ..elastic import ELASTIC_POLICIES
     from ..sim.elastic_workloads import dragon_poisson, dragon_table1, kubeflow_deadlock
 
+    ctx = click.get_current_context()
+    for name, flag in (("n_jobs", "--jobs"), ("mean_gap_s", "--gap"), ("seed", "--seed")):
+        if workload != "poisson" \
+                and ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+            raise click.UsageError(f"{flag} applies to the poisson workload only, not to "
+                                   f"{workload}")
     names = _csv_list(policies, str, "--policies")
     if not names:
         raise click.ClickException("policies: name at least one policy")
