@@ -671,3 +671,26 @@ def test_a_gang_that_cannot_be_placed_blocks_only_under_strict_fifo(queue: str) 
 def test_queue_must_be_known() -> None:
     with pytest.raises(ValueError, match="^queue"):
         run(sim_of([2, 2]), [sim_job()], "default", queue="lifo")
+
+
+def test_pause_ms_is_the_time_a_job_was_held_not_the_pauses_decided():
+    # a pause the controller decides can be replaced by a shift before it is taken
+    # (the offsets change under it): pause_ms counts what the job really waited
+    nodes = [Node(f"n{i}", cpu=64, mem_gib=256, gpu=4, link_gbps=25.0) for i in range(3)]
+    latency = np.full((3, 3), 0.05)
+    np.fill_diagonal(latency, 0.0)
+    sim = SimCluster(Cluster(nodes), np.array([12.5, 0.0, 12.5]), latency)
+    jobs = [SimJob("j0", "m", TrafficPattern(97.3, 0.27271377559772786, 20.0), 3, 52,
+                   arrival_s=35.003),
+            SimJob("j2", "m", TrafficPattern(200.0, 0.22058116312563292, 25.0), 2, 48,
+                   arrival_s=28.329),
+            SimJob("j5", "m", TrafficPattern(97.3, 0.44063938300061767, 25.0), 4, 12,
+                   arrival_s=36.714, priority=1)]
+    for skip in (False, True):
+        run = run_cluster(sim, jobs, "metronome", seed=0, skip_ahead=skip)
+        j0 = run.jobs["j0"]
+        assert j0.readjustments >= 2
+        idle = j0.end_ms - j0.start_ms - j0.busy_ms  # j0 never waits for anything else
+        assert j0.pause_ms == pytest.approx(idle, abs=1e-6)
+        for job in run.jobs.values():
+            assert job.pause_ms <= job.end_ms - job.start_ms - job.busy_ms + 1e-6

@@ -101,7 +101,9 @@ cdef enum:
     F_T_CJ = 17
     F_CSTART = 18      # when the iteration in progress started communicating
     F_LAST_OWN = 19    # the latest finished iteration's own part (without communication)
-    N_JF = 20
+    F_HELD_MS = 20     # time actually held after pauses, counted when the job resumes (ms)
+    F_PAUSE_FROM = 21  # when the pending pause began (the paused iteration's end)
+    N_JF = 22
 
 cdef enum:
     # job fields: rows of the integer array ``ji``
@@ -121,7 +123,8 @@ cdef enum:
     I_ROOT = 13        # slot of the reference job (-1: use F_TFIX; -2: ask the controller)
     I_READJ = 14       # readjustments made in the engine
     I_REPORTED = 15    # the latest iteration's report has been taken
-    N_JI = 16
+    I_PAUSED = 16      # a pause began at F_PAUSE_FROM and the job has not resumed yet
+    N_JI = 17
 
 cdef enum:
     # pod fields (float rows, then integer rows)
@@ -547,6 +550,8 @@ cdef void _apply(Eng* e, i64 j, double t, int outcome) noexcept nogil:
     pause = pymod(target - t, period)
     e.ji[JX(e, I_READJ, j)] += 1
     e.jf[JX(e, F_PAUSE_MS, j)] += pause
+    e.ji[JX(e, I_PAUSED, j)] = 1
+    e.jf[JX(e, F_PAUSE_FROM, j)] = t
     e.jf[JX(e, F_HOLD_PHASE, j)] = pymod(t + pause, period)
     e.jf[JX(e, F_HOLD_PERIOD, j)] = period
 
@@ -556,6 +561,9 @@ cdef inline void _begin(Eng* e, i64 j, double t) noexcept nogil:
     """Job ``j`` starts its next iteration at ``t``: compute (with its noise)."""
     cdef i64 i = e.ji[JX(e, I_ITER, j)]
     cdef double c
+    if e.ji[JX(e, I_PAUSED, j)] != 0:  # resuming after a pause: what it really waited
+        e.jf[JX(e, F_HELD_MS, j)] += t - e.jf[JX(e, F_PAUSE_FROM, j)]
+        e.ji[JX(e, I_PAUSED, j)] = 0
     e.ji[JX(e, I_PHASE, j)] = PHASE_COMPUTE
     e.jf[JX(e, F_ISTART, j)] = t
     c = e.jf[JX(e, F_COMPUTE, j)] * _factor(<u64>e.cfg[C_SEED], <u64>e.ji[JX(e, I_KEY, j)],
@@ -1138,9 +1146,17 @@ cdef class FlowEngine:
                 float(self.jf[F_LAST_OWN, j]))
 
     def totals(self, j):
-        """``(iterations, busy ms, readjustments, pause ms)`` since it entered."""
+        """``(iterations, busy ms, readjustments, pause ms)`` since it entered; pause
+        ms is the time it was actually held after its pauses (a later shift of a
+        paused job's start changes it), counted when it resumes."""
         return (int(self.ji[I_DONE, j]), float(self.jf[F_BUSY, j]),
-                int(self.ji[I_READJ, j]), float(self.jf[F_PAUSE_MS, j]))
+                int(self.ji[I_READJ, j]), float(self.jf[F_HELD_MS, j]))
+
+    def mark_paused(self, j, double at_ms):
+        """A pause decided outside the engine began at ``at_ms`` (the paused
+        iteration's end): the wait until the job resumes counts as paused time."""
+        self.ji[I_PAUSED, j] = 1
+        self.jf[F_PAUSE_FROM, j] = at_ms
 
     def pod_sent(self, j):
         """Gbit each of its pods has sent since it entered (a copy)."""

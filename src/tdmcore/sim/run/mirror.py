@@ -163,9 +163,10 @@ class ControllerMirror:
         book = self.book
         res = book.results[name]
         res.readjustments += 1
-        res.pause_ms += pause_ms
         period = self.controller.phase_period_ms(name)
-        book.engine.hold(book.slot[name], (at_ms + pause_ms) % period, period)
+        j = book.slot[name]
+        book.engine.hold(j, (at_ms + pause_ms) % period, period)
+        book.engine.mark_paused(j, at_ms)  # counted as it is taken (a shift may move it)
 
     def idle_map(self) -> dict[str, float]:
         """Idle injection: each job's compute phase grows by the most any link of it
