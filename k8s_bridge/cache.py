@@ -225,12 +225,7 @@ class ClusterModel:
         with self.lock:
             assumed = self._assumed.pop(key, None)
             if assumed is not None and key in self.objects["Pod"]:
-                self.objects["Pod"][key] = assumed[1]
-                sig = _pod_signature(assumed[1])
-                if sig is None:
-                    self._signatures.pop(key, None)
-                else:
-                    self._signatures[key] = sig
+                self.on_event("Pod", "MODIFIED", assumed[1])  # no longer assumed
             self._dirty()
 
     def _assumed_view(self, key: str, event: str, obj: dict[str, Any]) -> dict[str, Any]:

@@ -362,12 +362,14 @@ def test_the_controller_takes_the_plan_the_reserve_made() -> None:
     assert other.links[0] is not reserve.plan and other.links[0].bins == 144
 
 
-def _pair(high: TrafficPattern, low: TrafficPattern) -> Controller:
-    """A high- and a low-priority job, one pod each, sharing node n0's link."""
+def _pair(high: TrafficPattern, low: TrafficPattern,
+          priorities: tuple[int, int] = (1, 0)) -> Controller:
+    """Jobs ``h`` then ``l`` (by default high and low priority), one pod each, sharing
+    node n0's link."""
     state = ClusterState(Cluster([Node("n0", 64, 64, 8, 25.0)]))
     sched = Scheduler(MetronomePolicy(MetronomeConfig()))
     ctl = Controller(state)
-    for job, pattern, prio in (("h", high, 1), ("l", low, 0)):
+    for job, pattern, prio in (("h", high, priorities[0]), ("l", low, priorities[1])):
         ctl.on_reserve(sched.schedule(state, Pod(f"{job}-0", job, pattern=pattern,
                                                  priority=prio)).reserve)
     return ctl
@@ -517,12 +519,7 @@ def test_a_target_starts_the_iteration_its_injected_idle_before_its_comm_phase()
 
     high = TrafficPattern(102.76, 0.2, 25.0)  # S3's VGG19 and WideResNet101
     low = TrafficPattern(186.84, 0.209, 25.0)
-    state = ClusterState(Cluster([Node("n0", 64, 64, 8, 25.0)]))
-    scheduler = Scheduler(MetronomePolicy(MetronomeConfig()))
-    ctl = Controller(state)
-    for job, pattern, prio in (("h", high, 1), ("l", low, 0)):
-        ctl.on_reserve(scheduler.schedule(state, Pod(f"{job}-0", job, pattern=pattern,
-                                                     priority=prio)).reserve)
+    ctl = _pair(high, low)
     idle = ctl.idle_ms("l")
     assert idle == pytest.approx(13.68)
     ctl.anchors_ms["h"] = 0.0
@@ -546,13 +543,9 @@ def test_equal_priorities_unify_as_the_controller_ranks_them():
     # priorities the controller ranks the later job low (deploy order), and so does
     # unification now: idle goes into it and the link interleaves (score 100)
     for priorities in ((1, 0), (0, 0)):
-        state = ClusterState(Cluster([Node("n0", 64, 64, 8, 25.0)]))
-        scheduler = Scheduler(MetronomePolicy(MetronomeConfig()))
-        ctl = Controller(state)
-        for job, period, prio in (("a", 200.0, priorities[0]), ("b", 187.0, priorities[1])):
-            pod = Pod(f"{job}-0", job, pattern=TrafficPattern(period, 0.3, 25.0), priority=prio)
-            ctl.on_reserve(scheduler.schedule(state, pod).reserve)
+        ctl = _pair(TrafficPattern(200.0, 0.3, 25.0), TrafficPattern(187.0, 0.3, 25.0),
+                    priorities)
         plan = ctl.links[0]
         assert plan.base.compatible and plan.base.idle_ms.tolist() == [0.0, 8.0]
         assert plan.result.score == 100.0
-        assert not ctl.is_high("b") and ctl.is_high("a")
+        assert not ctl.is_high("l") and ctl.is_high("h")

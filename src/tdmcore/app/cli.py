@@ -16,7 +16,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from .._validation import MAX_SEED
 from ..metronome.link import LinkPlan, LinkPod, plan_link
 from ..metronome.scoring import average_bandwidth_utilization
 from ..sim.elastic_workloads import MAX_GAP_S
@@ -382,7 +383,7 @@ def _num(value: Any, digits: int = 1) -> str:
 @cli.command("fidelity")
 @click.option("--window", "window_s", type=FiniteFloat(min=1.0, max=1e7), default=600.0,
               show_default=True, help="Seconds each snapshot job trains at its ideal speed.")
-@click.option("--seed", type=click.IntRange(min=0, max=(1 << 63) - 1), default=0, show_default=True,
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True,
               help="Compute noise and the trace.")
 @click.option("--out", "out_dir", type=OutDir(),
               default=Path("report"), show_default=True)
@@ -496,7 +497,7 @@ def calibrate_cmd(fit: str, check: str, seeds: str, window_s: float, out_dir: Pa
 @click.option("--worker-servers", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--ps-servers", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--slots", "n_slots", type=click.IntRange(min=1), default=200, show_default=True)
-@click.option("--seed", type=click.IntRange(min=0, max=(1 << 63) - 1), default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True)
 @click.option("--policies", default="oasis,fifo,drf,rrh,dorm", show_default=True,
               help="Comma-separated policy names.")
 @click.option("--l-quantile", type=FiniteFloat(0.0, 1.0, max_open=True), default=None,
@@ -630,7 +631,7 @@ def oasis_ratio_cmd(servers: str, priorities: str, scales: str, seeds: str, n_jo
               help="poisson: number of jobs.")
 @click.option("--gap", "mean_gap_s", type=FiniteFloat(0, MAX_GAP_S, min_open=True),
               default=200.0, show_default=True, help="poisson: mean inter-arrival gap, s.")
-@click.option("--seed", type=click.IntRange(min=0, max=(1 << 63) - 1), default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True)
 @click.option("--rescale", "rescale_s", type=FiniteFloat(0, 1e9), default=45.0,
               show_default=True, help="Checkpoint-restart time of a rescale, s.")
 @click.option("--out", "out_dir", type=OutDir(),
@@ -644,17 +645,14 @@ def elastic_cmd(workload: str, policies: str, n_jobs: int, mean_gap_s: float, se
     Times are means over jobs; a policy that leaves jobs unfinished shows inf.
     Writes elastic-<workload>.csv/.json to --out.
     """
-    from click.core import ParameterSource
-
     from ..elastic import ELASTIC_POLICIES
     from ..sim.elastic_workloads import dragon_poisson, dragon_table1, kubeflow_deadlock
 
-    ctx = click.get_current_context()
-    for name, flag in (("n_jobs", "--jobs"), ("mean_gap_s", "--gap"), ("seed", "--seed")):
-        if workload != "poisson" \
-                and ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE:
-            raise click.UsageError(f"{flag} applies to the poisson workload only, not to "
-                                   f"{workload}")
+    flag = None if workload == "poisson" else _given_flag(
+        click.get_current_context(), ("n_jobs", "mean_gap_s", "seed"))
+    if flag is not None:
+        raise click.UsageError(f"{flag} applies to the poisson workload only, not to "
+                               f"{workload}")
     names = _csv_list(policies, str, "--policies")
     if not names:
         raise click.ClickException("policies: name at least one policy")
@@ -745,6 +743,16 @@ SCENARIO_OPTIONS: dict[str, tuple[str, ...]] = {
     "columns": ("trace",),
 }
 
+def _given_flag(ctx: click.Context, names: Iterable[str]) -> str | None:
+    """The flag of the first of the options ``names`` given on the command line."""
+    from click.core import ParameterSource
+
+    for name in names:
+        if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+            return next(p.opts[0] for p in ctx.command.params if p.name == name)
+    return None
+
+
 #: The options of `tdmcore simulate` that only cluster scenarios and scenario files
 #: take (not dragon-testbed or oasis, which run other simulators).
 CLUSTER_ONLY_OPTIONS: tuple[str, ...] = ("queue", "eta", "wide", "plot_format")
@@ -752,21 +760,16 @@ CLUSTER_ONLY_OPTIONS: tuple[str, ...] = ("queue", "eta", "wide", "plot_format")
 
 def _refuse_options_that_do_not_apply(ctx: click.Context, scenario: str) -> None:
     """An option given for another scenario is a usage error, not silently ignored."""
-    from click.core import ParameterSource
-
     for name, takers in SCENARIO_OPTIONS.items():
-        if scenario not in takers and \
-                ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE:
-            flag = next(p.opts[0] for p in ctx.command.params if p.name == name)
+        flag = None if scenario in takers else _given_flag(ctx, [name])
+        if flag is not None:
             raise click.UsageError(f"{flag} applies to {' and '.join(takers)} only, not to "
                                    f"{Path(scenario).name}")
-    if scenario in OTHER_SCENARIOS:
-        for name in CLUSTER_ONLY_OPTIONS:
-            if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE:
-                flag = next(p.opts[0] for p in ctx.command.params if p.name == name)
-                raise click.UsageError(f"{flag} applies to the cluster scenarios "
-                                       f"({', '.join(CLUSTER_SCENARIOS)}) and scenario files "
-                                       f"only, not to {scenario}")
+    flag = _given_flag(ctx, CLUSTER_ONLY_OPTIONS) if scenario in OTHER_SCENARIOS else None
+    if flag is not None:
+        raise click.UsageError(f"{flag} applies to the cluster scenarios "
+                               f"({', '.join(CLUSTER_SCENARIOS)}) and scenario files only, "
+                               f"not to {scenario}")
 
 
 #: The scenarios `tdmcore simulate` knows by name, with what each one is.
@@ -954,7 +957,7 @@ def example_cmd(show_path: bool) -> None:
 @click.option("--policies", default=None,
               help="Comma-separated policy names, or MODULE:CALLABLE for a policy of "
                    "your own (docs/custom-policy.md); default: every applicable policy.")
-@click.option("--seed", type=click.IntRange(min=0, max=(1 << 63) - 1), default=0, show_default=True,
+@click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True,
               help="Compute noise and generated workloads.")
 @click.option("--out", "out_dir", type=OutDir(),
               default=Path("report"), show_default=True)
