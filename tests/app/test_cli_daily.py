@@ -171,6 +171,32 @@ def test_ctrl_c_exits_130_and_leaves_no_partial_report(tmp_path: Path) -> None:
     assert not out.exists()  # the folder it created is gone with the staged files
 
 
+def test_sigterm_exits_143_and_leaves_no_partial_report(tmp_path: Path) -> None:
+    # what `kill`, a batch system's time limit or `timeout` sends: the report being
+    # written goes as after Ctrl-C (no .tdmcore-partial-* folder stays behind)
+    out = tmp_path / "report"
+    proc = _tdmcore("simulate", "philly", "--jobs", "300", "--nodes", "16", "--out",
+                    str(out), cwd=tmp_path, stdout=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not list(out.glob(".tdmcore-partial-*")):  # the run has begun writing
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    start = time.monotonic()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert time.monotonic() - start < 30
+    assert err.strip().splitlines()[-1] == "Error: terminated" and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_sigterm_handler_is_the_commands_only_while_it_runs() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    main(["--version"])
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
 def test_a_closed_pipe_does_not_lose_the_report(tmp_path: Path) -> None:
     out = tmp_path / "report"
     proc = _tdmcore("simulate", "--example", "--policies", "default,metronome",

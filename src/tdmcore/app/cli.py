@@ -14,7 +14,9 @@ import json
 import logging
 import math
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -36,6 +38,8 @@ from .report_dir import ReportDir
 EXIT_INTERNAL = 70
 #: Exit status after Ctrl-C (128 + SIGINT), as shells report it.
 EXIT_INTERRUPTED = 130
+#: Exit status after SIGTERM (128 + SIGTERM).
+EXIT_TERMINATED = 143
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 log = logging.getLogger("tdmcore")
@@ -1413,17 +1417,39 @@ def _report(plans: dict[str, LinkPlan], timings: dict[str, float]) -> dict[str, 
     return out
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived: the command unwinds as after Ctrl-C (a ``BaseException``, so
+    no ``except Exception`` on the way takes it for an error of its own)."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+def _catch_sigterm() -> Any:
+    """Turn SIGTERM into :class:`Terminated` while the command runs (main thread
+    only, and only over the default disposition: an embedding program's own handler
+    is left alone); returns what to restore, or None."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return None
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    return signal.SIG_DFL
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point.
 
     Exit status: 0 on success (and after ``--help``); 2 for a usage error, 1 for bad
     input, each with one ``Error: ...`` line on stderr and no traceback; 130 after
-    Ctrl-C (the report being written is removed); 70 for an internal error.  A
-    closed stdout (``| head``) does not stop the command: the rest of the output
-    is discarded and the report is still written.
+    Ctrl-C and 143 after SIGTERM (the report being written is removed either way);
+    70 for an internal error.  A closed stdout (``| head``) does not stop the
+    command: the rest of the output is discarded and the report is still written.
     """
     real_stdout = sys.stdout
     sys.stdout = _PipeSafeStdout(real_stdout)
+    restore_sigterm = _catch_sigterm()
     try:
         cli.main(args=argv, prog_name="tdmcore", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:  # bare `tdmcore`: the help
@@ -1435,6 +1461,9 @@ def main(argv: list[str] | None = None) -> None:
     except (click.exceptions.Abort, KeyboardInterrupt):
         print("Error: interrupted", file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
+    except Terminated:
+        print("Error: terminated", file=sys.stderr)
+        sys.exit(EXIT_TERMINATED)
     except click.UsageError as exc:
         hint = f" (see: {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
         print(f"Error: {exc.format_message()}{hint}", file=sys.stderr)
@@ -1449,6 +1478,8 @@ def main(argv: list[str] | None = None) -> None:
               "(set TDMCORE_DEBUG=1 for the traceback)", file=sys.stderr)
         sys.exit(EXIT_INTERNAL)
     finally:
+        if restore_sigterm is not None:
+            signal.signal(signal.SIGTERM, restore_sigterm)
         with contextlib.suppress(BrokenPipeError, ValueError):
             sys.stdout.flush()
         sys.stdout = real_stdout

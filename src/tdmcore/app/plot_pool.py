@@ -31,9 +31,12 @@ _Task = tuple[str, tuple[Any, ...], dict[str, Any]]
 
 
 def _worker_start() -> None:
-    """A worker's start: Ctrl-C is the parent's to handle; load matplotlib, its
-    fonts and the Agg renderer while the parent simulates."""
+    """A worker's start: Ctrl-C is the parent's to handle, and SIGTERM (the pool's
+    own way to stop a worker) ends it plainly, not through the parent's handler
+    inherited at fork; load matplotlib, its fonts and the Agg renderer while the
+    parent simulates."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

@@ -4,9 +4,9 @@ The command line writes its tables and plots through :class:`ReportDir`: files g
 a hidden staging folder inside the report folder (``.tdmcore-partial-*``) and are
 moved into place together when the command succeeds, beside ``<stem>-run.json``
 (the tdmcore version, the command, its arguments, the seed and the wall time).  An
-error or Ctrl-C removes the staging folder, so a report folder never holds half a
-report; a run killed outright leaves only the staging folder, whose name says what
-it is.
+error, Ctrl-C or SIGTERM (which the command line turns into an exception) removes
+the staging folder, so a report folder never holds half a report; a run killed
+outright (SIGKILL) leaves only the staging folder, whose name says what it is.
 """
 
 from __future__ import annotations
