@@ -342,6 +342,26 @@ def test_dragon_urgent_job_that_fits_is_left_to_afcfs() -> None:
     assert pol.last_action_s == 100.0
 
 
+def test_dragon_urgent_job_that_fits_leaves_arrival_order_to_afcfs() -> None:
+    # [decision] (dragon.py): big (2 GPUs, waiting since 0 s) and small (1 GPU, since
+    # 1 s) are both urgent and both fit the two free GPUs without a scale-down: step
+    # 1 frees nothing and AFCFS starts the older one, as the authors' controller does
+    r = job("r", workers=2)
+    big, small = job("big", workers=2), job("small", workers=1)
+    view = view_of(nodes(4.0), [r, big, small], {"r": {"ps": [0], "w": [0, 0]}},
+                   now=100.0, waiting=("big", "small"), since={"big": 0.0, "small": 1.0})
+    assert summary(decide(DragonPolicy(), view)) == [
+        ("big", "start", [("big-ps-0", 0), ("big-worker-0", 0), ("big-worker-1", 0)], [])]
+
+
+def test_dragon_start_workers_follow_scaling() -> None:
+    # without scaling AFCFS starts exactly `workers`: the simulator's "can it ever
+    # start" check must ask for that many, not min_workers
+    j = job("j", workers=3, lo=1)
+    assert DragonPolicy().start_workers(j) == 1
+    assert DragonPolicy(scaling=False).start_workers(j) == 3
+
+
 @pytest.mark.parametrize(
     ("waiting", "chosen"),
     [
