@@ -162,17 +162,58 @@ def test_prices_follow_eqs_22_26() -> None:
 
 def test_bounds_from_jobs() -> None:
     job = small_job()
-    # t_min = ceil(E M (tau + 2e/b)) = ceil(2 x 1 x 0.4) = 1; f(1) = 40 / (1 + e^(0.5 (1-4)))
+    # t_min = ceil(E M (tau + 2e/b)) = ceil(2 x 1 x 0.4) = 1 slot: it can end in its
+    # arrival slot, delay 0, so U takes f(0) = 40 / (1 + e^(0.5 (0-4)))
     assert min_completion_slots(job) == 1
-    best = sigmoid_utility(1, 40.0, 0.5, 4.0)
+    best = sigmoid_utility(0, 40.0, 0.5, 4.0)
     bounds = PriceBounds.from_jobs([job], 10)
     assert bounds.u1 == pytest.approx((best / 1.0, best / 2.0))
-    # L1 = f(T - a) / (4 sum(alpha) ceil(E N M (tau + 2e/b))) = f(10) / (4 x 3 x ceil(3.2))
-    assert bounds.l1 == pytest.approx(sigmoid_utility(10, 40.0, 0.5, 4.0) / (4 * 3 * 4))
+    # L1 = f(T - a) / (4 sum(alpha) ceil(E N M (tau + 2e/b))): the last of slots 0..9
+    # is a delay of 9 for a job arriving in slot 0; / (4 x 3 x ceil(3.2))
+    assert bounds.l1 == pytest.approx(sigmoid_utility(9, 40.0, 0.5, 4.0) / (4 * 3 * 4))
     with pytest.raises(ValueError, match="^jobs:"):
         PriceBounds.from_jobs([], 10)
     with pytest.raises(ValueError, match="^l1:"):
         PriceBounds((1.0,), 0.0, (1.0,), 1.0)
+
+
+def test_bounds_take_the_delays_a_schedule_can_have() -> None:
+    # A steep utility worth 5 up to a delay of 4 and nothing from 5 on: on 5 slots a
+    # job arriving in slot 0 can end as late as slot 4 (delay 4), still worth 5, so L
+    # is defined and set by that value (the spec's f(T - a) read with slots 1..T);
+    # it runs 1 slot at the fastest, delay 0, so U is f(0) per unit, not f(1).
+    job = small_job(utility=(5.0, 701.0, 4.5))
+    assert min_completion_slots(job) == 1
+    bounds = PriceBounds.from_jobs([job], 5)
+    assert bounds.l1 == pytest.approx(sigmoid_utility(4, 5.0, 701.0, 4.5) / (4 * 3 * 4))
+    assert bounds.u1[0] == pytest.approx(sigmoid_utility(0, 5.0, 701.0, 4.5))
+    assert bounds.u1[0] == pytest.approx(5.0)
+    # the DP agrees: with every price at L the job ends in its arrival slot, delay 0
+    online = OnlineScheduler(np.full((2, 2), 4.0), np.full((2, 2), 4.0), 5, bounds)
+    decision = online.submit(job)
+    assert decision.admitted and decision.schedule is not None
+    assert decision.schedule.end_slot == 0
+    # a job arriving after the horizon has no completion and does not set L
+    late = small_job(arrival=7)
+    assert PriceBounds.from_jobs([job, late], 5).l1 == pytest.approx(bounds.l1)
+
+
+def test_ps_needed_is_constraint_6() -> None:
+    from tdmcore._kernels.oasis_dp import ps_needed
+
+    # z = ceil(b y / B): any traffic needs a PS, a quotient just above a whole
+    # number needs one more, and float round-off on a whole number does not
+    assert ps_needed(3, 1e-10, 1.0) == 1
+    assert ps_needed(5, 1.0000000001, 1.0) == 6
+    assert ps_needed(10, 1000000.0001, 1000000.0) == 11
+    assert ps_needed(3, 0.1, 0.3) == 1
+    assert ps_needed(5, 1.0, 1.0) == 5
+    assert ps_needed(4, 0.0, 1.0) == 0
+    for y in range(1, 40):
+        for b, big_b in ((1.0, 3.0), (2.5, 1.0), (0.7, 0.7), (1e-9, 5.0)):
+            z = ps_needed(y, b, big_b)
+            assert b * y <= big_b * z * (1 + 1e-12)  # (6)
+            assert z == 0 or b * y > big_b * (z - 1)  # the fewest
 
 
 def test_online_admits_commits_and_never_overcommits() -> None:

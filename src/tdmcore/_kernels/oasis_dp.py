@@ -82,8 +82,10 @@ def slot_cost_curve(
 
 @jit
 def ps_needed(y: int, worker_bw: float, ps_bw: float) -> int:
-    """The fewest PSs with ``B z >= b y`` (constraint (6)), 1e-9 relative slack."""
-    z = int(np.ceil(worker_bw * y / ps_bw * (1.0 - 1e-12) - 1e-9))
+    """The fewest PSs with ``B z >= b y`` (constraint (6)): ``ceil(b y / B)``, less a
+    relative 1e-12 so that a quotient that is a whole number up to float round-off
+    (0.1 x 3 / 0.3) is not rounded up; any quotient above 0 needs at least one PS."""
+    z = int(np.ceil(worker_bw * y / ps_bw * (1.0 - 1e-12)))
     return max(z, 0)
 
 

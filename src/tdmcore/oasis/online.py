@@ -232,7 +232,10 @@ def _fill(out: NDArray[np.int64], price: NDArray[np.float64], cap: NDArray[np.in
 
 # ----------------------------------------------------------------- online loop
 def min_completion_slots(job: Job) -> int:
-    """``t_min = ceil(E M (tau + 2 e / b))``: the delay with N workers all along."""
+    """``t_min = ceil(E M (tau + 2 e / b))``: the slots a job runs with N workers all
+    along (at the spec's rate; the DP's whole chunks per slot can need more).  Its
+    completion delay, ``end - arrival``, is one less: a job that runs only in its
+    arrival slot has delay 0."""
     return int(math.ceil(job.epochs * job.minibatches * job.iteration_slots - 1e-12))
 
 
@@ -278,6 +281,15 @@ class PriceBounds:
         ``L_1 = min_i f_i(T - a_i) / (4 eta_1 sum_r alpha_i^r ceil(E N M (tau + 2e/b)))``;
         likewise ``U_2``, ``L_2`` with ``beta``.  **[decision]** ``eta = 1``.
 
+        Both utilities are taken at completion delays ``end - arrival`` as the DP
+        counts them (slots ``0 .. n_slots - 1``): ``f_i(T - a_i)`` is the utility of
+        ending in the last slot, delay ``n_slots - 1 - a_i`` (a job arriving after
+        the horizon has none and is left out of ``L``), and ``t_min_i`` is the
+        delay of a job that runs :func:`min_completion_slots` slots from its
+        arrival, one less than that count (the spec's slots ``1..T`` and its
+        ``t_min`` counted in slots put both one slot late, so that ``L`` and ``U``
+        came out below every job's real worst and best values).
+
         ``quantile`` (default 0, the spec's minimum): **[decision]** take the
         q-quantile of the per-job values inside ``L``'s ``min`` instead.  With steep
         (time-critical) sigmoids ``f_i(T - a_i)`` underflows towards 0, the minimum
@@ -308,8 +320,9 @@ class PriceBounds:
         for job in jobs:
             if len(job.worker_res) != n_res:
                 raise ValueError("jobs: every job must list the same resource types")
-            best = sigmoid_utility(min_completion_slots(job), *job.utility)
-            worst = sigmoid_utility(n_slots - job.arrival, *job.utility)
+            best = sigmoid_utility(max(0, min_completion_slots(job) - 1), *job.utility)
+            last = n_slots - 1 - job.arrival
+            worst = sigmoid_utility(last, *job.utility) if last >= 0 else 0.0
             alpha, beta = np.array(job.worker_res), np.array(job.ps_res)
             u1 = np.maximum(u1, np.where(alpha > 0, best / np.where(alpha > 0, alpha, 1), 0))
             u2 = np.maximum(u2, np.where(beta > 0, best / np.where(beta > 0, beta, 1), 0))
