@@ -114,3 +114,46 @@ def test_trace_files_with_a_bom_and_mixed_time_zones(tmp_path, capsys):
         ["simulate", "trace", str(mixed), "--out", str(tmp_path / "o2")], capsys)
     assert "start: the trace has 2 jobs" in _one_error(
         ["simulate", "trace", str(bom), "--start", "5", "--out", str(tmp_path / "o3")], capsys)
+
+
+# ------------------------------------------- a newcomer's walkthrough (2026-11-24)
+def test_a_pattern_faster_than_every_link_is_refused(tmp_path, capsys):
+    # 26 Gbps on 25 Gbps links: no pod sends that fast, and exclusive, the Metronome
+    # policies and ideal would leave the job unplaced while the table compared means
+    # over different jobs
+    path = _scenario(tmp_path, pattern={"period_ms": 100, "duty_cycle": 0.2,
+                                        "bandwidth_gbps": 26})
+    err = _one_error(["simulate", str(path), "--out", str(tmp_path / "o"), "--no-plots"],
+                     capsys)
+    assert "jobs[0].pattern.bandwidth_gbps: 26 Gbps is above every node's link" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_an_empty_list_is_called_empty(tmp_path, capsys):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"cluster": {"nodes": []}, "jobs": []}))
+    assert "cluster.nodes: expected a non-empty list, got an empty list" in _one_error(
+        ["simulate", str(path), "--out", str(tmp_path / "o")], capsys)
+
+
+def test_a_link_file_without_capacity_says_missing(tmp_path, capsys):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"pods": [{"name": "a", "period_ms": 100, "duty_cycle": 0.2,
+                                          "bandwidth_gbps": 10}]}))
+    assert "$.capacity_gbps: missing" in _one_error(
+        ["link", "--file", str(path), "--out", str(tmp_path / "o")], capsys)
+
+
+def test_a_trace_with_no_arrival_blames_the_load(tmp_path, capsys):
+    err = _one_error(["simulate", "metronome-trace", "--load", "1e-9", "--out",
+                      str(tmp_path / "o")], capsys)
+    assert "load: no job arrives in 4 h at a load of 1e-09" in err
+
+
+def test_the_elastic_table_keeps_the_policy_names_whole(tmp_path):
+    result = CliRunner().invoke(cli, ["elastic", "poisson", "--jobs", "20", "--gap", "62",
+                                      "--out", str(tmp_path / "o")],
+                                env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    for name in ("dragon", "locality", "kubeflow", "kod2", "weighted"):
+        assert f"│ {name}" in result.output, result.output

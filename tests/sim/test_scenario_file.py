@@ -283,11 +283,11 @@ BAD_DATA: list[tuple[str, Edit, str]] = [
     ("top-unknown", put("noise_sigma", 0.01), "file: unknown field(s) ['noise_sigma']"),
     ("no-cluster", drop("cluster"), "cluster: required field missing"),
     ("no-jobs", drop("jobs"), "jobs: required field missing"),
-    ("jobs-empty", put("jobs", []), "jobs: expected a non-empty list, got a list"),
+    ("jobs-empty", put("jobs", []), "jobs: expected a non-empty list, got an empty list"),
     ("jobs-mapping", put("jobs", {"j1": {}}), "jobs: expected a non-empty list, got a mapping"),
     ("name-int", put("name", 5), "name: expected a non-empty string, got 5"),
     ("title-empty", put("title", ""), "title: expected a non-empty string, got ''"),
-    ("cluster-list", put("cluster", []), "cluster: expected a mapping, got a list"),
+    ("cluster-list", put("cluster", []), "cluster: expected a mapping, got an empty list"),
     ("cluster-unknown", put(C, "switches", 1), "cluster: unknown field(s) ['switches']"),
     # nodes
     ("nodes-empty", put(*N, []), "cluster.nodes: expected a non-empty list"),

@@ -21,6 +21,7 @@ from tdmcore.sim.cluster import run_cluster
 from tdmcore.sim.scenarios import S3_PERIOD_GAP_MS, metronome_snapshots, period_gap
 from tdmcore.sim.scheduler_time import scheduler_time, sharing_state
 from tdmcore.sim.sweep import execute
+from tdmcore.sim.sweep import tasks as sweep_tasks
 from tdmcore.sim.sweep.tasks import TIMED
 
 #: A small sweep: two snapshots, two policies (one taking the swept thresholds), two
@@ -296,6 +297,13 @@ def test_compare_is_the_change_against_the_reference_run() -> None:
                 / ideal["per_1000_low_s"]
             assert row["per_1000_low_s_vs_ideal_pct"] == pytest.approx(want, abs=1e-3)
             assert row["per_1000_low_s_vs_ideal_pct"] > 0
+    # a task runs one policy: its metrics are the declared ones, each compared once
+    # (no in-run "vs ideal" column, always NaN, and none compared a second time)
+    metrics = set(sweep_tasks.simulate_metric_names())
+    for row in rows:
+        compared = {k for k in row if k.endswith("_vs_ideal_pct")}
+        assert {k[:-len("_vs_ideal_pct")] for k in compared} <= metrics
+        assert not any("_pct_vs_" in k for k in row)
 
 
 # ------------------------------------------------------------------ the run's options

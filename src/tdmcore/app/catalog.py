@@ -62,11 +62,15 @@ def _pod_from_mapping(raw: Any, where: str) -> LinkPod:
 def _parse_link(raw: Any, where: str) -> tuple[float, tuple[LinkPod, ...]]:
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: expected an object with capacity_gbps and pods")
-    cap = raw.get("capacity_gbps")
+    if "capacity_gbps" not in raw:
+        raise ValueError(f"{where}.capacity_gbps: missing")
+    cap = raw["capacity_gbps"]
     if isinstance(cap, bool) or not isinstance(cap, int | float) or not cap > 0 \
             or not math.isfinite(cap):
         raise ValueError(f"{where}.capacity_gbps: expected a number > 0, got {cap!r}")
-    pods_raw = raw.get("pods")
+    if "pods" not in raw:
+        raise ValueError(f"{where}.pods: missing")
+    pods_raw = raw["pods"]
     if not isinstance(pods_raw, list) or not pods_raw:
         raise ValueError(f"{where}.pods: expected a non-empty list")
     pods = tuple(_pod_from_mapping(p, f"{where}.pods[{i}]") for i, p in enumerate(pods_raw))

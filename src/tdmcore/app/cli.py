@@ -721,7 +721,10 @@ def _elastic_report(report: ReportDir, workload: str, names: list[str], cluster:
     table = Table(title=title)
     for col in ("policy", "done", "elapsed s", "wait s", "run s", "scaling s",
                 "vs kubeflow", "GPU util"):
-        table.add_column(col, justify="left" if col == "policy" else "right")
+        if col == "policy":  # the row labels are never cut; the numbers' columns wrap
+            table.add_column(col, no_wrap=True, min_width=max(len(n) for n in runs))
+        else:
+            table.add_column(col, justify="right")
     for row in rows:
         table.add_row(row["policy"], f"{row['finished']}/{row['jobs']}",
                       _num(row["elapsed_s"], 0), _num(row["wait_s"], 0),
@@ -772,7 +775,8 @@ def _refuse_options_that_do_not_apply(ctx: click.Context, scenario: str) -> None
     flag = _given_flag(ctx, CLUSTER_ONLY_OPTIONS) if scenario in OTHER_SCENARIOS else None
     if flag is not None:
         raise click.UsageError(f"{flag} applies to the cluster scenarios "
-                               f"({', '.join(CLUSTER_SCENARIOS)}) and scenario files only, "
+                               f"({', '.join(CLUSTER_SCENARIOS)}, trace) and scenario files "
+                               "only, "
                                f"not to {scenario}")
 
 
@@ -973,14 +977,14 @@ def example_cmd(show_path: bool) -> None:
 @click.option("--load", type=FiniteFloat(0.0, 1.0, min_open=True), default=0.7,
               show_default=True, help="metronome-trace: expected GPU load.")
 @click.option("--jobs", "n_jobs", type=click.IntRange(min=1), default=200, show_default=True,
-              help="philly: jobs in the slice.")
+              help="philly, trace: jobs in the slice.")
 @click.option("--nodes", "n_nodes", type=click.IntRange(1, 4096), default=16,
-              show_default=True, help="philly: nodes of 8 GPUs.")
+              show_default=True, help="philly, trace: nodes of 8 GPUs.")
 @click.option("--start", type=click.IntRange(min=0), default=0, show_default=True,
-              help="philly: index of the slice's first job (in submit order).")
+              help="philly, trace: index of the slice's first job (in submit order).")
 @click.option("--max-duration", "max_duration_s",
               type=FiniteFloat(min=0.0, min_open=True), default=None,
-              help="philly: truncate jobs to this many seconds.")
+              help="philly, trace: truncate jobs to this many seconds.")
 @click.option("--no-plots", "--no-plot", "no_plots", is_flag=True,
               help="Skip the plots (tables only).")
 @click.option("--column", "columns", multiple=True, metavar="FIELD=HEADER",

@@ -130,7 +130,7 @@ def _kind(value: object) -> str:
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, list):
-        return "a list"
+        return "a list" if value else "an empty list"
     return _show(value)
 
 
@@ -501,6 +501,13 @@ def _job(i: int, raw: Any, max_link: float, workloads: list[Workload],
             _fail(f"{p}.period_ms", "only allowed with 'model' (a pattern carries its own "
                                     "period_ms)")
         pattern = _pattern(f"{p}.pattern", d["pattern"])
+        if pattern is not None and pattern.bandwidth_gbps > max_link * (1 + 1e-12):
+            # a pod sends through its node's link; the bandwidth-aware policies
+            # (exclusive, metronome, ideal) would never place such a job
+            _fail(f"{p}.pattern.bandwidth_gbps",
+                  f"{pattern.bandwidth_gbps:g} Gbps is above every node's link (the "
+                  f"fastest is {max_link:g} Gbps): no pod can send that fast, and "
+                  f"{name!r} could never be placed by the bandwidth-aware policies")
         label = CUSTOM_MODEL if pattern is not None else LOWCOMM_MODEL
     iteration_ms: float | None = None
     if "iteration_ms" in d:

@@ -310,7 +310,8 @@ def metronome_trace(seed: int = 0, hours: float = 4.0, load: float = 0.7,
         jobs.append(trace_job(f"j{k:03d}-{model.lower()}", model, workers, 25.0, duration_s,
                               arrival_s=round(t, 3), priority=1 if high else 0))
     if not jobs:
-        raise ValueError("hours: too short for any arrival at this load")
+        raise ValueError(f"load: no job arrives in {hours:g} h at a load of {load:g} "
+                         "(raise load or hours)")
     return Scenario("metronome-trace", f"{hours:g} h Gavel-style trace on the Metronome "
                     f"testbed, load {load:.0%}, seed {seed}", sim, tuple(jobs),
                     {"rate_per_h": f"{rate_per_s * 3600:.3f}",

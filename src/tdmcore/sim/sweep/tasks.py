@@ -79,8 +79,11 @@ def run_task(task: Task) -> dict[str, Any]:
 
 
 def _metrics(group: str, run: RunResult) -> dict[str, Any]:
+    """The task's metrics: :func:`simulate_metric_names`, nothing else (a table row
+    of one policy also has its changes against other policies of the same run,
+    which a task of one policy never has: the sweep's ``compare`` makes those)."""
     (row,) = summary_rows({group: {run.policy: run}})
-    return {k: v for k, v in row.items() if k not in _LABELS}
+    return {k: row[k] for k in simulate_metric_names() if k in row}
 
 
 @cache
@@ -92,4 +95,5 @@ def simulate_metric_names() -> tuple[str, ...]:
                       util_t_ms=np.zeros(0), util_gbps=np.zeros((0, 0)),
                       decision_s=np.zeros(0), recalculations=0, pattern_updates=0,
                       wall_s=math.nan)
-    return tuple(_metrics("g", empty))
+    (row,) = summary_rows({"g": {empty.policy: empty}})
+    return tuple(k for k in row if k not in _LABELS)
