@@ -149,46 +149,32 @@ def test_bad_yaml_link_file_is_one_line(tmp_path: Path, capsys) -> None:
 
 
 # ------------------------------------------------------------ Ctrl-C, pipes, logging
-def test_ctrl_c_exits_130_and_leaves_no_partial_report(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("sig", "code", "line"), [
+    (signal.SIGINT, 130, "Error: interrupted"),  # Ctrl-C
+    # what `kill`, a batch system's time limit or `timeout` sends
+    (signal.SIGTERM, 143, "Error: terminated"),
+])
+def test_a_signal_exits_with_its_code_and_leaves_no_partial_report(
+        sig: signal.Signals, code: int, line: str, tmp_path: Path) -> None:
     out = tmp_path / "report"
-    # SIGINT's default disposition in the child: a shell runs background jobs (and
-    # so, maybe, this test) with SIGINT ignored, and Python then never raises
+    # the signal's default disposition in the child: a shell runs background jobs
+    # (and so, maybe, this test) with SIGINT ignored, and Python then never raises
     # KeyboardInterrupt
     proc = _tdmcore("simulate", "philly", "--jobs", "300", "--nodes", "16", "--out",
                     str(out), cwd=tmp_path, stdout=subprocess.PIPE,
-                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                    preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not list(out.glob(".tdmcore-partial-*")):  # the run has begun writing
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
         time.sleep(0.05)
     time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     start = time.monotonic()
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130
+    assert proc.returncode == code, err
     assert time.monotonic() - start < 30  # answered within a slice of events, not at the end
-    assert err.strip().splitlines()[-1] == "Error: interrupted" and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == line and "Traceback" not in err
     assert not out.exists()  # the folder it created is gone with the staged files
-
-
-def test_sigterm_exits_143_and_leaves_no_partial_report(tmp_path: Path) -> None:
-    # what `kill`, a batch system's time limit or `timeout` sends: the report being
-    # written goes as after Ctrl-C (no .tdmcore-partial-* folder stays behind)
-    out = tmp_path / "report"
-    proc = _tdmcore("simulate", "philly", "--jobs", "300", "--nodes", "16", "--out",
-                    str(out), cwd=tmp_path, stdout=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while not list(out.glob(".tdmcore-partial-*")):  # the run has begun writing
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
-        time.sleep(0.05)
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGTERM)
-    start = time.monotonic()
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 143, err
-    assert time.monotonic() - start < 30
-    assert err.strip().splitlines()[-1] == "Error: terminated" and "Traceback" not in err
-    assert not out.exists()
 
 
 def test_sigterm_handler_is_the_commands_only_while_it_runs() -> None:

@@ -775,9 +775,8 @@ def _refuse_options_that_do_not_apply(ctx: click.Context, scenario: str) -> None
     flag = _given_flag(ctx, CLUSTER_ONLY_OPTIONS) if scenario in OTHER_SCENARIOS else None
     if flag is not None:
         raise click.UsageError(f"{flag} applies to the cluster scenarios "
-                               f"({', '.join(CLUSTER_SCENARIOS)}, trace) and scenario files "
-                               "only, "
-                               f"not to {scenario}")
+                               f"({', '.join(CLUSTER_SCENARIOS)}, trace) and scenario "
+                               f"files only, not to {scenario}")
 
 
 #: The scenarios `tdmcore simulate` knows by name, with what each one is.
@@ -1430,16 +1429,15 @@ def _raise_terminated(signum: int, frame: object) -> None:
     raise Terminated
 
 
-def _catch_sigterm() -> Any:
+def _catch_sigterm() -> bool:
     """Turn SIGTERM into :class:`Terminated` while the command runs (main thread
     only, and only over the default disposition: an embedding program's own handler
-    is left alone); returns what to restore, or None."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return None
+    is left alone); True when the default is to be put back afterwards."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return False
     signal.signal(signal.SIGTERM, _raise_terminated)
-    return signal.SIG_DFL
+    return True
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -1482,8 +1480,8 @@ def main(argv: list[str] | None = None) -> None:
               "(set TDMCORE_DEBUG=1 for the traceback)", file=sys.stderr)
         sys.exit(EXIT_INTERNAL)
     finally:
-        if restore_sigterm is not None:
-            signal.signal(signal.SIGTERM, restore_sigterm)
+        if restore_sigterm:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
         with contextlib.suppress(BrokenPipeError, ValueError):
             sys.stdout.flush()
         sys.stdout = real_stdout

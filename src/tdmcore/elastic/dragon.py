@@ -134,10 +134,10 @@ class DragonPolicy:
     # -- 2 --------------------------------------------------------------------
     def _afcfs(self, view: ElasticView, work: ClusterState, waiting: list[str],
                running: list[str], plans: list[Plan]) -> None:
-        started = True
-        while started:
-            started = any(self._start(view, work, name, waiting, running, plans)
-                          for name in waiting)
+        # one start per pass (a start changes what fits), until a pass starts nothing
+        while any(self._start(view, work, name, waiting, running, plans)
+                  for name in list(waiting)):
+            pass
 
     def _start(self, view: ElasticView, work: ClusterState, name: str, waiting: list[str],
                running: list[str], plans: list[Plan]) -> bool:
