@@ -300,17 +300,31 @@ def test_conservation_and_run_metrics(kind, key, policy, seed) -> None:
     ends = [j.end_ms for j in res.jobs.values() if j.end_ms is not None]
     first = min(j.arrival_s for j in sc.jobs) * 1e3
     assert res.tct_ms == pytest.approx(max(ends) - first, rel=1e-12)
-    # Gamma (Eqs. 5-6) over time, literally: per sample interval, the mean over the
-    # links carrying traffic of min(S_l, B_l) / B_max; intervals weighted by length
+    # Gamma (Eqs. 5-6), literally: each link in use (some networked job placed
+    # across it running) for T_l, carrying min(S_l, B_l) = what it sent; the
+    # capacity-weighted utilization over the links in use, weighted by T_l
     cap = sc.sim.cluster.link_gbps
+    spans: dict[int, list[tuple[float, float]]] = {}
+    for job in sc.jobs:
+        out = res.jobs[job.name]
+        if out.end_ms is not None and len(set(out.nodes)) > 1 and job.pattern is not None:
+            for node in set(out.nodes):
+                spans.setdefault(node_index[node], []).append((out.start_ms, out.end_ms))
+    grid = np.unique([t for s in spans.values() for span in s for t in span])
+    use = np.zeros(len(cap))
+    for link, s in spans.items():  # union length, on the grid of all starts and ends
+        mids = (grid[:-1] + grid[1:]) / 2
+        covered = np.zeros(mids.size, dtype=bool)
+        for a, b in s:
+            covered |= (mids > a) & (mids < b)
+        use[link] = np.diff(grid)[covered].sum()
+    used = [link for link in range(len(cap)) if use[link] > 0]
+    xi = [min(1.0, res.link_sent_gbit[k] / (cap[k] * use[k] * 1e-3)) for k in used]
+    b_max = max((cap[k] for k in used), default=1.0)
+    want = sum(cap[k] * x / b_max for k, x in zip(used, xi, strict=True)) / len(used) \
+        if used else 0.0
+    assert res.gamma == pytest.approx(want, rel=1e-9)
     bounds = np.concatenate(([0.0], res.util_t_ms))
-    num = den = 0.0
-    for k, rates in enumerate(res.util_gbps):
-        used = [min(r, c) / cap.max() for r, c in zip(rates, cap, strict=True) if r > 1e-12]
-        if used and bounds[k + 1] > bounds[k]:
-            num += sum(used) / len(used) * (bounds[k + 1] - bounds[k])
-            den += bounds[k + 1] - bounds[k]
-    assert res.gamma == pytest.approx(num / den if den else 0.0, rel=1e-9)
     # the samples account for every bit sent
     np.testing.assert_allclose((res.util_gbps * np.diff(bounds)[:, None] * 1e-3).sum(axis=0),
                                res.link_sent_gbit, rtol=1e-9, atol=1e-9)
@@ -628,23 +642,40 @@ def test_scenario_generators_name_the_bad_argument(fn, kwargs, name) -> None:
         fn(**kwargs)
 
 
-def test_gamma_over_time_hand_arithmetic() -> None:
-    from tdmcore.sim.cluster import gamma_over_time
+def test_gamma_of_links_hand_arithmetic() -> None:
+    from tdmcore.sim.cluster import gamma_of_links, link_use_ms
 
     cap = np.array([25.0, 10.0, 25.0])
-    t = np.array([0.0, 1000.0, 3000.0, 4000.0])
-    rates = np.array([[0.0, 0.0, 0.0],      # nothing in use: not counted
-                      [25.0, 5.0, 0.0],     # (25 + 5) / 25 / 2 links = 0.6, for 2 s
-                      [12.5, 0.0, 12.5]])   # (12.5 + 12.5) / 25 / 2 = 0.5, for 1 s
-    # time-weighted: (0.6 x 2 + 0.5 x 1) / 3 = 0.5667
-    assert gamma_over_time(t, rates, cap) == pytest.approx(1.7 / 3, rel=1e-12)
-    assert gamma_over_time(t, np.zeros((3, 3)), cap) == 0.0
-    with pytest.raises(ValueError, match="^rates_gbps"):
-        gamma_over_time(t, np.zeros((3, 2)), cap)
-    with pytest.raises(ValueError, match="^t_ms"):
-        gamma_over_time(t[:3], rates, cap)
-    with pytest.raises(ValueError, match="^t_ms"):
-        gamma_over_time(t[::-1], rates, cap)
+    # link 0: jobs over [0, 2 s] and [1 s, 3 s] -> 3 s; link 1: [0, 1 s] -> 1 s; link 2: none
+    use = link_use_ms([[(0.0, 2000.0), (1000.0, 3000.0)], [(0.0, 1000.0)], []])
+    np.testing.assert_array_equal(use, [3000.0, 1000.0, 0.0])
+    np.testing.assert_array_equal(link_use_ms([[(0.0, 5.0), (1.0, 2.0), (7.0, 8.0)]]), [6.0])
+    sent = np.array([30.0, 5.0, 0.0])  # Gbit
+    # Eq. 6: xi_0 = 30 / (25 x 3) = 0.4, xi_1 = 5 / (10 x 1) = 0.5; link 2 is not in use
+    # Eq. 5 over links 0 and 1: (25 x 0.4 + 10 x 0.5) / 25 / 2 = 0.3
+    assert gamma_of_links(sent, use, cap) == pytest.approx(0.3, rel=1e-12)
+    # a link never carries more than B_l over its time in use: xi_0 = 1
+    assert gamma_of_links([80.0, 5.0, 0.0], use, cap) == pytest.approx(0.6, rel=1e-12)
+    assert gamma_of_links(np.zeros(3), np.zeros(3), cap) == 0.0
+    with pytest.raises(ValueError, match="^sent_gbit"):
+        gamma_of_links(np.zeros(2), use, cap)
+    with pytest.raises(ValueError, match="^in_use_ms"):
+        gamma_of_links(sent, -use, cap)
+    with pytest.raises(ValueError, match="^capacity_gbps"):
+        gamma_of_links(sent, use, [25.0, 0.0, 25.0])
+
+
+@pytest.mark.parametrize("policy", ["metronome", "default", "ideal"])
+def test_gamma_does_not_depend_on_sampling_or_skip_ahead(policy) -> None:
+    # It did: S1 under metronome gave 0.199 with the default samples and 0.404
+    # sampled every 200 ms without skip-ahead (links in use were those that
+    # happened to carry traffic within each sample).
+    sc = snapshots()["S1"]
+    gammas = [run_cluster(sc.sim, sc.jobs, policy, seed=0, sample_ms=sample,
+                          skip_ahead=skip).gamma
+              for sample in (None, 200.0) for skip in (True, False)]
+    assert gammas[0] > 0
+    np.testing.assert_allclose(gammas, gammas[0], rtol=1e-9)
 
 
 @pytest.mark.parametrize("queue", ["backoff", "fifo"])
@@ -692,5 +723,8 @@ def test_pause_ms_is_the_time_a_job_was_held_not_the_pauses_decided():
         assert j0.readjustments >= 2
         idle = j0.end_ms - j0.start_ms - j0.busy_ms  # j0 never waits for anything else
         assert j0.pause_ms == pytest.approx(idle, abs=1e-6)
+        # its time per 1,000 iterations is its wall time per iteration, pauses included
+        assert j0.per_1000_s == pytest.approx((j0.end_ms - j0.start_ms) / j0.done, rel=1e-12)
+        assert j0.per_1000_s > j0.busy_ms / j0.done
         for job in run.jobs.values():
             assert job.pause_ms <= job.end_ms - job.start_ms - job.busy_ms + 1e-6

@@ -33,20 +33,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from .. import _validation as v
 from ..framework import Policy, check_policy
 from ..metronome.controller import Controller, ControllerConfig
 from ..metronome.link import LinkPlan
 from ..metronome.policies import POLICIES, MetronomeConfig, make_policy
+from ..metronome.scoring import average_bandwidth_utilization
 from ..model import Cluster, Pod, TrafficPattern, priority_value
 from .engine.network import CONTENTION_EFFICIENCY, check_efficiency
 from .run.loop import Run
 
 __all__ = [
     "CLUSTER_POLICIES",
-    "gamma_over_time",
+    "gamma_of_links",
+    "link_use_ms",
     "JobResult",
     "RunResult",
     "SimCluster",
@@ -188,8 +190,14 @@ class JobResult:
 
     @property
     def per_1000_s(self) -> float:
-        """Average time per 1,000 iterations (s), the paper's user-side metric."""
-        return self.busy_ms / self.done if self.done else math.nan
+        """Average time per 1,000 iterations (s), the paper's user-side metric.
+
+        The iterations' own time plus the time the job was held by pauses
+        (:attr:`pause_ms`): a paused job's training takes that long (the paper's
+        times include its suspensions, §IV-B and Table VI).  The percentiles
+        (:meth:`percentiles`) are of the iterations' own times.
+        """
+        return (self.busy_ms + self.pause_ms) / self.done if self.done else math.nan
 
     def percentiles(self) -> NDArray[np.float64]:
         """Iteration time p5, p25, p50, p75, p95 (ms)."""
@@ -376,7 +384,8 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
     util = np.asarray(run.sampler.rates) if run.sampler.rates else np.zeros((0, len(cap)))
     ctrl = run.controller
     return RunResult(
-        policy=name, jobs=results, tct_ms=tct, gamma=gamma_over_time(util_t, util, cap),
+        policy=name, jobs=results, tct_ms=tct,
+        gamma=gamma_of_links(run.sent, link_use_ms(_link_spans(run, len(cap))), cap),
         link_names=tuple(n.name for n in sim.cluster.nodes),
         link_capacity_gbps=cap.copy(), link_sent_gbit=run.sent,
         util_t_ms=util_t[1:], util_gbps=util,
@@ -387,56 +396,94 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
         link_plans=dict(run.placement.link_plans))
 
 
-def gamma_over_time(t_ms: NDArray[np.float64], rates_gbps: NDArray[np.float64],
-                    capacity_gbps: NDArray[np.float64]) -> float:
+def _link_spans(run: Run, n_links: int) -> list[list[tuple[float, float]]]:
+    """Per node link, the ``(start, end)`` of every networked job placed across it."""
+    spans: list[list[tuple[float, float]]] = [[] for _ in range(n_links)]
+    end_of_run = run.sampler.times[-1]
+    for name in run.book.networked:
+        res = run.book.results[name]
+        if res.start_ms is None:
+            continue
+        end = res.end_ms if res.end_ms is not None else end_of_run
+        for link in run.book.pod_node_links[name]:
+            spans[int(link)].append((res.start_ms, end))
+    return spans
+
+
+def link_use_ms(intervals: Sequence[Sequence[tuple[float, float]]]) -> NDArray[np.float64]:
+    """How long each link was in use: the length of the union of its intervals.
+
+    Parameters
+    ----------
+    intervals : sequence of sequences of ``(start_ms, end_ms)``
+        Per link, the time each networked job placed across it ran (from its
+        start to its end).
+
+    Returns
+    -------
+    ndarray (L,)
+        Per link, the milliseconds during which at least one of them ran.
+    """
+    out = np.zeros(len(intervals))
+    for link, spans in enumerate(intervals):
+        covered, reach = 0.0, -math.inf
+        for start, end in sorted(spans):
+            if end <= reach:
+                continue
+            covered += end - max(start, reach)
+            reach = end
+        out[link] = covered
+    return out
+
+
+def gamma_of_links(sent_gbit: ArrayLike, in_use_ms: ArrayLike,
+                   capacity_gbps: ArrayLike) -> float:
     """Average bandwidth utilization Gamma of a run (Metronome paper Eqs. 5-6).
 
     Parameters
     ----------
-    t_ms : ndarray (K + 1,)
-        Sample boundaries, increasing (``t_ms[0]`` the start).
-    rates_gbps : ndarray (K, L)
-        Mean rate the jobs' transfers carried on each link in each interval.
-    capacity_gbps : ndarray (L,)
+    sent_gbit : array_like (L,)
+        What the jobs sent through each link over the run (Gbit).
+    in_use_ms : array_like (L,)
+        How long each link was in use (:func:`link_use_ms`): some networked job
+        placed across it was running.
+    capacity_gbps : array_like (L,)
         Link capacities ``B_l`` > 0.
 
     Returns
     -------
     float
-        In each interval k, Eq. (6) gives each link's utilization
-        ``xi_l = min(S_l, B_l) / B_l`` (``S_l``: the traffic on it) and Eq. (5)
-        ``Gamma_k = sum_l B_l xi_l / B_max / |L_k|`` over the links in use
-        ``L_k`` (those carrying traffic in k); the run's Gamma is the
-        time-weighted mean of ``Gamma_k`` over the intervals where some link
-        is in use (0 when none ever is).
+        Eq. (6) gives each link in use (``T_l > 0``) its utilization over that
+        time, ``xi_l = (integral of min(S_l, B_l)) / (B_l T_l)``: its traffic
+        ``S_l`` never exceeds ``B_l`` in the flow engine, so the integral is what
+        it sent, ``min(1, sent_l / (B_l T_l))``.  Eq. (5) is then
+        :func:`~tdmcore.metronome.scoring.average_bandwidth_utilization` over the
+        links in use: ``mean_l B_l xi_l / B_max``.  0 when no link is ever in use.
 
     Notes
     -----
-    **[decision, docs/simulator.md]** "Links in
-    use" rather than every link of the cluster: idle links would otherwise
-    dilute Gamma by the cluster's size, and the paper's testbed counters cover
-    the links its jobs use.  Over time rather than bytes over the makespan: a
-    policy whose contention slows its jobs carries the same bytes over a longer
-    time, which the paper sees as a lower utilization while the jobs run.
-    Background traffic (iPerf3) is not the jobs' and is not counted.
+    **[decision, docs/fidelity.md]** "In use" is decided by placement, not by
+    instantaneous traffic: Eq. (6) integrates over the whole period, compute
+    phases included, so a link counts for all the time a placed job sends
+    bursts through it, and Gamma does not depend on how often the run samples.
+    Links in use rather than every link of the cluster: idle links would dilute
+    Gamma by the cluster's size.  Over the time in use rather than bytes over
+    the makespan: a policy whose contention slows its jobs carries the same
+    bytes over a longer time, which the paper sees as a lower utilization while
+    the jobs run.  Background traffic (iPerf3) is not the jobs' and is not
+    counted.
     """
-    t = np.asarray(t_ms, dtype=np.float64)
-    rates = np.asarray(rates_gbps, dtype=np.float64)
-    cap = np.asarray(capacity_gbps, dtype=np.float64)
-    if rates.ndim != 2 or rates.shape[1] != cap.shape[0]:
-        raise ValueError(f"rates_gbps: expected shape (K, {cap.shape[0]}), got {rates.shape}")
-    if t.shape != (rates.shape[0] + 1,):
-        raise ValueError(f"t_ms: expected {rates.shape[0] + 1} boundaries, got {t.shape}")
+    cap = v.as_float_array("capacity_gbps", capacity_gbps, ndim=1)
+    sent = v.as_float_array("sent_gbit", sent_gbit, ndim=1)
+    use = v.as_float_array("in_use_ms", in_use_ms, ndim=1)
+    if sent.shape != cap.shape or np.any(sent < 0):
+        raise ValueError(f"sent_gbit: expected {cap.shape[0]} values >= 0")
+    if use.shape != cap.shape or np.any(use < 0):
+        raise ValueError(f"in_use_ms: expected {cap.shape[0]} values >= 0")
     if np.any(cap <= 0):
         raise ValueError("capacity_gbps: every capacity must be > 0")
-    dt = np.diff(t)
-    if np.any(dt < 0):
-        raise ValueError("t_ms: boundaries must increase")
-    used = rates > 1e-12
-    n_used = used.sum(axis=1)
-    active = (n_used > 0) & (dt > 0)
-    if not active.any():
+    used = use > 0
+    if not used.any():
         return 0.0
-    carried = np.minimum(rates, cap[None, :]) * used  # B_l xi_l = min(S_l, B_l)
-    per_interval = carried.sum(axis=1)[active] / cap.max() / n_used[active]
-    return float(np.sum(per_interval * dt[active]) / np.sum(dt[active]))
+    xi = np.minimum(1.0, sent[used] / (cap[used] * use[used] * 1e-3))
+    return average_bandwidth_utilization(cap[used], xi)

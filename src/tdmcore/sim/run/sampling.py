@@ -2,8 +2,9 @@
 
 Every ``sample_ms`` the run records the mean rate each node's link carried since the
 previous sample (what the jobs in the engine sent, exact at the sample's time; what
-a closed-form stretch sends, spread evenly over it); Γ is computed from these
-(:func:`tdmcore.sim.cluster.gamma_over_time`).
+a closed-form stretch sends, spread evenly over it): the utilisation plots.  Γ does
+not use these samples (:func:`tdmcore.sim.cluster.gamma_of_links`: what each link
+sent over how long it was in use), so it does not depend on ``sample_ms``.
 """
 
 from __future__ import annotations
