@@ -101,8 +101,9 @@ def _random_instance(seed: int):
     n_links = int(rng.integers(1, 4))
     jobs = []
     for i in range(int(rng.integers(1, 6))):
-        links = tuple(None if rng.random() < 0.15 else int(rng.integers(n_links))
-                      for _ in range(int(rng.integers(1, 4))))
+        order = [int(x) for x in rng.permutation(n_links)]  # each link at most once
+        links = tuple(None if m >= n_links or rng.random() < 0.15 else order[m]
+                      for m in range(int(rng.integers(1, 4))))
         jobs.append(FlowJob(f"j{i}", float(rng.uniform(20, 400)), float(rng.uniform(0, 1)),
                             float(rng.uniform(0.5, 30)), links, int(rng.integers(0, 7)),
                             start_ms=float(rng.choice([0.0, rng.uniform(0, 300)])),
@@ -136,6 +137,7 @@ def test_kernel_matches_the_naive_oracle(chunk: int) -> None:
     (dict(bandwidth_gbps=-1.0), "bandwidth_gbps"),
     (dict(links=()), "links"),
     (dict(links=(-1,)), "links"),
+    (dict(links=(0, None, 0)), "links"),  # one ring segment per node: a link once
     (dict(iterations=-1), "iterations"),
     (dict(start_ms=-5.0), "start_ms"),
     (dict(idle_ms=math.nan), "idle_ms"),

@@ -2,10 +2,12 @@
 
 Each :class:`FlowJob` iterates ``iterations`` times: compute for
 ``t_p (1 - d_p)`` (times multiplicative lognormal noise, plus any injected idle
-``idle_ms``), then each of its network pods sends ``r_p t_p d_p`` Gbit through its
-node's host link; the iteration ends when all its transfers end.  A job whose pods
-all sit on one node (``links`` all ``None``) sends nothing over host links and
-iterates in ``t_p`` as if alone (**[decision]**: its communication is local).
+``idle_ms``), then it sends ``r_p t_p d_p`` Gbit through the host link of each node
+it spans (one ring segment per node, however many of its pods that node holds:
+each link appears at most once in ``links``); the iteration ends when all its
+transfers end.  A job whose pods all sit on one node (``links`` all ``None``) sends
+nothing over host links and iterates in ``t_p`` as if alone (**[decision]**: its
+communication is local).
 Links share bandwidth max-min fairly, each transfer capped at its ``r_p``;
 background traffic takes its share off the top (like the paper's iPerf3).  Two or
 more transfers that together ask for more than a link has left contend, and share
@@ -64,10 +66,11 @@ class EngineJob(NamedTuple):
     """A job as the event engine runs it: the one place a traffic pattern becomes
     the engine's parameters.
 
-    ``links`` holds one entry per pod: its node's link, or -1 for a pod of a job
-    wholly on one node.  **[decision]** A networked job (some pod on a link)
-    computes ``t_p (1 - d_p)`` per iteration and sends ``r_p t_p d_p`` Gbit per pod;
-    a job on one node sends nothing over host links and iterates in ``t_p``.
+    ``links`` holds the host link of each node the job spans (each once), or -1
+    for a job wholly on one node.  **[decision]** A networked job computes
+    ``t_p (1 - d_p)`` per iteration and sends ``r_p t_p d_p`` Gbit through each of
+    its links; a job on one node sends nothing over host links and iterates in
+    ``t_p``.
     """
 
     compute_ms: float
@@ -102,9 +105,11 @@ class EngineJob(NamedTuple):
 
 @dataclass(frozen=True)
 class FlowJob:
-    """A periodic job: ``period_ms`` (``t_p``), ``duty_cycle`` (``d_p``), and one
-    entry per pod in ``links`` (its node's link index, or None when the job is on
-    one node) with its rate ``bandwidth_gbps`` (``r_p``)."""
+    """A periodic job: ``period_ms`` (``t_p``), ``duty_cycle`` (``d_p``), its rate
+    ``bandwidth_gbps`` (``r_p``) and in ``links`` the host link of each node it
+    spans, each at most once (a node sends one ring segment however many of the
+    job's pods it holds, docs/simulator.md), or None for an entry that crosses no
+    link (all None: the job is on one node)."""
 
     name: str
     period_ms: float
@@ -121,10 +126,16 @@ class FlowJob:
         v.positive_float("bandwidth_gbps", self.bandwidth_gbps)  # a transfer needs a rate
         if not isinstance(self.links, tuple) or not self.links:
             raise ValueError("links: expected a non-empty tuple (one entry per pod)")
+        seen: set[int] = set()
         for link in self.links:
-            if link is not None and (isinstance(link, bool) or not isinstance(
-                    link, int | np.integer) or link < 0):
+            if link is None:
+                continue
+            if isinstance(link, bool) or not isinstance(link, int | np.integer) or link < 0:
                 raise ValueError(f"links: expected link indices >= 0 or None, got {link!r}")
+            if int(link) in seen:
+                raise ValueError(f"links: link {link} appears twice; a job crosses each "
+                                 f"node's host link once (one ring segment per node)")
+            seen.add(int(link))
         if isinstance(self.iterations, bool) or not isinstance(self.iterations, int) \
                 or self.iterations < 0:
             raise ValueError(f"iterations: expected an integer >= 0, got {self.iterations!r}")
