@@ -665,6 +665,20 @@ def test_gamma_of_links_hand_arithmetic() -> None:
         gamma_of_links(sent, use, [25.0, 0.0, 25.0])
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_sampled_link_rates_never_exceed_capacity(seed) -> None:
+    # A transfer alone on its link is completed by its job's event; samples taken
+    # while it ran credited nothing, and the sample after its end all of it
+    # (S1, metronome, seed 1, no skip-ahead: 5,224.8 Gbps on a 25 Gbps link).
+    sc = metronome_snapshots()["S1"]
+    for sample in (None, 200.0):
+        res = run_cluster(sc.sim, sc.jobs, "metronome", seed=seed, sample_ms=sample,
+                          skip_ahead=False)
+        cap = sc.sim.cluster.link_gbps
+        assert res.util_gbps.size
+        assert np.all(res.util_gbps <= cap[None, :] * (1 + 1e-9) + 1e-9)
+
+
 @pytest.mark.parametrize("policy", ["metronome", "default", "ideal"])
 def test_gamma_does_not_depend_on_sampling_or_skip_ahead(policy) -> None:
     # It did: S1 under metronome gave 0.199 with the default samples and 0.404

@@ -1162,6 +1162,26 @@ cdef class FlowEngine:
         """Gbit each of its pods has sent since it entered (a copy)."""
         return self.pf[P_SENT, self.pods(j)].copy()
 
+    def pod_sent_at(self, j, double t):
+        """Gbit each of its pods has sent by ``t`` (after :meth:`flush` at ``t``):
+        :meth:`pod_sent` plus, for a transfer alone on a link without a pending
+        event (its end is its job's event), what it has sent at its constant rate
+        since its link was last brought up to date.  Changes nothing."""
+        cdef Eng* e = &self.e
+        cdef i64 p, lk
+        cdef double dt, moved
+        sl = self.pods(j)
+        out = self.pf[P_SENT, sl].copy()
+        for k, p in enumerate(range(sl.start, sl.stop)):
+            lk = e.pi[PX(e, P_LINK, p)]
+            if lk < 0 or e.pi[PX(e, P_ACTIVE, p)] == 0 or e.ev_t[e.ns + lk] < INFINITY:
+                continue
+            dt = t - e.lf[LX(e, L_T, lk)]
+            if dt > 0.0:
+                moved = e.pf[PX(e, P_RATE, p)] * 1e-3 * dt
+                out[k] += min(moved, e.pf[PX(e, P_LEFT, p)])
+        return out
+
     # ------------------------------------------------------------ links
     def free_gbps(self, link):
         """Capacity less background traffic."""

@@ -38,7 +38,8 @@ class LinkSampler:
             if t is not None:
                 eng.flush(t)
             for name, j in book.slot.items():
-                np.add.at(out, book.pod_node_links[name], eng.pod_sent(j))
+                sent = eng.pod_sent(j) if t is None else eng.pod_sent_at(j, t)
+                np.add.at(out, book.pod_node_links[name], sent)
         return out
 
     def due(self, t: float) -> bool:
