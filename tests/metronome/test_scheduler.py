@@ -492,6 +492,22 @@ def test_diktyo_first_pod_has_no_network_preference() -> None:
     assert Scheduler(make_policy("metronome")).decide(state, first)[0].node == 1
 
 
+def test_diktyo_scores_balanced_allocation_not_least_allocated() -> None:
+    # scheduler-plugins' example configuration for NetworkOverhead disables
+    # NodeResourcesFit's (least-allocated) score: a first pod (no network cost
+    # anywhere) on a half-used but balanced node 0 and an empty node 1 ties under
+    # Diktyo (first node wins), while the default scheduler prefers the empty node.
+    tau = np.array([[1, 2], [2, 1]], float)
+    cluster = Cluster([Node(f"n{i}", 8, 64, 2, 25) for i in range(2)], tau)
+    state = ClusterState(cluster)
+    state.place(Pod("x-0", "x", cpu=4, mem_gib=32, gpu=0), 0)  # half of CPU and memory
+    first = Pod("a-0", "a", cpu=0, mem_gib=0, gpu=1, pattern=VGG19)
+    diktyo = Scheduler(make_policy("diktyo")).decide(state, first)[0]
+    default = Scheduler(make_policy("default")).decide(state, first)[0]
+    assert default.node == 1
+    assert diktyo.node == 0 and np.ptp(diktyo.scores) == 0.0
+
+
 def test_every_pair_of_policies_shares_the_framework() -> None:
     state = ClusterState(paper_testbed())
     for name, other in itertools.combinations(sorted(POLICIES), 2):

@@ -39,15 +39,28 @@ def resource_fit(state: ClusterState, cycle: CycleState) -> NDArray[np.bool_]:
     return fits
 
 
-def resource_scores(state: ClusterState, cycle: CycleState) -> NDArray[np.float64]:
-    """LeastAllocated and BalancedAllocation, averaged (0..100)."""
+def _used_shares(state: ClusterState, cycle: CycleState) -> NDArray[np.float64]:
+    """Per node, the share of its CPU and of its memory in use after placing the pod
+    (rows: CPU, memory)."""
     pod, cluster = cycle.pod, state.cluster
     shares = []
     for alloc, used, req in ((cluster.cpu, state.used_cpu, pod.cpu),
                              (cluster.mem_gib, state.used_mem, pod.mem_gib)):
         with np.errstate(divide="ignore", invalid="ignore"):
             shares.append(np.where(alloc > 0, np.clip((used + req) / alloc, 0, 1), 0.0))
-    used_share = np.stack(shares)
+    return np.stack(shares)
+
+
+def balanced_allocation(state: ClusterState, cycle: CycleState) -> NDArray[np.float64]:
+    """NodeResourcesBalancedAllocation: ``100 (1 - std of the used shares)``."""
+    return np.asarray(100.0 * (1.0 - _used_shares(state, cycle).std(axis=0)),
+                      dtype=np.float64)
+
+
+def resource_scores(state: ClusterState, cycle: CycleState) -> NDArray[np.float64]:
+    """LeastAllocated (``100 (1 - mean used share)``) and BalancedAllocation,
+    averaged (0..100)."""
+    used_share = _used_shares(state, cycle)
     least = 100.0 * (1.0 - used_share.mean(axis=0))
     balanced = 100.0 * (1.0 - used_share.std(axis=0))
     return np.asarray((least + balanced) / 2.0, dtype=np.float64)

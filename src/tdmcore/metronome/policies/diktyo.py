@@ -4,7 +4,9 @@ Filter as :mod:`default`.  Score: NetworkOverhead's network cost of placing the
 pod on node n, the sum of ``tau[n, node(q)]`` over its *deployed* dependencies q
 (the pods of its job and of the jobs declared dependent in its workload, as the
 paper's modified Diktyo), mapped to 0..100 (lowest cost 100), weighted 5:1
-against the default resource scores as in Diktyo's recommended configuration.
+against NodeResourcesBalancedAllocation, as in scheduler-plugins' example
+configuration for NetworkOverhead (weight 5; NodeResourcesFit's score, the
+least-allocated one :mod:`default` also uses, disabled).
 No bandwidth or traffic-pattern awareness.
 
 **[decision, docs/simulator.md]** As in
@@ -24,7 +26,7 @@ from numpy.typing import NDArray
 
 from ...framework import CycleState, Status
 from ...model import ClusterState
-from .default import DefaultPolicy, resource_scores
+from .default import DefaultPolicy, balanced_allocation
 from .metronome import dependency_nodes
 
 NAME = "diktyo"
@@ -61,5 +63,5 @@ class DiktyoPolicy(DefaultPolicy):
             lo, hi = cost[feasible].min(), cost[feasible].max()
             network = np.full(cost.shape, 100.0) if hi == lo \
                 else 100.0 * (hi - cost) / (hi - lo)
-        return np.asarray((NETWORK_WEIGHT * network + resource_scores(state, cycle))
+        return np.asarray((NETWORK_WEIGHT * network + balanced_allocation(state, cycle))
                           / (NETWORK_WEIGHT + 1.0), dtype=np.float64)
