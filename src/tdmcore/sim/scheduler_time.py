@@ -77,7 +77,10 @@ def sharing_state(jobs: int, seed: int = 0) -> tuple[ClusterState, Pod]:
         raise ValueError(f"jobs: expected an integer >= 0, got {jobs!r}")
     v.seed(seed)
     rng = np.random.default_rng([seed, jobs])
-    nodes = [Node("hub", cpu=64.0, mem_gib=512.0, gpu=float(jobs + 1), link_gbps=LINK_GBPS)]
+    # The hub's CPU and memory keep the pods' 1:4 ratio, so its shares stay balanced:
+    # BalancedAllocation ties it with the spare (the hub first) and LeastAllocated
+    # prefers it, so every policy's resource scores send the pod to the hub.
+    nodes = [Node("hub", cpu=64.0, mem_gib=256.0, gpu=float(jobs + 1), link_gbps=LINK_GBPS)]
     nodes += [Node(f"leaf-{i}", cpu=8.0, mem_gib=32.0, gpu=1.0, link_gbps=LINK_GBPS)
               for i in range(jobs)]
     nodes.append(Node("spare", cpu=8.0, mem_gib=32.0, gpu=1.0, link_gbps=LINK_GBPS))
