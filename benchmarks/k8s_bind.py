@@ -19,8 +19,12 @@ figures).  Each round also records the machine's 1-minute load average and the C
 time per pod of kube-scheduler (the one serving the mode), kube-apiserver, etcd and the
 extender, from the first create to the last pod bound.  Modes: ``plain``, ``extender``
 (status written behind the bind, the default), ``extender-sync`` (``--sync-status``:
-the write inside the bind, as before) and ``extender-decides`` (``--decide-in-filter``:
-Filter keeps only the policy's pick, kube-scheduler binds it unscored).
+the write inside the bind, as before), ``extender-decides`` (``--decide-in-filter``:
+Filter keeps only the policy's pick, kube-scheduler binds it unscored) and ``floor``
+(a third kube-scheduler, profile ``floor-scheduler``, calling a do-nothing extender: a
+standard-library HTTP server in this process whose Filter keeps one of the offered
+nodes in turn, with no bind verb and no API client, so kube-scheduler binds.  It is
+what any HTTP extender costs on this machine, the floor under the extender modes).
 ``--extender-args`` passes further flags to the extender in every extender mode (e.g.
 ``--status-max-delay-seconds 30`` keeps the status writes out of the timed rounds).
 """
@@ -28,11 +32,14 @@ Filter keeps only the policy's pick, kube-scheduler binds it unscored).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -44,25 +51,72 @@ from k8s_bridge.pipeline import Pipeline
 from tests.e2e.e2e_env import DEPLOY, PODGROUP_CRD, SCHEDULER, Component, Env, wait_known
 
 PLAIN = "plain-scheduler"
+FLOOR = "floor-scheduler"
 JOB = "training.kubeflow.org/job-name"
 
 
-def start_plain_scheduler(env: Env) -> Proc:
-    """kube-scheduler with one profile, no extender, no leader election."""
+class FloorExtender:
+    """The do-nothing extender of mode ``floor``: Filter keeps one of the offered nodes
+    (the next in turn), Prioritize scores every node 0.  Loopback only; a daemon thread
+    serves it until :meth:`stop`."""
+
+    def __init__(self) -> None:
+        turn = itertools.count()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            wbufsize = 1 << 16  # headers and body in one write (no delayed-ACK stall)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - the handler's required name
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                names = body.get("NodeNames") or []
+                if self.path.endswith("/filter"):
+                    keep = [names[next(turn) % len(names)]] if names else []
+                    answer: Any = {"NodeNames": keep, "FailedNodes": {}, "Error": ""}
+                else:
+                    answer = [{"Host": name, "Score": 0} for name in names]
+                data = json.dumps(answer).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def start_plain_scheduler(env: Env, name: str = PLAIN,
+                          extender: dict[str, Any] | None = None) -> Proc:
+    """kube-scheduler with one profile, no leader election and no extender (or
+    ``extender``, a KubeSchedulerConfiguration extender entry)."""
     kubeconfig = env.kubeconfig(SCHEDULER)
-    config = {"apiVersion": "kubescheduler.config.k8s.io/v1beta3",
-              "kind": "KubeSchedulerConfiguration",
-              "leaderElection": {"leaderElect": False},
-              "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 200, "burst": 400},
-              "profiles": [{"schedulerName": PLAIN}]}
-    path = env.plane.dir / "plain-scheduler.yaml"
+    config: dict[str, Any] = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1beta3",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": False},
+        "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 200, "burst": 400},
+        "profiles": [{"schedulerName": name}]}
+    if extender is not None:
+        config["extenders"] = [extender]
+    path = env.plane.dir / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))
-    proc = Proc("plain-scheduler", [
+    proc = Proc(name, [
         str(assets_dir(("kube-scheduler",)) / "kube-scheduler"), "--config", str(path),
         "--authentication-kubeconfig", str(kubeconfig),
         "--authorization-kubeconfig", str(kubeconfig), "--bind-address", "127.0.0.1",
         "--secure-port", str(free_port()),
-        "--cert-dir", str(env.plane.dir / "plain-scheduler-certs")], env.logs)
+        "--cert-dir", str(env.plane.dir / f"{name}-certs")], env.logs)
     return proc
 
 
@@ -83,8 +137,9 @@ def bind_histogram(ext: Component) -> dict[float, float]:
     return _buckets(text, "tdmcore_extender_request_seconds_bucket", {"route": "bind"})
 
 
-def binder_histogram(scheduler: Proc, plane: ControlPlane) -> dict[float, float]:
-    """Cumulative bucket counts of plain kube-scheduler's own Bind extension point (its
+def binder_histogram(scheduler: Proc, plane: ControlPlane, profile: str = PLAIN
+                     ) -> dict[float, float]:
+    """Cumulative bucket counts of a kube-scheduler's own Bind extension point (its
     DefaultBinder's POST of pods/binding): the peer of the extender's bind."""
     import ssl
     import urllib.request
@@ -105,7 +160,7 @@ def binder_histogram(scheduler: Proc, plane: ControlPlane) -> dict[float, float]
 
     text = wait_until(fetch, 60, "plain kube-scheduler's /metrics")
     return _buckets(text, "scheduler_framework_extension_point_duration_seconds_bucket",
-                    {"extension_point": "Bind", "profile": PLAIN})
+                    {"extension_point": "Bind", "profile": profile})
 
 
 def _buckets(text: str, name: str, labels: dict[str, str]) -> dict[float, float]:
@@ -141,8 +196,10 @@ def cpu_s(pid: int) -> float:
 
 def run_round(env: Env, mode: str, pods: int, round_no: int,
               ext: Component | None, plain: Proc | None = None) -> dict[str, Any]:
+    """One round of ``mode``: through ``ext`` (the extender modes) or ``plain`` (a
+    kube-scheduler that binds itself: modes ``plain`` and ``floor``)."""
     ns = env.namespace(f"bench-{mode}-{round_no}")
-    scheduler = PLAIN if mode == "plain" else SCHEDULER
+    scheduler = {"plain": PLAIN, "floor": FLOOR}.get(mode, SCHEDULER)
     jobs = max(1, pods // 10)
     for j in range(jobs):
         env.podbandwidth(ns, f"j{j}", period=100.0 + 50 * (j % 3), duty=0.3, gbps=5,
@@ -150,7 +207,7 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
     if ext is not None:  # the extender has seen the PodBandwidths before its pods
         time.sleep(0.5)
     before = bind_histogram(ext) if ext is not None else \
-        binder_histogram(plain, env.plane) if plain is not None else {}
+        binder_histogram(plain, env.plane, scheduler) if plain is not None else {}
     load = os.getloadavg()[0]
     rebuilds = ext.metric("tdmcore_model_rebuilds") if ext is not None else 0.0
     decisions = ext.metric("tdmcore_pipeline_decisions") if ext is not None else 0.0
@@ -180,7 +237,7 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
                               "cpu_ms_per_pod": cpu_ms}
     if ext is None and plain is not None:
         time.sleep(1.0)  # kube-scheduler records a Bind once the POST has returned
-        after = binder_histogram(plain, env.plane)
+        after = binder_histogram(plain, env.plane, scheduler)
         result["bind_p50_le_s"] = quantile(before, after, 0.50)
         result["bind_p99_le_s"] = quantile(before, after, 0.99)
     if ext is not None:
@@ -228,6 +285,13 @@ def main() -> int:
         env.extender = ext
         env.start_kube_scheduler(ext.url)
         plain = start_plain_scheduler(env)
+        floor: tuple[FloorExtender, Proc] | None = None
+        if "floor" in modes:
+            stub = FloorExtender()
+            floor = stub, start_plain_scheduler(env, FLOOR, {
+                "urlPrefix": stub.url, "filterVerb": "filter",
+                "prioritizeVerb": "prioritize", "weight": 1, "enableHTTPS": False,
+                "httpTimeout": "5s", "nodeCacheCapable": True, "ignorable": False})
         wait_known(ext, nodes, 120)
         results = []
         current = "extender"
@@ -243,8 +307,9 @@ def main() -> int:
                                         port=ext.port).start()
                     wait_known(ext, nodes, 120)
                     current = mode
-                res = run_round(env, mode, args.pods, r, None if mode == "plain" else ext,
-                                plain if mode == "plain" else None)
+                own = {"plain": plain, "floor": floor[1] if floor else None}
+                res = run_round(env, mode, args.pods, r, None if mode in own else ext,
+                                own.get(mode))
                 results.append(res)
                 print(json.dumps(res), flush=True)
         wait_until(plain.alive, 1, "the plain kube-scheduler still running")
@@ -257,6 +322,9 @@ def main() -> int:
         if args.json is not None:
             args.json.write_text(json.dumps({"results": results, "best": best}, indent=1))
         plain.stop()
+        if floor is not None:
+            floor[1].stop()
+            floor[0].stop()
     finally:
         if env is not None:
             env.stop()
