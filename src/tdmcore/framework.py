@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,6 +30,7 @@ __all__ = [
     "Decision",
     "GangDecision",
     "Policy",
+    "PolicyError",
     "ReserveResult",
     "Scheduler",
     "Status",
@@ -144,6 +145,16 @@ def check_policy(policy: object, name: str = "policy") -> Policy:
     return policy  # type: ignore[return-value]
 
 
+class PolicyError(ValueError):
+    """A policy that is not tdmcore's own raised, or returned what its extension
+    point may not (the wrong shape, NaN scores): the policy's mistake, named, not
+    an error of tdmcore's."""
+
+
+def _user_policy(policy: object) -> bool:
+    return not type(policy).__module__.startswith("tdmcore.")
+
+
 def pick_node(scores: NDArray[np.float64], feasible: NDArray[np.bool_]) -> int:
     """Highest normalized score among feasible nodes; ties: first in node order."""
     masked = np.where(feasible, scores, -np.inf)
@@ -155,6 +166,30 @@ class Scheduler:
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
+        self._user = _user_policy(policy)
+
+    def _call(self, point: str, *args: Any) -> Any:
+        """``policy.point(*args)``; what a policy not of tdmcore's own raises becomes a
+        :class:`PolicyError` naming the policy and the extension point."""
+        if not self._user:
+            return getattr(self.policy, point)(*args)
+        try:
+            return getattr(self.policy, point)(*args)
+        except Exception as exc:
+            raise PolicyError(f"policy {self.policy.name!r}: {point} raised "
+                              f"{type(exc).__name__}: {exc}") from exc
+
+    def _per_node(self, point: str, value: Any, n: int, kind: str) -> Any:
+        """``value`` as ``point``'s one value per node, or a :class:`PolicyError`."""
+        arr = np.asarray(value) if isinstance(value, np.ndarray | list | tuple) else None
+        if arr is None or arr.shape != (n,) or (kind == "b" and arr.dtype != np.bool_) \
+                or (kind == "f" and arr.dtype.kind not in "fiu"):
+            what = f"shape {arr.shape}, dtype {arr.dtype}" if arr is not None \
+                else type(value).__name__
+            want = "booleans" if kind == "b" else "numbers"
+            raise PolicyError(f"policy {self.policy.name!r}: {point} must return {n} "
+                              f"{want} (one per node), got {what}")
+        return arr if kind == "b" else arr.astype(np.float64, copy=False)
 
     def decide(self, state: ClusterState, pod: Pod, snapshot: Snapshot | None = None
                ) -> tuple[Decision, CycleState]:
@@ -168,17 +203,26 @@ class Scheduler:
         except ValueError as exc:
             return Decision(Status.ERROR, pod.name, message=str(exc)), CycleState(pod, snap)
         cycle = CycleState(pod=pod, snapshot=snap)
-        status = self.policy.pre_filter(state, cycle)
+        n = len(state.cluster.nodes)
+        status = self._call("pre_filter", state, cycle)
         if status is not Status.SUCCESS:
+            if not isinstance(status, Status):
+                raise PolicyError(f"policy {self.policy.name!r}: pre_filter must return a "
+                                  f"tdmcore.framework.Status, got {type(status).__name__}")
             return Decision(status, pod.name, message="PreFilter rejected the pod"), cycle
-        feasible = self.policy.filter(state, cycle)
+        feasible = self._per_node("filter", self._call("filter", state, cycle), n, "b")
         cycle.feasible = feasible
         if not feasible.any():
             why = ", ".join(f"{count} {reason}" for reason, count in cycle.reasons.items())
             return Decision(Status.UNSCHEDULABLE, pod.name,
                             message=f"0/{len(feasible)} nodes are available: {why}"), cycle
-        cycle.raw_scores = self.policy.score(state, cycle)
-        cycle.scores = self.policy.normalize_score(state, cycle)
+        cycle.raw_scores = self._per_node("score", self._call("score", state, cycle), n, "f")
+        scores = self._per_node("normalize_score", self._call("normalize_score", state, cycle),
+                                n, "f")
+        if np.isnan(scores[feasible]).any():
+            raise PolicyError(f"policy {self.policy.name!r}: normalize_score gave a "
+                              "feasible node a NaN score")
+        cycle.scores = scores
         finalists = feasible if cycle.finalists is None else feasible & cycle.finalists
         node = pick_node(cycle.scores, finalists)
         return Decision(Status.SUCCESS, pod.name, node=node,
@@ -190,7 +234,7 @@ class Scheduler:
         decision, cycle = self.decide(state, pod)
         if decision.status is not Status.SUCCESS or decision.node is None:
             return decision
-        reserve = self.policy.reserve(state, cycle, decision.node)
+        reserve = self._call("reserve", state, cycle, decision.node)
         return Decision(Status.SUCCESS, pod.name, node=decision.node,
                         node_name=decision.node_name, scores=decision.scores,
                         raw_scores=decision.raw_scores, reserve=reserve)

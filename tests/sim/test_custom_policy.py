@@ -66,10 +66,36 @@ def test_a_policy_that_is_not_one_is_refused(policy, message) -> None:
         check_policy(policy)
 
 
+#: policies of a user's module that fail while the run goes on
+FAULTY = """
+
+class Raises(QuietestLink):
+    name = "raises"
+
+    def score(self, state, cycle):
+        raise RuntimeError("boom")
+
+
+class Short(QuietestLink):
+    name = "short"
+
+    def normalize_score(self, state, cycle):
+        return [0.0, 1.0]
+
+
+class NanScores(QuietestLink):
+    name = "nan-scores"
+
+    def normalize_score(self, state, cycle):
+        import numpy
+        return numpy.full(len(state.cluster.nodes), numpy.nan)
+"""
+
+
 @pytest.fixture
 def module_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "quietlink_cli.py").write_text(
-        POLICY + "\n\nclass Broken:\n    name = 'broken'\n")
+        POLICY + "\n\nclass Broken:\n    name = 'broken'\n" + FAULTY)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
     sys.modules.pop("quietlink_cli", None)
@@ -89,6 +115,11 @@ def test_cli_takes_module_callable(module_folder: Path) -> None:
     ("quietlink_cli:Nope", "policies: 'quietlink_cli' has no 'Nope'"),
     ("quietlink_cli:Broken", "with no pre_filter, filter, score, normalize_score, reserve"),
     ("quietlink_cli:QuietestLink,quietlink_cli:QuietestLink", "two policies named"),
+    (":QuietestLink", "policies: ':QuietestLink' is not MODULE:CALLABLE"),
+    ("quietlink_cli:", "policies: 'quietlink_cli:' is not MODULE:CALLABLE"),
+    ("quietlink_cli:Raises", "policy 'raises': score raised RuntimeError: boom"),
+    ("quietlink_cli:Short", "policy 'short': normalize_score must return"),
+    ("quietlink_cli:NanScores", "policy 'nan-scores': normalize_score gave a feasible node"),
 ])
 def test_cli_bad_module_callable_is_one_line(spec, message, module_folder, capsys) -> None:
     with pytest.raises(SystemExit) as done:
@@ -98,3 +129,25 @@ def test_cli_bad_module_callable_is_one_line(spec, message, module_folder, capsy
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("Error: ") and message in err[0], err
     assert not (module_folder / "out").exists()
+
+
+def test_a_failing_user_policy_is_named_in_a_policy_error() -> None:
+    from tdmcore.framework import PolicyError, Scheduler
+
+    class Flaky:
+        name = "flaky"
+
+        def __init__(self) -> None:
+            self.inner = make_policy("default")
+
+        def __getattr__(self, point):
+            return getattr(self.inner, point)
+
+        def filter(self, state, cycle):
+            return np.ones(3, dtype=bool)  # the cluster has more nodes
+
+    s1 = metronome_snapshots(window_s=30)["S1"]
+    with pytest.raises(PolicyError, match="^policy 'flaky': filter must return"):
+        run_cluster(s1.sim, s1.jobs, Flaky())
+    # tdmcore's own policies are not wrapped: their exceptions are bugs, not the user's
+    assert not Scheduler(make_policy("metronome"))._user

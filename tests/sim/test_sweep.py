@@ -213,8 +213,10 @@ def test_a_failing_task_is_reported_with_its_parameters_and_retried_once(
     assert lines[-1] == "Error: 1 of 2 tasks failed twice (status and error in " \
                         "sweep-fail.csv)"
     where = "S1 / flakymod:Broken / seed 3 / run.noise_sigma=0.02, scenario.window_s=20"
-    assert f"task failed, retrying once: {where}: RuntimeError: broken on purpose" in err
-    assert f"task failed twice: {where}: RuntimeError: broken on purpose" in err
+    # a user's policy that raises is named, with the extension point (PolicyError)
+    why = "PolicyError: policy 'broken': pre_filter raised RuntimeError: broken on purpose"
+    assert f"task failed, retrying once: {where}: {why}" in err
+    assert f"task failed twice: {where}: {why}" in err
     assert "retrying once: S1 / flakymod:Flaky / seed 3" in err
     assert (tmp_path / "flaky-calls.txt").read_text() == "xx"  # one failure, one retry
     with (tmp_path / "r" / "sweep-fail.csv").open() as fh:
@@ -223,7 +225,7 @@ def test_a_failing_task_is_reported_with_its_parameters_and_retried_once(
         == "2" and float(rows["flakymod:Flaky"]["jct_s"]) > 0
     assert rows["flakymod:Broken"]["status"] == "failed"
     assert rows["flakymod:Broken"]["attempts"] == "2"
-    assert rows["flakymod:Broken"]["error"] == "RuntimeError: broken on purpose"
+    assert rows["flakymod:Broken"]["error"] == why
     assert rows["flakymod:Broken"]["jct_s"] in ("nan", "")
 
 

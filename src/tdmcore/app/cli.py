@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .._validation import MAX_SEED
+from ..framework import PolicyError
 from ..metronome.link import LinkPlan, LinkPod, plan_link
 from ..metronome.scoring import average_bandwidth_utilization
 from ..sim.elastic_workloads import MAX_GAP_S
@@ -1130,13 +1131,13 @@ def _policy_factories(specs: list[str], scenario: str) -> dict[str, Any]:
     too) and calls ``callable()`` for each run: a policy class, or a function that
     returns a policy object (:class:`tdmcore.framework.Policy`).
     """
-    import importlib
-
     from ..framework import check_policy
     from ..sim.cluster import CLUSTER_POLICIES
+    from ..sim.sweep.spec import import_policy
 
     out: dict[str, Any] = {}
     for spec in specs:
+        factory: Any
         if ":" not in spec:
             if spec not in CLUSTER_POLICIES:
                 raise click.ClickException(
@@ -1144,19 +1145,10 @@ def _policy_factories(specs: list[str], scenario: str) -> dict[str, Any]:
                     f"{', '.join(CLUSTER_POLICIES)}, or give MODULE:CALLABLE")
             label, factory = spec, spec
         else:
-            module_name, _, attr = spec.partition(":")
-            if os.getcwd() not in sys.path:
-                sys.path.insert(0, os.getcwd())
             try:
-                factory = getattr(importlib.import_module(module_name), attr)
-            except ImportError as exc:
-                raise click.ClickException(f"policies: cannot import {module_name!r} "
-                                           f"({exc})") from None
-            except AttributeError:
-                raise click.ClickException(f"policies: {module_name!r} has no "
-                                           f"{attr!r}") from None
-            if not callable(factory):
-                raise click.ClickException(f"policies: {spec} is not callable")
+                factory = import_policy(spec)
+            except ValueError as exc:
+                raise click.ClickException(f"policies: {exc}") from None
             try:
                 label = check_policy(factory(), f"policies: {spec}()").name
             except (ValueError, TypeError) as exc:  # a factory that needs arguments, too
@@ -1473,6 +1465,11 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         print(f"Error: {exc.format_message()}", file=sys.stderr)
         sys.exit(exc.exit_code)
+    except PolicyError as exc:  # a user's policy failed: its mistake, named
+        if os.environ.get("TDMCORE_DEBUG"):
+            raise
+        print(f"Error: {exc} (set TDMCORE_DEBUG=1 for the traceback)", file=sys.stderr)
+        sys.exit(1)
     except Exception as exc:  # a bug: say so in one line, keep the traceback for debugging
         if os.environ.get("TDMCORE_DEBUG"):
             raise

@@ -237,15 +237,26 @@ def _check_value(path: str, value: Any) -> Any:
 
 
 # -------------------------------------------------------------------------- policies
-def _import_policy(spec: str) -> Callable[[], Policy]:
-    """``MODULE:CALLABLE`` -> the callable (the current folder is searched too)."""
+def import_policy(spec: str) -> Callable[[], Policy]:
+    """``MODULE:CALLABLE`` -> the callable (the current folder is searched too).
+
+    The one reading of a user's policy entry, for ``tdmcore simulate --policies``
+    and sweep specs.  Raises ValueError with a one-line reason when the entry is
+    not of that form, the module cannot be imported (whatever its code raises), or
+    the name is missing or not callable.
+    """
     module_name, _, attr = spec.partition(":")
+    if not module_name.strip() or not attr.strip():
+        raise ValueError(f"{spec!r} is not MODULE:CALLABLE")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
-        factory = getattr(importlib.import_module(module_name), attr)
-    except ImportError as exc:
-        raise ValueError(f"cannot import {module_name!r} ({exc})") from None
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # the user's module: any error in it is theirs to see
+        raise ValueError(f"cannot import {module_name!r} ({type(exc).__name__}: {exc})"
+                         ) from None
+    try:
+        factory = getattr(module, attr)
     except AttributeError:
         raise ValueError(f"{module_name!r} has no {attr!r}") from None
     if not callable(factory):
@@ -259,7 +270,7 @@ def build_policy(name: str, metronome: Mapping[str, Any] | None = None) -> Polic
     rebuilt with ``metronome`` overrides of its config, or ``MODULE:CALLABLE``
     called once."""
     if ":" in name:
-        return check_policy(_import_policy(name)(), f"policies: {name}()")
+        return check_policy(import_policy(name)(), f"policies: {name}()")
     if name == "ideal":
         return name
     policy = POLICIES[name]()
@@ -284,7 +295,7 @@ def _policy_namespaces(run: str, name: str) -> tuple[str, ...]:
     """The namespaces whose parameters apply to policy ``name``."""
     common = ("scenario",) if run == "scheduler-time" else ("scenario", "cluster", "run")
     if ":" in name:
-        obj = check_policy(_import_policy(name)(), f"policies: {name}()")
+        obj = check_policy(import_policy(name)(), f"policies: {name}()")
         takes = isinstance(getattr(obj, "config", None), MetronomeConfig) \
             and run == "simulate"
         return (*common, "controller") if takes else common
@@ -308,7 +319,7 @@ def _check_policies(raw: Any, run: str) -> tuple[str, ...]:
             if run != "simulate":
                 _fail(path, "policies of your own (MODULE:CALLABLE) are for simulate runs")
             try:
-                check_policy(_import_policy(name)(), "policy")
+                check_policy(import_policy(name)(), "policy")
             except Exception as exc:  # a user's module: any failure is its error
                 _fail(path, f"{name}: {exc}")
         elif name not in known:
