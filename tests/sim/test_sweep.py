@@ -341,9 +341,23 @@ def test_period_gap_keeps_the_communication_and_injects_idle() -> None:
         assert new_low.pattern.period_ms * new_low.pattern.duty_cycle == pytest.approx(
             low.pattern.period_ms * low.pattern.duty_cycle)
         assert new_low.pattern.bandwidth_gbps == low.pattern.bandwidth_gbps
-    for bad in (-1.0, 35.5, math.nan):
+    for bad in (-1.0, 35.5, math.nan, "5"):
         with pytest.raises(ValueError, match="^gap_ms: "):
             period_gap(bad)
+    with pytest.raises(ValueError, match="^window_s: "):
+        period_gap(5.0, window_s=0.0)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(window_s=0.0), "window_s"), (dict(window_s=-5.0), "window_s"),
+    (dict(window_s=math.nan), "window_s"), (dict(window_s="60"), "window_s"),
+    (dict(window_s=1e8), "window_s"), (dict(workers=0), "workers"),
+    (dict(workers=5), "workers"), (dict(workers=2.0), "workers"),
+    (dict(workers=True), "workers"),
+])
+def test_snapshot_builder_refuses_bad_arguments(kwargs, name) -> None:
+    with pytest.raises(ValueError, match=f"^{name}: "):
+        metronome_snapshots(**kwargs)
 
 
 def test_scheduler_time_shares_the_hub_link() -> None:

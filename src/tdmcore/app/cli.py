@@ -32,6 +32,7 @@ from ..framework import PolicyError
 from ..metronome.link import LinkPlan, LinkPod, plan_link
 from ..metronome.scoring import average_bandwidth_utilization
 from ..sim.elastic_workloads import MAX_GAP_S
+from ..sim.scenarios import MAX_WINDOW_S, MIN_WINDOW_S
 from .catalog import link_scenarios, load_link_file, parse_pod
 from .plot_pool import PlotPool
 from .report_dir import ReportDir
@@ -386,7 +387,8 @@ def _num(value: Any, digits: int = 1) -> str:
 
 
 @cli.command("fidelity")
-@click.option("--window", "window_s", type=FiniteFloat(min=1.0, max=1e7), default=600.0,
+@click.option("--window", "window_s", type=FiniteFloat(min=MIN_WINDOW_S, max=MAX_WINDOW_S),
+              default=600.0,
               show_default=True, help="Seconds each snapshot job trains at its ideal speed.")
 @click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True,
               help="Compute noise and the trace.")
@@ -440,7 +442,8 @@ def fidelity_cmd(window_s: float, seed: int, out_dir: Path, eta: float | None) -
               help="Held-out snapshots, run at the fitted value.")
 @click.option("--seeds", default="0,1,2", show_default=True,
               help="Compute noise seeds averaged (the paper ran each experiment 3 times).")
-@click.option("--window", "window_s", type=FiniteFloat(min=1.0, max=1e7), default=600.0,
+@click.option("--window", "window_s", type=FiniteFloat(min=MIN_WINDOW_S, max=MAX_WINDOW_S),
+              default=600.0,
               show_default=True, help="Seconds each snapshot job trains at its ideal speed.")
 @click.option("--out", "out_dir", type=OutDir(),
               default=Path("report"), show_default=True)

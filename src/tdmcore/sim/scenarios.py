@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import math
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -45,6 +46,9 @@ __all__ = [
     "snapshot_periods",
     "testbed",
     "trace_job",
+    "MAX_WINDOW_S",
+    "MIN_WINDOW_S",
+    "window_seconds",
 ]
 
 #: One-way latency between two uncongested nodes on the testbed's switch
@@ -181,6 +185,21 @@ def snapshot_periods(et_frac: float = 0.10) -> dict[str, tuple[tuple[float | Non
     return {sid: out[sid] for sid in SNAPSHOTS}
 
 
+#: The range of ``window_s`` (seconds each snapshot job trains at its ideal speed),
+#: here and on the command line (``--window``).
+MIN_WINDOW_S, MAX_WINDOW_S = 1.0, 1e7
+
+
+def window_seconds(value: Any) -> float:
+    """``value`` as a training window in ``[MIN_WINDOW_S, MAX_WINDOW_S]`` seconds, or a
+    ValueError naming ``window_s``."""
+    window = v.real_number("window_s", value)
+    if not MIN_WINDOW_S <= window <= MAX_WINDOW_S:
+        raise ValueError(f"window_s: expected {MIN_WINDOW_S:g} <= window_s <= "
+                         f"{MAX_WINDOW_S:g} seconds, got {value!r}")
+    return window
+
+
 def metronome_snapshots(window_s: float = 600.0, workers: int = 2
                         ) -> dict[str, Scenario]:
     """S0-S5 (Table IV) on the testbed, each job training ``window_s`` worth of
@@ -201,6 +220,13 @@ def metronome_snapshots(window_s: float = 600.0, workers: int = 2
     row: their patterns come from the data as for any job.  HPO jobs (same model,
     same snapshot) form one workload (AppGroup).
     """
+    window_s = window_seconds(window_s)
+    most = len(testbed().cluster.nodes)
+    if isinstance(workers, bool) or not isinstance(workers, int | np.integer) \
+            or not 1 <= workers <= most:
+        raise ValueError(f"workers: expected an integer in 1..{most} (one worker per "
+                         f"node of the testbed), got {workers!r}")
+    workers = int(workers)
     out = {}
     periods = snapshot_periods()
     for sid, (title, members, congested) in SNAPSHOTS.items():
@@ -407,8 +433,9 @@ def period_gap(gap_ms: float = S3_PERIOD_GAP_MS, window_s: float = 600.0) -> Sce
     with ``G_T`` at half the widest gap (17.5 ms), which shares every gap on the
     mean as the paper does.
     """
-    gap = float(gap_ms)
-    if not (math.isfinite(gap) and 0.0 <= gap <= S3_PERIOD_GAP_MS):
+    gap = v.real_number("gap_ms", gap_ms)
+    window_s = window_seconds(window_s)
+    if not 0.0 <= gap <= S3_PERIOD_GAP_MS:
         raise ValueError(f"gap_ms: expected 0 <= gap_ms <= {S3_PERIOD_GAP_MS:g} (idle can "
                          f"only narrow the gap), got {gap_ms!r}")
     s3 = metronome_snapshots(window_s)["S3"]
