@@ -35,6 +35,7 @@ D = np.ones((2, 8))
         (lambda: tdmcore.link_utilization(D, [0, 0], float("inf")), "capacity_gbps"),
         (lambda: tdmcore.search_rotations(D, 1.0, [1]), "limits"),
         (lambda: tdmcore.search_rotations(D, 1.0, [1, 0]), "limits"),
+        (lambda: tdmcore.search_rotations(D, 1.0, [-1, 8]), "limits"),  # the reference's too
         (lambda: tdmcore.search_rotations(D, 1.0, [1, 9]), "limits"),
         (lambda: tdmcore.search_rotations(D, 1.0, [1, 8], mode="best"), "mode"),
         (lambda: tdmcore.search_rotations(D, 1.0, [1, 8], mode="optimal"), "mids"),
@@ -43,6 +44,8 @@ D = np.ones((2, 8))
                                           mids=[[1.0], [np.nan]]), "mids[1]"),
         (lambda: tdmcore.search_rotations(np.ones((2, 8, 1)), 1.0, [1, 8]), "demand"),
         (lambda: tdmcore.unify_periods([100.0, -1.0], ["high", "low"]), "periods_ms"),
+        (lambda: tdmcore.unify_periods("400", ["high"]), "periods_ms"),  # text is no number
+        (lambda: tdmcore.unify_periods(["400", 200.0], ["high", "low"]), "periods_ms"),
         (lambda: tdmcore.unify_periods([100.0], ["urgent"]), "priorities[0]"),
         (lambda: tdmcore.unify_periods([100.0, 90.0], ["high"]), "priorities"),
         (lambda: tdmcore.unify_periods([100.0], ["high"], gt_ms=-1), "gt_ms"),

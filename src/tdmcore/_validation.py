@@ -17,10 +17,23 @@ from numpy.typing import NDArray
 MIN_BINS = 8
 
 
+def _dtype_of(value: Any) -> np.dtype[Any]:
+    """The dtype numpy gives ``value`` (a number or a sequence), without converting."""
+    if isinstance(value, numbers.Real):
+        return np.dtype(np.float64)
+    try:
+        return np.asarray(value).dtype
+    except (TypeError, ValueError):
+        return np.dtype(object)  # ragged and the like: the conversion below says why
+
+
 def as_float_array(name: str, value: Any, *, ndim: int | None = None) -> NDArray[np.float64]:
     """Coerce ``value`` to a contiguous float64 array; reject NaN/inf and bad shapes."""
     if np.iscomplexobj(value):
         raise ValueError(f"{name}: expected real numbers, got complex values")
+    if isinstance(value, str | bytes) or (
+            (value.dtype if isinstance(value, np.ndarray) else _dtype_of(value)).kind in "USV"):
+        raise ValueError(f"{name}: expected numbers, got text {value!r:.80}")
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as exc:

@@ -68,8 +68,9 @@ def _check_limits(limits: Any, k: int, n_bins: int) -> NDArray[np.int64]:
     values = lim.tolist()
     if any(abs(x) > _INT32_MAX for x in values):
         raise ValueError("limits: values out of range")
-    if any(x < 1 or x > n_bins for x in values[1:]):
-        raise ValueError(f"limits: allowed rotations per row must lie in [1, {n_bins}]")
+    if any(x < 1 or x > n_bins for x in values):
+        raise ValueError(f"limits: allowed rotations per row must lie in [1, {n_bins}] "
+                         f"(the reference row's too, though it never rotates)")
     lim = lim.copy()
     lim[0] = 1  # the reference row never rotates (Eq. 16)
     return lim
@@ -138,7 +139,8 @@ def search_rotations(
     capacity_gbps : float
         Link capacity ``B`` > 0.
     limits : array_like of int (k,)
-        Allowed rotations per row, ``ceil(N / mul)`` (Eq. 15); ``limits[0]`` is ignored.
+        Allowed rotations per row, ``ceil(N / mul)`` (Eq. 15), each in ``[1, N]``;
+        ``limits[0]`` is ignored (the reference row never rotates).
     mode : {"first", "optimal"}
         ``first`` (Score phase): the middle of the first perfect-score interval met
         in enumeration order.  ``optimal`` (phase three): among the
