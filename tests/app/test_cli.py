@@ -144,7 +144,7 @@ def test_oasis_ratio_offline_bounds_online(tmp_path: Path) -> None:
     (["oasis", "--jobs", "0"], "Invalid value for '--jobs'"),
     (["oasis", "--l-quantile", "1"], "Invalid value for '--l-quantile'"),
     (["oasis-ratio", "--scales", "x"], "expected comma-separated floats"),
-    (["oasis-ratio", "--servers", "1"], "server_counts: expected integers >= 2"),
+    (["oasis-ratio", "--servers", "1"], "--servers: expected values >= 2"),
 ])
 def test_oasis_bad_input_is_one_line_error(args, message, tmp_path, capsys) -> None:
     with pytest.raises(SystemExit) as exit_info:

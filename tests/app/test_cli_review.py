@@ -157,3 +157,30 @@ def test_the_elastic_table_keeps_the_policy_names_whole(tmp_path):
     assert result.exit_code == 0, result.output
     for name in ("dragon", "locality", "kubeflow", "kod2", "weighted"):
         assert f"│ {name}" in result.output, result.output
+
+
+@pytest.mark.parametrize(("args", "code", "needle"), [
+    (["oasis-ratio", "--scales", "nan"], 2, "--scales: expected finite numbers"),
+    (["oasis-ratio", "--scales", "-1"], 2, "--scales: expected values > 0"),
+    (["oasis-ratio", "--seeds", "-1"], 2, "--seeds: expected values >= 0"),
+    (["oasis-ratio", "--servers", "1"], 2, "--servers: expected values >= 2"),
+    (["oasis-ratio", "--servers", "4,,6"], 2, "--servers: expected comma-separated ints with "
+                                              "no empty item"),
+    (["oasis-ratio", "--priorities", "0.5"], 2, "--priorities: expected values >= 1"),
+    (["elastic", "table1", "--policies", "dragon,dragon"], 1,
+     "policies: two policies named 'dragon'"),
+    (["oasis", "--jobs", "10", "--policies", "oasis,oasis"], 1,
+     "policies: two policies named 'oasis'"),
+])
+def test_list_options_are_checked_as_the_options_they_are(args, code, needle, tmp_path,
+                                                          capsys):
+    # A review found these ending in exit 1 with the library's argument names
+    # (server_counts, priority_highs), accepted ('4,,6', a doubled policy silently
+    # dropped) or with a message that named no policy.
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args, "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_info.value.code == code, err
+    assert len(err) == 1 and err[0].startswith("Error: ") and needle in err[0], err
+    assert not out.exists()

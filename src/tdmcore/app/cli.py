@@ -357,12 +357,32 @@ def _progress(*columns: Any) -> Any:
                     disable=not console.is_terminal)
 
 
-def _csv_list(text: str, kind: type, name: str) -> list[Any]:
+def _csv_list(text: str, kind: type, name: str, *, low: float | None = None,
+              low_open: bool = False, high: float | None = None) -> list[Any]:
+    """A comma-separated option as a list of ``kind``; a usage error (exit 2) naming
+    the option for an empty item, a value that is not a ``kind``, a non-finite number
+    or one outside ``[low, high]`` (``(low, high]`` with ``low_open``)."""
+    items = [x.strip() for x in text.split(",")]
+    if not any(items):
+        return []  # nothing at all: each caller says what it needs
+    if any(not x for x in items):
+        raise click.BadParameter(f"expected comma-separated {kind.__name__}s with no empty "
+                                 f"item, got {text!r}", param_hint=name)
     try:
-        return [kind(x) for x in text.split(",") if x.strip()]
+        values = [kind(x) for x in items]
     except ValueError:
         raise click.BadParameter(f"expected comma-separated {kind.__name__}s, got {text!r}",
                                  param_hint=name) from None
+    for x in values:
+        if isinstance(x, float) and not math.isfinite(x):
+            raise click.BadParameter(f"expected finite numbers, got {text!r}", param_hint=name)
+        if low is not None and (x < low or (low_open and x == low)):
+            raise click.BadParameter(f"expected values {'>' if low_open else '>='} {low:g}, "
+                                     f"got {x!r}", param_hint=name)
+        if high is not None and x > high:
+            raise click.BadParameter(f"expected values <= {high:g}, got {x!r}",
+                                     param_hint=name)
+    return values
 
 
 def _write_rows(report: ReportDir, stem: str, rows: list[dict[str, Any]]) -> None:
@@ -460,7 +480,7 @@ def calibrate_cmd(fit: str, check: str, seeds: str, window_s: float, out_dir: Pa
 
     fit_ids = [x.strip() for x in fit.split(",") if x.strip()]
     check_ids = [x.strip() for x in check.split(",") if x.strip()]
-    seed_list = _csv_list(seeds, int, "--seeds")
+    seed_list = _csv_list(seeds, int, "--seeds", low=0, high=MAX_SEED)
     console = Console()
     with _report_dir(out_dir, "calibrate") as report:
         try:
@@ -588,10 +608,14 @@ def oasis_ratio_cmd(servers: str, priorities: str, scales: str, seeds: str, n_jo
 
     from ..sim.oasis_study import performance_ratio_study
 
-    server_list = _csv_list(servers, int, "--servers")
-    prio_list = _csv_list(priorities, float, "--priorities")
-    scale_list = _csv_list(scales, float, "--scales")
-    seed_list = _csv_list(seeds, int, "--seeds")
+    server_list = _csv_list(servers, int, "--servers", low=2)
+    prio_list = _csv_list(priorities, float, "--priorities", low=1)
+    scale_list = _csv_list(scales, float, "--scales", low=0, low_open=True)
+    seed_list = _csv_list(seeds, int, "--seeds", low=0, high=MAX_SEED)
+    for flag, values in (("--servers", server_list), ("--priorities", prio_list),
+                         ("--scales", scale_list), ("--seeds", seed_list)):
+        if not values:
+            raise click.BadParameter("expected at least one value", param_hint=flag)
     total = len(server_list) * len(prio_list) * len(scale_list) * len(seed_list)
     console = Console()
     with _report_dir(out_dir, "oasis-ratio") as report:
@@ -664,7 +688,9 @@ def elastic_cmd(workload: str, policies: str, n_jobs: int, mean_gap_s: float, se
     names = _csv_list(policies, str, "--policies")
     if not names:
         raise click.ClickException("policies: name at least one policy")
-    for name in names:
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise click.ClickException(f"policies: two policies named {name!r}")
         if name not in ELASTIC_POLICIES:
             raise click.ClickException(f"policies: unknown policy {name!r}; choose from "
                                        f"{', '.join(ELASTIC_POLICIES)}")

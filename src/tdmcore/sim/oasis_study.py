@@ -38,8 +38,11 @@ def compare_admission(setting: OasisSetting,
             chosen.append(item)
         else:
             raise ValueError(f"policies: expected names or policies, got {item!r:.60}")
-    if len({p.name for p in chosen}) != len(chosen):
-        raise ValueError("policies: two policies share a name")
+    seen: set[str] = set()
+    for policy in chosen:
+        if policy.name in seen:
+            raise ValueError(f"policies: two policies named {policy.name!r}")
+        seen.add(policy.name)
     runs = {}
     for policy in chosen:
         runs[policy.name] = run_slotted(policy, setting.cluster, setting.jobs)
