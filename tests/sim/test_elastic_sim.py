@@ -564,3 +564,21 @@ def test_gpu_utilization_of_a_cpu_only_cluster_is_zero_not_nan():
                      worker=TaskRequest(cpu=2.0, mem_gib=4.0))
     run = run_elastic(make_elastic_policy("dragon"), cluster, [job])
     assert run.finished == 1 and run.gpu_utilization == 0.0
+
+
+@pytest.mark.parametrize("gap_s", [1e8, 1e9])
+def test_sparse_arrivals_all_finish_under_every_policy(gap_s) -> None:
+    # A fixed 30-day horizon used to cut off every job arriving after it (a gap of
+    # 1e9 s: 0 of 3 done, reported as 'starved'); with the horizon after the last
+    # arrival, a job whose remaining time fell below the clock's resolution at
+    # t ~ 2e8 s then looped for ever.  Each job now finishes on its own.
+    from tdmcore.elastic import ELASTIC_POLICIES, make_elastic_policy
+    from tdmcore.sim.elastic_workloads import dragon_poisson
+
+    cluster, jobs = dragon_poisson(3, gap_s, 0)
+    for name in ELASTIC_POLICIES:
+        run = run_elastic(make_elastic_policy(name), cluster, jobs)
+        assert [o.status for o in run.outcomes] == ["finished"] * 3, name
+    # a horizon before the arrivals leaves them unfinished, not 'starved'
+    run = run_elastic(make_elastic_policy("dragon"), cluster, jobs, horizon_s=1.0)
+    assert [o.status for o in run.outcomes] == ["unfinished"] * 3

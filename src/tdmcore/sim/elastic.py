@@ -35,7 +35,7 @@ from ..elastic.base import ElasticPolicy, ElasticView, Plan, apply_plan, free_ma
 from ..elastic.job import ElasticJob, check_jobs
 from ..model import Cluster, ClusterState
 
-__all__ = ["ElasticOutcome", "ElasticRun", "PolicyError", "run_elastic"]
+__all__ = ["HORIZON_AFTER_LAST_S", "ElasticOutcome", "ElasticRun", "PolicyError", "run_elastic"]
 
 _DONE_EPS = 1e-6
 
@@ -56,7 +56,7 @@ class ElasticOutcome:
     rescales: int
     peak_workers: int
     #: finished, deadlocked, starved, rejected (its minimum gang does not fit the empty
-    #: cluster), unfinished (still running at the horizon)
+    #: cluster), unfinished (not finished when the run reached its horizon)
     status: str
 
     @property
@@ -119,14 +119,21 @@ class ElasticRun:
         return float((self.busy_gpus[:-1] * dt).sum() / (end * self.total_gpus))
 
 
+#: How long after the last arrival a run goes on at most, by default (30 days).
+HORIZON_AFTER_LAST_S = 30 * 86400.0
+
+
 def run_elastic(policy: ElasticPolicy, cluster: Cluster, jobs: Sequence[ElasticJob], *,
-                rescale_s: float = 45.0, horizon_s: float = 30 * 86400.0,
+                rescale_s: float = 45.0, horizon_s: float | None = None,
                 stall_s: float = 3600.0) -> ElasticRun:
     """Run ``policy`` on ``jobs`` over ``cluster`` until all finish or nothing can move.
 
     "Nothing can move" (**[decision]**): no job runs, none will arrive, and the
     policy has applied no plan for ``stall_s`` (an hour) of simulated time — longer
-    than any timer of the shipped policies (KOD2's 300 s starvation limit).
+    than any timer of the shipped policies (KOD2's 300 s starvation limit).  The run
+    also stops at ``horizon_s`` (default: :data:`HORIZON_AFTER_LAST_S`, 30 days,
+    after the last arrival, so that sparse arrivals are never cut off); a job not
+    finished by then is ``unfinished``.
     """
     if not isinstance(cluster, Cluster):
         raise ValueError("cluster: expected a tdmcore.model.Cluster")
@@ -134,6 +141,9 @@ def run_elastic(policy: ElasticPolicy, cluster: Cluster, jobs: Sequence[ElasticJ
     rescale_s = v.real_number("rescale_s", rescale_s)
     if rescale_s < 0:
         raise ValueError(f"rescale_s: must be >= 0, got {rescale_s}")
+    if horizon_s is None:
+        horizon_s = max((spec.arrival_s for spec in specs.values()), default=0.0) \
+            + HORIZON_AFTER_LAST_S
     horizon_s = v.positive_float("horizon_s", horizon_s)
     stall_s = v.positive_float("stall_s", stall_s)
     started = time.perf_counter()
@@ -212,7 +222,11 @@ def run_elastic(policy: ElasticPolicy, cluster: Cluster, jobs: Sequence[ElasticJ
             break
         changed = False
         for name in list(running):
-            if done[name] >= specs[name].images * (1 - 1e-12) - _DONE_EPS \
+            left = specs[name].images - done[name]
+            # done, or its remaining time is below the clock's resolution at t (late
+            # arrivals: at t ~ 1e8 s a step under ~1e-8 s does not move t at all)
+            if (left <= specs[name].images * 1e-12 + _DONE_EPS
+                    or (rate[name] > 0 and t + left / rate[name] <= t)) \
                     and paused_until[name] <= t:
                 finish_s[name] = t
                 running.remove(name)
@@ -274,7 +288,7 @@ def run_elastic(policy: ElasticPolicy, cluster: Cluster, jobs: Sequence[ElasticJ
             status = "finished"
         elif name in rejected:
             status = "rejected"
-        elif t >= horizon_s and name in running:
+        elif t >= horizon_s:  # running, waiting or not yet arrived when the run stopped
             status = "unfinished"
         elif state.job_pods(name):
             status = "deadlocked"
