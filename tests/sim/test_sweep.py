@@ -163,6 +163,25 @@ def test_an_existing_scheduler_is_used_after_a_version_check(monkeypatch) -> Non
         sweep.run_tasks(spec.tasks, scheduler="tcp://127.0.0.1:9")
 
 
+@pytest.mark.parametrize("address", ["notanaddress", "tcp://host", "tcp://:8786"])
+def test_a_malformed_scheduler_address_is_refused_before_any_client(address, capsys,
+                                                                     tmp_path) -> None:
+    # A Client that failed in its constructor closed itself when collected: 40 s of
+    # waiting, then a TimeoutError traceback after the Error: line.
+    import time
+
+    tic = time.monotonic()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["sweep", "--example", "fig14", "--no-cache", "--scheduler", address,
+              "--out", str(tmp_path / "r")])
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"Error: scheduler: {address!r} is not a "
+                                               "Dask scheduler address"), err
+    assert time.monotonic() - tic < 10
+    assert not (tmp_path / "r").exists()
+
+
 FLAKY = '''
 from pathlib import Path
 from tdmcore.metronome.policies import DefaultPolicy

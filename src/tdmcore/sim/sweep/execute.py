@@ -216,6 +216,7 @@ def _client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
     from distributed import Client, LocalCluster
 
     if scheduler is not None:
+        _check_address(scheduler)
         try:
             client = Client(scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
         except (OSError, TimeoutError, ValueError) as exc:
@@ -237,6 +238,25 @@ def _client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
             client.close()
     finally:
         cluster.close()
+
+
+def _check_address(scheduler: str) -> None:
+    """A ValueError naming ``scheduler`` unless Dask can read it as an address.
+
+    Checked before any Client exists: a Client that fails inside its constructor
+    still closes itself when collected, which waits 40 s and prints a traceback.
+    """
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(scheduler)
+        if scheme in ("tcp", "tls"):
+            host, _ = parse_host_port(location)
+            if not host:
+                raise ValueError("missing host")
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"scheduler: {scheduler!r} is not a Dask scheduler address "
+                         f"(e.g. tcp://HOST:8786): {exc}") from None
 
 
 def _check_versions(client: Any, scheduler: str) -> None:
