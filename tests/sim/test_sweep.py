@@ -248,6 +248,49 @@ def test_a_failing_task_is_reported_with_its_parameters_and_retried_once(
     assert rows["flakymod:Broken"]["jct_s"] in ("nan", "")
 
 
+INTERRUPTED = '''
+import os
+import signal
+from tdmcore.metronome.policies import DefaultPolicy
+
+
+class Interrupted(DefaultPolicy):
+    """Sends its own process a SIGINT (as Ctrl-C does to the whole process group)
+    at its first pod, then schedules as the default scheduler."""
+
+    name = "interrupted"
+
+    def pre_filter(self, state, cycle):
+        if not getattr(self, "sent", False):
+            self.sent = True
+            os.kill(os.getpid(), signal.SIGINT)
+        return super().pre_filter(state, cycle)
+'''
+
+
+def test_local_workers_leave_ctrl_c_to_the_sweep(tmp_path, monkeypatch, capfd) -> None:
+    # Ctrl-C reaches every process of the group; each worker used to die with its
+    # own KeyboardInterrupt traceback.  A worker ignores SIGINT (its preload), so a
+    # task whose worker gets one finishes at its first attempt.
+    monkeypatch.chdir(tmp_path)  # the workers start here and import intmod from it
+    (tmp_path / "intmod.py").write_text(textwrap.dedent(INTERRUPTED), "utf-8")
+    spec = sweep.parse_spec({"scenario": "metronome-snapshots", "groups": ["S1"],
+                             "seeds": [0], "policies": ["intmod:Interrupted"],
+                             "set": {"scenario.window_s": 20}})
+    import threading
+
+    found: list[Any] = []
+    runner = threading.Thread(target=lambda: found.extend(
+        sweep.run_tasks(spec.tasks, workers=1)), daemon=True)
+    runner.start()
+    runner.join(120)  # a worker that dies of the SIGINT is restarted and dies again
+    assert found, "the task did not finish: its worker took the SIGINT"
+    [outcome] = found
+    assert outcome.ok and outcome.attempts == 1, outcome.error
+    assert outcome.metrics["jct_s"] > 0
+    assert "KeyboardInterrupt" not in capfd.readouterr().err  # nothing from the worker
+
+
 # ------------------------------------------------------------------------------- cache
 def test_the_cache_skips_finished_tasks(tmp_path, monkeypatch) -> None:
     spec = sweep.parse_spec(SMALL)

@@ -227,9 +227,12 @@ def _client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
         finally:
             client.close()
         return
+    # Ctrl-C reaches the whole process group: the workers ignore it (their preload,
+    # tdmcore.sim.sweep.worker_setup) and this process closes them.
     cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
                            processes=True, host="127.0.0.1", dashboard_address=None,
-                           silence_logs=logging.CRITICAL)  # failures: on_retry, Outcome
+                           silence_logs=logging.CRITICAL,  # failures: on_retry, Outcome
+                           preload=["tdmcore.sim.sweep.worker_setup"])
     try:
         client = Client(cluster, set_as_default=False)
         try:
