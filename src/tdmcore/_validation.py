@@ -170,3 +170,12 @@ def pattern(period_ms: Any, duty_cycle: Any, bandwidth_gbps: Any
             f"(got {np.shape(period_ms)}, {np.shape(duty_cycle)}, {np.shape(bandwidth_gbps)})")
     periods, duty, bandwidth = (a.copy() for a in np.broadcast_arrays(*arrays))
     return periods, duty, bandwidth, scalar
+
+
+def read_error(path: object, exc: OSError | UnicodeDecodeError) -> str:
+    """Why ``path`` could not be read, in a few words: ``cannot read PATH: No such file
+    or directory`` (the OS's reason, no errno or repeated path), or ``PATH is not UTF-8
+    text``."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"{path} is not UTF-8 text"
+    return f"cannot read {path}: {exc.strerror or exc}"

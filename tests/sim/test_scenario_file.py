@@ -489,7 +489,8 @@ BAD_FILES: list[tuple[str, str, str | None, str]] = [
     ("yaml-list", "sc.yml", "- a\n- b\n", "file: the top level must be a mapping"),
     ("json-scalar", "sc.json", "3", "file: the top level must be a mapping with 'cluster' "
                                     "and 'jobs', got 3"),
-    ("not-utf8", "sc.yaml", None, "file: cannot read "),
+    ("not-utf8", "sc.yaml", None, "file: {path} is not UTF-8 text"),
+    ("missing", "none.yaml", None, "file: cannot read {path}: No such file or directory"),
 ]
 
 
@@ -501,7 +502,7 @@ def test_bad_file(tmp_path: Path, name: str, text: str | None, message: str) -> 
         path.write_text(text)
     elif name == "sc.yaml":  # not-utf8
         path.write_bytes(b"name: \xff\xfe\n")
-    with pytest.raises(ValueError, match="^" + re.escape(message)):
+    with pytest.raises(ValueError, match="^" + re.escape(message.format(path=path))):
         load_scenario_file(path)
 
 

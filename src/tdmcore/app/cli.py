@@ -900,7 +900,9 @@ def sweep_cmd(spec_file: Path | None, example_name: str | None, show: bool,
     except OSError as exc:
         raise click.ClickException(f"{path}: {exc.strerror}") from None
     except ValueError as exc:
-        raise click.ClickException(f"{path.name}: {exc}") from None
+        text = str(exc)  # a read error names the file already
+        raise click.ClickException(text if path.name in text
+                                   else f"{path.name}: {text}") from None
     if not serial:
         try:
             import distributed  # noqa: F401

@@ -75,6 +75,7 @@ from typing import Any, NoReturn
 import numpy as np
 from numpy.typing import NDArray
 
+from .. import _validation as v
 from ..model import Cluster, Node, TrafficPattern, Workload, priority_value
 from .cluster import MAX_ITERATIONS, SimCluster, SimJob
 from .models import MODELS, model_pattern
@@ -300,7 +301,7 @@ def _read(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
-        _fail("file", f"cannot read {path}: {exc}")
+        _fail("file", v.read_error(path, exc))
     data = _parse_json(text) if kind == "JSON" else _parse_yaml(text)
     if not isinstance(data, dict):
         got = "an empty document" if data is None else _kind(data)

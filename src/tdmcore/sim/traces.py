@@ -41,6 +41,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from .. import _validation as v
 from ..model import Cluster, Node, priority_value
 from .cluster import SimCluster, SimJob
 from .models import MODELS
@@ -167,10 +168,8 @@ def read_trace(path: str | Path, columns: Mapping[str, str] | None = None,
         try:
             with Path(path).open(newline="", encoding="utf-8-sig") as fh:
                 return _rows(source, fh, mapping)
-        except OSError as exc:
-            raise ValueError(f"file: cannot read {source}: {exc.strerror}") from exc
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"file: {source} is not UTF-8 text") from exc
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"file: {v.read_error(source, exc)}") from exc
     return _rows(source, text, mapping)
 
 

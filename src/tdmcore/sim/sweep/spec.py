@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ... import _validation as v
 from ...framework import Policy, check_policy
 from ...metronome.controller import ControllerConfig
 from ...metronome.policies import POLICIES, MetronomeConfig, MetronomePolicy
@@ -379,7 +380,7 @@ def _scenario_source(raw: Any, run: str, base: Path | None) -> tuple[str, str]:
         try:
             data = path.read_bytes()
         except OSError as exc:
-            _fail("scenario", f"cannot read {path}: {exc.strerror}")
+            _fail("scenario", v.read_error(path, exc))
         return str(path), hashlib.sha256(data).hexdigest()
     close = difflib.get_close_matches(raw, list(SCENARIO_BUILDERS), n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -666,7 +667,7 @@ def load_spec(path: str | Path) -> SweepSpec:
     try:
         text = p.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
-        _fail("file", f"cannot read {p}: {exc}")
+        _fail("file", v.read_error(p, exc))
     data = _parse_json(text) if suffix == ".json" else _parse_yaml(text)
     return parse_spec(data, default_name=p.stem, base=p.parent)
 
