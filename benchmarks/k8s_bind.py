@@ -287,9 +287,9 @@ def main() -> int:
         plain = start_plain_scheduler(env)
         floor: tuple[FloorExtender, Proc] | None = None
         if "floor" in modes:
-            stub = FloorExtender()
-            floor = stub, start_plain_scheduler(env, FLOOR, {
-                "urlPrefix": stub.url, "filterVerb": "filter",
+            nothing = FloorExtender()
+            floor = nothing, start_plain_scheduler(env, FLOOR, {
+                "urlPrefix": nothing.url, "filterVerb": "filter",
                 "prioritizeVerb": "prioritize", "weight": 1, "enableHTTPS": False,
                 "httpTimeout": "5s", "nodeCacheCapable": True, "ignorable": False})
         wait_known(ext, nodes, 120)

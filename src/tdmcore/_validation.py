@@ -31,8 +31,7 @@ def as_float_array(name: str, value: Any, *, ndim: int | None = None) -> NDArray
     """Coerce ``value`` to a contiguous float64 array; reject NaN/inf and bad shapes."""
     if np.iscomplexobj(value):
         raise ValueError(f"{name}: expected real numbers, got complex values")
-    if isinstance(value, str | bytes) or (
-            (value.dtype if isinstance(value, np.ndarray) else _dtype_of(value)).kind in "USV"):
+    if (value.dtype if isinstance(value, np.ndarray) else _dtype_of(value)).kind in "USV":
         raise ValueError(f"{name}: expected numbers, got text {value!r:.80}")
     try:
         arr = np.asarray(value, dtype=np.float64)

@@ -27,7 +27,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from .._validation import MAX_SEED
+from .._validation import MAX_SEED, read_error
 from ..framework import PolicyError
 from ..metronome.link import LinkPlan, LinkPod, plan_link
 from ..metronome.scoring import average_bandwidth_utilization
@@ -897,8 +897,8 @@ def sweep_cmd(spec_file: Path | None, example_name: str | None, show: bool,
             click.echo(path.read_text("utf-8"), nl=False)
             return
         spec = sweep.load_spec(path)
-    except OSError as exc:
-        raise click.ClickException(f"{path}: {exc.strerror}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.ClickException(read_error(path, exc)) from None
     except ValueError as exc:
         text = str(exc)  # a read error names the file already
         raise click.ClickException(text if path.name in text

@@ -51,10 +51,14 @@ def _used_shares(state: ClusterState, cycle: CycleState) -> NDArray[np.float64]:
     return np.stack(shares)
 
 
+def _balanced(used_share: NDArray[np.float64]) -> NDArray[np.float64]:
+    """NodeResourcesBalancedAllocation of per-node used shares: ``100 (1 - std)``."""
+    return np.asarray(100.0 * (1.0 - used_share.std(axis=0)), dtype=np.float64)
+
+
 def balanced_allocation(state: ClusterState, cycle: CycleState) -> NDArray[np.float64]:
-    """NodeResourcesBalancedAllocation: ``100 (1 - std of the used shares)``."""
-    return np.asarray(100.0 * (1.0 - _used_shares(state, cycle).std(axis=0)),
-                      dtype=np.float64)
+    """NodeResourcesBalancedAllocation alone (0..100)."""
+    return _balanced(_used_shares(state, cycle))
 
 
 def resource_scores(state: ClusterState, cycle: CycleState) -> NDArray[np.float64]:
@@ -62,8 +66,7 @@ def resource_scores(state: ClusterState, cycle: CycleState) -> NDArray[np.float6
     averaged (0..100)."""
     used_share = _used_shares(state, cycle)
     least = 100.0 * (1.0 - used_share.mean(axis=0))
-    balanced = 100.0 * (1.0 - used_share.std(axis=0))
-    return np.asarray((least + balanced) / 2.0, dtype=np.float64)
+    return np.asarray((least + _balanced(used_share)) / 2.0, dtype=np.float64)
 
 
 class DefaultPolicy:
