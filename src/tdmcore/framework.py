@@ -132,7 +132,8 @@ def check_policy(policy: object, name: str = "policy") -> Policy:
     """``policy`` if it implements :class:`Policy`, else a ValueError naming ``name``.
 
     A policy needs a string ``name`` and a callable for each of
-    :data:`EXTENSION_POINTS`; what they return is checked where they are called.
+    :data:`EXTENSION_POINTS`; what a user's policy returns is checked where the
+    scheduler calls it (:class:`Scheduler`, :class:`PolicyError`).
     """
     missing = [point for point in EXTENSION_POINTS
                if not callable(getattr(policy, point, None))]
