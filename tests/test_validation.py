@@ -8,6 +8,10 @@ import numpy as np
 import pytest
 
 import tdmcore
+from tdmcore.elastic import make_elastic_policy
+from tdmcore.metronome.policies import make_policy
+from tdmcore.oasis.admission import make_admission_policy
+from tdmcore.sim.models import model_pattern
 
 D = np.ones((2, 8))
 
@@ -112,3 +116,31 @@ def test_one_pattern_rule_speaks_for_every_entry_point(args: tuple, message: str
 def test_an_array_names_its_first_bad_entry() -> None:
     with pytest.raises(ValueError, match=r"^period_ms\[1\]: expected a number > 0, got -1.0$"):
         tdmcore.discretize([100.0, -1.0], 0.5, 1.0, 100.0)
+
+
+def test_did_you_mean_ignores_case_and_stays_quiet_when_nothing_is_close() -> None:
+    from tdmcore._validation import closest, did_you_mean
+
+    models = ("VGG16", "VGG19", "GPT-2")
+    assert closest("vgg19", models) == "VGG19"
+    assert closest("VGG-19", models) == "VGG19"
+    assert closest("gpt2", models) == "GPT-2"
+    assert closest("transformer", models) is None
+    assert did_you_mean("vgg19", models) == " (did you mean 'VGG19'?)"
+    assert did_you_mean(42, models) == ""
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: model_pattern("vgg19", 2),
+     "model: unknown model 'vgg19' (did you mean 'VGG19'?); choose from "),
+    (lambda: make_policy("Metronome"),
+     "name: unknown policy 'Metronome' (did you mean 'metronome'?); choose from "),
+    (lambda: make_elastic_policy("dragn"),
+     "name: unknown policy 'dragn' (did you mean 'dragon'?); choose from "),
+    (lambda: make_admission_policy("OASIS"),
+     "name: unknown policy 'OASIS' (did you mean 'oasis'?); choose from "),
+    (lambda: make_policy(["a"]), "name: unknown policy ['a']; choose from "),
+])
+def test_unknown_names_suggest_the_close_one(call, message: str) -> None:
+    with pytest.raises(ValueError, match="^" + re.escape(message)):
+        call()

@@ -7,8 +7,10 @@ modified before all checks have passed.
 
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -178,3 +180,26 @@ def read_error(path: object, exc: OSError | UnicodeDecodeError) -> str:
     if isinstance(exc, UnicodeDecodeError):
         return f"{path} is not UTF-8 text"
     return f"cannot read {path}: {exc.strerror or exc}"
+
+
+def closest(value: object, choices: Iterable[str], cutoff: float = 0.6) -> str | None:
+    """The choice a mistyped ``value`` most likely meant, or None.
+
+    Case is ignored (``vgg19`` finds ``VGG19``); otherwise :func:`difflib.
+    get_close_matches` with ``cutoff`` decides.  The one rule behind every "did you
+    mean" of tdmcore's messages (:func:`did_you_mean`).
+    """
+    text = str(value)
+    folded: dict[str, str] = {}
+    for choice in choices:
+        folded.setdefault(choice.casefold(), choice)
+    if text.casefold() in folded:
+        return folded[text.casefold()]
+    close = difflib.get_close_matches(text.casefold(), list(folded), n=1, cutoff=cutoff)
+    return folded[close[0]] if close else None
+
+
+def did_you_mean(value: object, choices: Iterable[str], cutoff: float = 0.6) -> str:
+    """`` (did you mean 'X'?)`` for the :func:`closest` choice, or an empty string."""
+    found = closest(value, choices, cutoff)
+    return f" (did you mean {found!r}?)" if found is not None else ""

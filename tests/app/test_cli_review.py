@@ -57,8 +57,8 @@ def test_out_of_range_job_fields_are_one_error_line(job, needle, tmp_path, capsy
 def test_a_number_of_too_many_digits_names_the_file(tmp_path, capsys):
     path = tmp_path / "scenario.json"
     path.write_text('{"name": "x", "jobs": [{"iterations": ' + "9" * 5000 + "}]}")
-    assert "file: invalid JSON: " in _one_error(["simulate", str(path), "--out",
-                                                 str(tmp_path / "o")], capsys)
+    assert f"{path}: invalid JSON: " in _one_error(["simulate", str(path), "--out",
+                                                    str(tmp_path / "o")], capsys)
 
 
 def test_a_pattern_of_zero_gbps_runs(tmp_path, capsys):
@@ -184,3 +184,25 @@ def test_list_options_are_checked_as_the_options_they_are(args, code, needle, tm
     assert exit_info.value.code == code, err
     assert len(err) == 1 and err[0].startswith("Error: ") and needle in err[0], err
     assert not out.exists()
+
+
+def test_a_scenario_file_error_names_the_file_and_a_close_name(tmp_path, capsys):
+    path = tmp_path / "scenario.json"
+    body = json.loads(_scenario(tmp_path).read_text())
+    del body["jobs"][0]["pattern"]
+    body["jobs"][0]["model"] = "vgg19"
+    path.write_text(json.dumps(body))
+    line = _one_error(["simulate", str(path), "--out", str(tmp_path / "o")], capsys)
+    assert line.startswith(f"Error: {path}: jobs[0].model: unknown model 'vgg19' "
+                           "(did you mean 'VGG19'?); choose from AlexNet"), line
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["simulate", "metronome-snapshot"], "(did you mean 'metronome-snapshots'?)"),
+    (["simulate", "metronome-snapshots", "--policies", "metronom"],
+     "(did you mean 'metronome'?)"),
+    (["elastic", "--policies", "Dragon"], "(did you mean 'dragon'?)"),
+    (["link", "S1"], "(did you mean 's1'?)"),
+])
+def test_a_mistyped_name_gets_a_suggestion(args, needle, tmp_path, capsys):
+    assert needle in _one_error([*args, "--out", str(tmp_path / "o")], capsys)

@@ -27,7 +27,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from .._validation import MAX_SEED, read_error
+from .._validation import MAX_SEED, did_you_mean, read_error
 from ..framework import PolicyError
 from ..metronome.link import LinkPlan, LinkPod, plan_link
 from ..metronome.scoring import average_bandwidth_utilization
@@ -234,7 +234,8 @@ def link_cmd(scenario: str | None, pod_specs: tuple[str, ...], pod_file: Path | 
         if scenario is not None:
             known = link_scenarios()
             if scenario not in known:
-                raise click.BadParameter(f"unknown scenario {scenario!r}; "
+                raise click.BadParameter(f"unknown scenario {scenario!r}"
+                                         f"{did_you_mean(scenario, known)}; "
                                          f"choose from {', '.join(known)}",
                                          param_hint="SCENARIO")
             sc = known[scenario]
@@ -692,7 +693,8 @@ def elastic_cmd(workload: str, policies: str, n_jobs: int, mean_gap_s: float, se
         if name in names[:i]:
             raise click.ClickException(f"policies: two policies named {name!r}")
         if name not in ELASTIC_POLICIES:
-            raise click.ClickException(f"policies: unknown policy {name!r}; choose from "
+            raise click.ClickException(f"policies: unknown policy {name!r}"
+                                       f"{did_you_mean(name, ELASTIC_POLICIES)}; choose from "
                                        f"{', '.join(ELASTIC_POLICIES)}")
     try:
         if workload == "table1":
@@ -1136,10 +1138,17 @@ def _cluster_scenarios(scenario: str, seed: int, window_s: float, hours: float, 
     if path.suffix.lower() in (".yaml", ".yml", ".json"):
         from ..sim.scenario_file import load_scenario_file
 
-        loaded = load_scenario_file(path)
+        try:
+            loaded = load_scenario_file(path)
+        except ValueError as exc:  # name the file (a field's path alone is ambiguous)
+            if str(path) in str(exc):
+                raise
+            raise ValueError(f"{path}: {str(exc).removeprefix('file: ')}") from exc
         return {loaded.name: loaded}, loaded.name
-    raise ValueError(f"scenario: unknown scenario {scenario!r}; choose from "
-                     f"{', '.join(CLUSTER_SCENARIOS + OTHER_SCENARIOS)}, trace TRACE.csv, "
+    raise ValueError(f"scenario: unknown scenario {scenario!r}"
+                     f"{did_you_mean(scenario, (*CLUSTER_SCENARIOS, *OTHER_SCENARIOS))}; "
+                     f"choose from {', '.join(CLUSTER_SCENARIOS + OTHER_SCENARIOS)}, "
+                     "trace TRACE.csv, "
                      "or give a .yaml/.yml/.json file")
 
 
@@ -1172,7 +1181,8 @@ def _policy_factories(specs: list[str], scenario: str) -> dict[str, Any]:
         if ":" not in spec:
             if spec not in CLUSTER_POLICIES:
                 raise click.ClickException(
-                    f"policies: unknown policy {spec!r} for {scenario}; choose from "
+                    f"policies: unknown policy {spec!r}{did_you_mean(spec, CLUSTER_POLICIES)}"
+                    f" for {scenario}; choose from "
                     f"{', '.join(CLUSTER_POLICIES)}, or give MODULE:CALLABLE")
             label, factory = spec, spec
         else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .. import _validation as v
 from .base import ElasticPolicy, ElasticView, Plan, apply_plan
 from .dragon import DragonPolicy, KubeflowPolicy, LocalityPolicy
 from .job import BATCH_IMAGES, DRAGON_FIG2, ElasticJob, ScalingCurve, TaskRequest
@@ -47,7 +48,8 @@ ELASTIC_POLICIES: dict[str, Callable[[], ElasticPolicy]] = {
 
 def make_elastic_policy(name: str) -> ElasticPolicy:
     """A fresh elastic policy by name (see :data:`ELASTIC_POLICIES`)."""
-    if name not in ELASTIC_POLICIES:
-        raise ValueError(f"name: unknown policy {name!r}; choose from "
+    if not isinstance(name, str) or name not in ELASTIC_POLICIES:
+        raise ValueError(f"name: unknown policy {name!r}{v.did_you_mean(name, ELASTIC_POLICIES)}"
+                         "; choose from "
                          f"{', '.join(ELASTIC_POLICIES)}")
     return ELASTIC_POLICIES[name]()

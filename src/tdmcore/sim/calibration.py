@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import _validation as v
 from .cluster import run_cluster
 from .engine.network import check_efficiency
 from .fidelity import PAPER_TABLE_V, paper_slowdown
@@ -144,7 +145,8 @@ def calibrate(fit: Sequence[str] = ("S1", "S2", "S3"), check: Sequence[str] = ("
     for name, group in (("fit", fit), ("check", check)):
         bad = [s for s in group if s not in known]
         if bad:
-            raise ValueError(f"{name}: unknown snapshot {bad[0]!r}; choose from "
+            raise ValueError(f"{name}: unknown snapshot {bad[0]!r}"
+                             f"{v.did_you_mean(bad[0], sorted(known))}; choose from "
                              f"{', '.join(sorted(known))}")
     if not fit:
         raise ValueError("fit: name at least one snapshot")

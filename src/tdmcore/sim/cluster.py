@@ -338,7 +338,8 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
         raise ValueError("jobs: job names must be unique")
     if isinstance(policy, str):
         if policy not in CLUSTER_POLICIES:
-            raise ValueError(f"policy: unknown policy {policy!r}; choose from "
+            raise ValueError(f"policy: unknown policy {policy!r}"
+                             f"{v.did_you_mean(policy, CLUSTER_POLICIES)}; choose from "
                              f"{', '.join(CLUSTER_POLICIES)}, or pass a policy object")
     else:
         check_policy(policy)

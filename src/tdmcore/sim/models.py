@@ -182,8 +182,9 @@ def model_pattern(model: str, workers: int, link_gbps: float = 25.0,
     a pattern (the one a second worker would give), since placement decides
     whether the job's traffic crosses a host link.
     """
-    if model not in MODELS:
-        raise ValueError(f"model: unknown model {model!r}; choose from {', '.join(MODELS)}")
+    if not isinstance(model, str) or model not in MODELS:
+        raise ValueError(f"model: unknown model {model!r}{v.did_you_mean(model, MODELS)}; "
+                         f"choose from {', '.join(MODELS)}")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
     link = v.positive_float("link_gbps", link_gbps)

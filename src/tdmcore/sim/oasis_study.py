@@ -31,7 +31,8 @@ def compare_admission(setting: OasisSetting,
     for item in (ADMISSION_POLICIES if policies is None else policies):
         if isinstance(item, str):
             if item not in ADMISSION_POLICIES:
-                raise ValueError(f"policies: unknown policy {item!r}; choose from "
+                raise ValueError(f"policies: unknown policy {item!r}"
+                                 f"{v.did_you_mean(item, ADMISSION_POLICIES)}; choose from "
                                  f"{', '.join(ADMISSION_POLICIES)}")
             chosen.append(make_admission_policy(item))
         elif hasattr(item, "step") and hasattr(item, "reset"):

@@ -62,7 +62,6 @@ Semantics (**[decision]** where the format had to choose):
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import os
@@ -155,9 +154,9 @@ def _fields(path: str, value: Any, spec: tuple[tuple[str, ...], tuple[str, ...]]
     if unknown:
         hints = []
         for key in unknown:
-            close = difflib.get_close_matches(str(key), allowed, n=1)
-            if close:
-                hints.append(f"{close[0]!r} for {key!r}")
+            close = v.closest(key, allowed)
+            if close is not None:
+                hints.append(f"{close!r} for {key!r}")
         hint = f" (did you mean {', '.join(hints)}?)" if hints else ""
         _fail(path, f"unknown field(s) {unknown!r}{hint}; allowed: {', '.join(allowed)}")
     for key in required:
@@ -484,8 +483,7 @@ def _job(i: int, raw: Any, max_link: float, workloads: list[Workload],
     if source == "model":
         model = d["model"]
         if not isinstance(model, str) or model not in MODELS:
-            close = difflib.get_close_matches(str(model), list(MODELS), n=1, cutoff=0.5)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = v.did_you_mean(model, MODELS, cutoff=0.5)
             _fail(f"{p}.model", f"unknown model {_show(model)}{hint}; choose from "
                                 f"{', '.join(MODELS)}")
         period = (_number(f"{p}.period_ms", d["period_ms"], strict=True)

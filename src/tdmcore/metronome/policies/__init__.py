@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ... import _validation as v
 from ...framework import Policy
 from .default import DefaultPolicy
 from .diktyo import DiktyoPolicy
@@ -40,6 +41,7 @@ POLICIES: dict[str, Callable[[], Policy]] = {
 
 def make_policy(name: str) -> Policy:
     """A fresh policy object by name (see :data:`POLICIES`)."""
-    if name not in POLICIES:
-        raise ValueError(f"name: unknown policy {name!r}; choose from {', '.join(POLICIES)}")
+    if not isinstance(name, str) or name not in POLICIES:
+        raise ValueError(f"name: unknown policy {name!r}{v.did_you_mean(name, POLICIES)}; "
+                         f"choose from {', '.join(POLICIES)}")
     return POLICIES[name]()

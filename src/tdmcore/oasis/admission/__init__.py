@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ... import _validation as v
 from .base import (
     RESOURCES,
     AdmissionPolicy,
@@ -52,7 +53,8 @@ ADMISSION_POLICIES: dict[str, Callable[[], AdmissionPolicy]] = {
 
 def make_admission_policy(name: str) -> AdmissionPolicy:
     """A fresh slotted policy by name (see :data:`ADMISSION_POLICIES`)."""
-    if name not in ADMISSION_POLICIES:
-        raise ValueError(f"name: unknown policy {name!r}; choose from "
+    if not isinstance(name, str) or name not in ADMISSION_POLICIES:
+        raise ValueError(f"name: unknown policy {name!r}"
+                         f"{v.did_you_mean(name, ADMISSION_POLICIES)}; choose from "
                          f"{', '.join(ADMISSION_POLICIES)}")
     return ADMISSION_POLICIES[name]()

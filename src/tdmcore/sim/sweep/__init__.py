@@ -11,6 +11,7 @@ reproduce the Metronome paper's sensitivity studies (§IV-D, §IV-E):
 
 from __future__ import annotations
 
+from ... import _validation as v
 from .execute import Outcome, ResultCache, default_cache_dir, run_tasks
 from .output import result_rows, summary_rows
 from .spec import RUNS, SCENARIO_BUILDERS, SweepSpec, Task, load_spec, parse_spec
@@ -46,7 +47,7 @@ def example_path(name: str) -> str:
     """The shipped spec ``name`` (:data:`EXAMPLES`) as a file path (package data)."""
     from importlib import resources
 
-    if name not in EXAMPLES:
-        raise ValueError(f"example: unknown sweep {name!r}; choose from "
-                         f"{', '.join(EXAMPLES)}")
+    if not isinstance(name, str) or name not in EXAMPLES:
+        raise ValueError(f"example: unknown sweep {name!r}{v.did_you_mean(name, EXAMPLES)}; "
+                         f"choose from {', '.join(EXAMPLES)}")
     return str(resources.files("tdmcore").joinpath(f"examples/sweep-{name}.yaml"))

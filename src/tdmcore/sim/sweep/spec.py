@@ -45,7 +45,6 @@ from the values, and each distinct scenario built once.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import importlib
 import inspect
@@ -223,8 +222,8 @@ def _check_name(where: str, name: Any, accepted: Mapping[str, tuple[str, ...]],
             what = (f"scenario file {Path(scenario).name} takes no parameters"
                     if space == "scenario" else f"{space} takes no parameters here")
             _fail(path, f"unknown parameter: {what}")
-        close = difflib.get_close_matches(key, names, n=1)
-        hint = f" (did you mean {space}.{close[0]}?)" if close else ""
+        close = v.closest(key, names)
+        hint = f" (did you mean {space}.{close}?)" if close is not None else ""
         _fail(path, f"unknown parameter{hint}; {space} takes {', '.join(names)}")
     return name
 
@@ -324,8 +323,7 @@ def _check_policies(raw: Any, run: str) -> tuple[str, ...]:
             except Exception as exc:  # a user's module: any failure is its error
                 _fail(path, f"{name}: {exc}")
         elif name not in known:
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = v.did_you_mean(name, known)
             _fail(path, f"unknown policy {name!r}{hint}; choose from {', '.join(known)}"
                         + (", or MODULE:CALLABLE" if run == "simulate" else ""))
         if name in out:
@@ -382,8 +380,7 @@ def _scenario_source(raw: Any, run: str, base: Path | None) -> tuple[str, str]:
         except OSError as exc:
             _fail("scenario", v.read_error(path, exc))
         return str(path), hashlib.sha256(data).hexdigest()
-    close = difflib.get_close_matches(raw, list(SCENARIO_BUILDERS), n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    hint = v.did_you_mean(raw, SCENARIO_BUILDERS)
     _fail("scenario", f"unknown scenario {raw!r}{hint}; choose from "
                       f"{', '.join(SCENARIO_BUILDERS)}, or give a .yaml/.yml/.json file")
 
@@ -437,8 +434,7 @@ def _check_metrics(raw: Any, run: str, compare: tuple[str, ...] = ()) -> tuple[s
     out = []
     for i, name in enumerate(_list("metrics", raw)):
         if not isinstance(name, str) or name not in known:
-            close = difflib.get_close_matches(str(name), known, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = v.did_you_mean(name, known)
             _fail(f"metrics[{i}]", f"unknown metric {_show(name)}{hint}; a {run} task "
                                    f"reports {', '.join(base)}" + (
                                        f", and each as <metric>_vs_<policy>_pct for "
