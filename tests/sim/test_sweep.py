@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 import yaml
+from click.testing import CliRunner
 
-from tdmcore.app.cli import main
+from tdmcore.app.cli import cli, main
 from tdmcore.metronome.controller import ControllerConfig
 from tdmcore.metronome.policies import MetronomeConfig, MetronomePolicy, make_policy
 from tdmcore.sim import sweep
@@ -439,7 +440,9 @@ def test_scheduler_time_shares_the_hub_link() -> None:
 
 # ----------------------------------------------------------------------- shipped specs
 def test_every_shipped_spec_loads_and_a_few_of_its_tasks_run() -> None:
-    assert set(sweep.EXAMPLES) == {"fig14", "period-gap", "scheduler-time"}
+    assert set(sweep.EXAMPLES) == {"fig14", "monitor-window", "period-gap", "scheduler-time"}
+    shown = " ".join(CliRunner().invoke(cli, ["sweep", "--help"]).output.split())
+    assert all(name in shown for name in sweep.EXAMPLES)  # --example's help lists them
     for name in sweep.EXAMPLES:
         spec = sweep.load_spec(sweep.example_path(name))
         assert spec.name == name and spec.tasks and spec.swept

@@ -851,7 +851,8 @@ class _SimulateCommand(click.Command):
 @click.argument("spec_file", metavar="SPEC.yaml", required=False,
                 type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--example", "example_name", metavar="NAME",
-              help="Run a shipped spec: fig14, period-gap or scheduler-time.")
+              help="Run a shipped spec: fig14, monitor-window, period-gap or "
+                   "scheduler-time.")
 @click.option("--show", is_flag=True, help="Print the spec instead of running it.")
 @click.option("--scheduler", metavar="tcp://HOST:PORT",
               help="Run on this Dask cluster (default: a local one on 127.0.0.1).")

@@ -38,6 +38,7 @@ __all__ = [
 #: The shipped specs (``tdmcore sweep --example NAME``): name -> what it reproduces.
 EXAMPLES: dict[str, str] = {
     "fig14": "O_T x A_T on the snapshots S1-S5 (Metronome §IV-D, Fig. 14)",
+    "monitor-window": "the monitor's window as 10 iterations or about 10 s on S1-S3 (§III-C)",
     "period-gap": "period gaps 35/30/20/10/5/0 ms on S3: G_T and E_T (§IV-D, Fig. 15)",
     "scheduler-time": "scheduler time vs jobs sharing a link (§IV-E, Fig. 16)",
 }
