@@ -147,9 +147,18 @@ def check_policy(policy: object, name: str = "policy") -> Policy:
 
 
 class PolicyError(ValueError):
-    """A policy that is not tdmcore's own raised, or returned what its extension
-    point may not (the wrong shape, NaN scores): the policy's mistake, named, not
-    an error of tdmcore's."""
+    """A policy broke its contract: the policy's mistake, named, not an error of
+    tdmcore's.
+
+    The one such error of tdmcore, raised wherever a policy is an argument: a
+    scheduling policy that is not tdmcore's own raised, or returned what its
+    extension point may not (the wrong shape, NaN scores; :class:`Scheduler`); an
+    elastic policy's plan that cannot be applied
+    (:func:`tdmcore.sim.elastic.run_elastic`); an admission policy's allocation
+    that breaks the slotted model's constraints
+    (:func:`tdmcore.sim.slotted.run_slotted`).  A :class:`ValueError`, as every bad
+    argument is.
+    """
 
 
 def _user_policy(policy: object) -> bool:

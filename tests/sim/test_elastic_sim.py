@@ -224,6 +224,14 @@ def test_a_plan_that_cannot_be_applied_raises_policy_error(bad) -> None:
         run_elastic(Scripted({0.0: lambda v: bad(j)}), one_node(), [j])
 
 
+def test_there_is_one_policy_error() -> None:
+    from tdmcore import framework
+    from tdmcore.sim import slotted
+
+    assert PolicyError is framework.PolicyError is slotted.PolicyError
+    assert issubclass(PolicyError, ValueError)  # a policy is an argument
+
+
 def test_removing_another_jobs_pod_raises_policy_error() -> None:
     a = ElasticJob("a", "AlexNet", 0.0, 1000.0, 1, 1, 1)
     b = ElasticJob("b", "AlexNet", 0.0, 1000.0, 1, 1, 1)

@@ -474,6 +474,9 @@ def test_bad_input_names_the_argument(call, name: str) -> None:
         call()
 
 
-def test_policy_error_is_not_a_value_error() -> None:
-    # a policy bug must not be mistaken for bad input by callers that catch ValueError
-    assert not issubclass(PolicyError, ValueError)
+def test_policy_error_is_the_one_policy_error() -> None:
+    # a policy is an argument: its broken allocation is tdmcore's one PolicyError, a
+    # ValueError naming the policy, as a user's scheduling policy's is
+    from tdmcore.framework import PolicyError as Framework
+
+    assert PolicyError is Framework and issubclass(PolicyError, ValueError)

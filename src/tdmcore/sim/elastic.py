@@ -5,9 +5,11 @@ current workers and placement; rates change only at events — arrivals,
 completions, the policy's periodic sync, plans, the end of a rescale — so progress
 between events is exact.  A job runs once its PSs and at least ``min_workers``
 workers are placed (``workers`` for the non-elastic policies); until then the pods
-it holds do nothing.  A job whose minimum gang would not fit even the empty
-cluster is rejected at arrival, the same for every policy (it could only block
-queues forever).  Changing a running job's worker count costs ``rescale_s`` of
+it holds do nothing.  A job whose smallest starting gang under the policy
+(:meth:`~tdmcore.elastic.base.ElasticPolicy.start_workers`: ``min_workers`` for
+DRAGON and KOD2, ``workers`` for the others) would not fit even the empty cluster is
+rejected at arrival (it could only block queues forever); the same job may thus be
+rejected under one policy and run under another.  Changing a running job's worker count costs ``rescale_s`` of
 checkpoint-and-restart during which it makes no progress (**[decision]** 45 s: DRAGON
 §4.2 measured 40 s to 1 min).
 
@@ -33,15 +35,12 @@ from numpy.typing import NDArray
 from .. import _validation as v
 from ..elastic.base import ElasticPolicy, ElasticView, Plan, apply_plan, free_matrix, pack
 from ..elastic.job import ElasticJob, check_jobs
+from ..framework import PolicyError
 from ..model import Cluster, ClusterState
 
 __all__ = ["HORIZON_AFTER_LAST_S", "ElasticOutcome", "ElasticRun", "PolicyError", "run_elastic"]
 
 _DONE_EPS = 1e-6
-
-
-class PolicyError(RuntimeError):
-    """A policy produced a plan that cannot be applied."""
 
 
 @dataclass(frozen=True)
@@ -55,8 +54,9 @@ class ElasticOutcome:
     scaling_s: float
     rescales: int
     peak_workers: int
-    #: finished, deadlocked, starved, rejected (its minimum gang does not fit the empty
-    #: cluster), unfinished (not finished when the run reached its horizon)
+    #: finished, deadlocked, starved, rejected (its smallest starting gang under the
+    #: policy does not fit the empty cluster), unfinished (not finished when the run
+    #: reached its horizon)
     status: str
 
     @property

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from ..framework import PolicyError
 from ..oasis.admission.base import AdmissionPolicy, Allocation, SlottedCluster, SlotView, ps_count
 from ..oasis.online import Job, chunks_per_worker_slot, sigmoid_utility
 
@@ -32,10 +33,6 @@ _EPS = 1e-9
 #: 0 → time-insensitive, below this → time-sensitive, from it on → time-critical.
 #: It separates the ranges :func:`tdmcore.sim.oasis_setting.oasis_jobs` draws from.
 CRITICAL_DECAY = 0.5
-
-
-class PolicyError(RuntimeError):
-    """A policy returned an allocation that breaks the model's constraints."""
 
 
 def job_class(job: Job) -> str:
