@@ -145,7 +145,7 @@ class ElasticController:
         self.policy = make_elastic_policy(policy)
         self.jobs_json: dict[str, dict[str, Any]] = {}  # "<Kind>/<ns>/<name>" -> object
         self.lock = threading.RLock()
-        self._reset_for: frozenset[str] = frozenset()
+        self._jobs: dict[str, ElasticJob] | None = None  # what the policy was told
         self.patches = 0
 
     def on_event(self, kind: str, event: str, obj: dict[str, Any]) -> None:
@@ -218,10 +218,12 @@ class ElasticController:
             view, jobs = self.view(now_s)
             if not jobs:
                 return []
-            names = frozenset(jobs)
-            if names != self._reset_for:
-                self.policy.reset(view.jobs)
-                self._reset_for = names
+            specs = dict(view.jobs)
+            if self._jobs is None:  # the controller's first decision starts the run
+                self.policy.reset(specs, view.now_s)
+            elif specs != self._jobs:  # jobs came or went: the policy keeps its state
+                self.policy.track(specs)
+            self._jobs = specs
             plans = self.policy.decide(view)
             for plan in plans:
                 self._apply(plan, view, jobs)

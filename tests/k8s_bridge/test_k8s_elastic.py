@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -49,6 +50,9 @@ def start(fake, kube, model, policy="dragon") -> tuple[ElasticController, list[I
     return ctrl, infs
 
 
+T0 = 1_800_000_000.0  # wall-clock seconds of the controller's first decision
+
+
 def test_dragon_scales_a_running_job_up_to_max_workers():
     objs = [K.node("n0"), K.node("n1"), pytorchjob("resnet", 2, 1, 4),
             job_pod("resnet", "master", 0, "n0"), job_pod("resnet", "worker", 0, "n0"),
@@ -56,14 +60,61 @@ def test_dragon_scales_a_running_job_up_to_max_workers():
     with cluster(objs) as (fake, kube, model, _):
         ctrl, infs = start(fake, kube, model)
         try:
-            plans = ctrl.step()
+            # the controller's start counts as the last scheduling action: scale-up
+            # waits mu (60 s) from it, as it does from the simulator's t = 0
+            assert ctrl.step(T0) == []
+            assert ctrl.step(T0 + 59.0) == []
+            plans = ctrl.step(T0 + 60.0)
             assert [p.action for p in plans] == ["scale_up"]
             job = fake.get(KF, "PyTorchJob", "resnet", "default")
             assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 4
             assert ctrl.patches == 1
             synced_to(fake, infs)
-            ctrl.step()  # nothing new: the same count is not written again
+            ctrl.step(T0 + 200.0)  # nothing new: the same count is not written again
             assert ctrl.patches == 1
+        finally:
+            for inf in infs:
+                inf.stop()
+
+
+@pytest.mark.parametrize("policy", ["dragon", "kod2", "weighted"])
+def test_a_job_that_comes_or_goes_keeps_the_policys_state(policy):
+    # A review found every change of the tracked jobs reset the policy: DRAGON's
+    # last action went back to 0 (scale-up at once on any arrival), KOD2 forgot
+    # raised weights, the weighted scheduler its queue.
+    objs = [K.node("n0"), pytorchjob("resnet", 2, 1, 4),
+            job_pod("resnet", "master", 0, "n0"), job_pod("resnet", "worker", 0, "n0"),
+            job_pod("resnet", "worker", 1, "n0")]
+    with cluster(objs) as (fake, kube, model, _):
+        ctrl, infs = start(fake, kube, model, policy)
+        t0 = time.time()  # the fake API server stamps a job's creation with its clock
+        try:
+            ctrl.step(t0)
+            pol: Any = ctrl.policy
+            if policy == "dragon":
+                assert pol.last_action_s == t0
+            elif policy == "kod2":
+                pol.raised["resnet"] = 7.0  # as if it had starved before it started
+            else:
+                pol.seen.add("resnet")  # queued once, before it started
+            fake.create(pytorchjob("huge", 9, 9, 9))  # fits nowhere: nothing starts
+            synced_to(fake, infs)
+            ctrl.step(t0 + 20.0)  # before it is urgent (30 s) and before mu (60 s)
+            assert "huge" in pol.jobs
+            if policy == "dragon":
+                assert pol.last_action_s == t0  # not 0: no scale-up 20 s after start
+            elif policy == "kod2":
+                assert pol.raised["resnet"] == 7.0
+            else:
+                assert pol.queue == ["huge"] and pol.seen == {"resnet", "huge"}
+            fake.delete(KF, "PyTorchJob", "huge", "default")
+            synced_to(fake, infs)
+            ctrl.step(t0 + 25.0)
+            assert "huge" not in pol.jobs
+            if policy == "kod2":
+                assert pol.raised == {"resnet": 7.0} and "huge" not in pol.base
+            elif policy == "weighted":
+                assert "huge" not in pol.queue and "huge" not in pol.seen
         finally:
             for inf in infs:
                 inf.stop()

@@ -105,7 +105,8 @@ def test_controller_calls_are_allowed():
         try:
             for inf in infs:
                 assert inf.synced.wait(5)
-            assert scaler.step()  # patches the PyTorchJob
+            assert not scaler.step(1e9)  # the run starts: scale-up waits 60 s
+            assert scaler.step(1e9 + 60.0)  # patches the PyTorchJob
             synced_to(fake, informers)
             assert election.leading.wait(10)
         finally:

@@ -26,6 +26,7 @@ __all__ = [
     "ElasticView",
     "Plan",
     "apply_plan",
+    "fits",
     "fits_on",
     "free_matrix",
     "free_until_fits",
@@ -126,8 +127,16 @@ class ElasticPolicy(Protocol):
     def start_workers(self, job: ElasticJob) -> int:
         """The fewest workers this policy starts ``job`` with."""
 
-    def reset(self, jobs: Mapping[str, ElasticJob]) -> None:
-        """Forget any previous run."""
+    def reset(self, jobs: Mapping[str, ElasticJob], now_s: float = 0.0) -> None:
+        """Forget any previous run; the new one starts at ``now_s`` with ``jobs`` (the
+        simulator: every job of the run, from 0; the Kubernetes bridge: the jobs it
+        tracks, from its first decision's wall-clock time)."""
+
+    def track(self, jobs: Mapping[str, ElasticJob]) -> None:
+        """The jobs are now ``jobs`` (the Kubernetes bridge: some were submitted,
+        some deleted, an annotation changed): what the policy has learned of the jobs
+        that stay (DRAGON's last scheduling action, KOD2's raised weights, the
+        weighted scheduler's queue) is kept, the departed ones are forgotten."""
 
     def decide(self, view: ElasticView) -> list[Plan]:
         """The plans for this invocation, consistent with each other."""
@@ -142,13 +151,33 @@ def demand(pod: Pod) -> NDArray[np.float64]:
     return np.array([pod.gpu, pod.cpu, pod.mem_gib])
 
 
+def fits(free: NDArray[np.float64], need: NDArray[np.float64]) -> NDArray[np.bool_]:
+    """Whether ``need`` (GPUs, cores, GiB) fits each row of ``free`` (or the one row),
+    up to the fit tolerance: the one rule of "fits" of the elastic policies."""
+    return np.asarray(np.all(free + _EPS >= need, axis=-1), dtype=np.bool_)
+
+
 def fits_on(free_row: NDArray[np.float64], pod: Pod) -> bool:
-    return bool(np.all(free_row + _EPS >= demand(pod)))
+    return bool(fits(free_row, demand(pod)))
+
+
+def worker_index(pod_name: str) -> int:
+    """``k`` of a worker pod named ``<job>-worker-<k>``."""
+    return int(pod_name.rsplit("-", 1)[1])
+
+
+def removal_order(view: ElasticView, work: ClusterState, job: str) -> list[str]:
+    """``job``'s workers in the order a scale-down takes them (DRAGON and KOD2): those
+    on nodes without one of its PSs first, then the highest index first."""
+    ps_nodes = view.ps_nodes(job, work)
+    workers = sorted(view.workers_of(job, work),
+                     key=lambda w: (w[1] in ps_nodes, -worker_index(w[0])))
+    return [name for name, _ in workers]
 
 
 def next_worker_pods(job: ElasticJob, state: ClusterState, count: int) -> list[Pod]:
     """``count`` new worker pods with indices after the job's highest one."""
-    used = [int(p.pod.name.rsplit("-", 1)[1]) for p in state.job_pods(job.name)
+    used = [worker_index(p.pod.name) for p in state.job_pods(job.name)
             if job.is_worker(p.pod.name)]
     start = max(used) + 1 if used else 0
     return [job.worker_pod(start + k) for k in range(count)]
@@ -170,7 +199,7 @@ def pack(pods: Sequence[Pod], free: NDArray[np.float64], *,
                                                        -free[n, 2], n))
     total = np.sum([demand(p) for p in pods], axis=0) if pods else np.zeros(3)
     for n in order:
-        if np.all(free[n] + _EPS >= total):
+        if fits(free[n], total):
             return [n] * len(pods)
     best, best_count = None, 0
     for n in order:
@@ -178,7 +207,7 @@ def pack(pods: Sequence[Pod], free: NDArray[np.float64], *,
         count = 0
         for p in pods:
             d = demand(p)
-            if not np.all(left + _EPS >= d):
+            if not fits(left, d):
                 break
             left -= d
             count += 1
@@ -198,7 +227,7 @@ def fill(pods: Sequence[Pod], free: NDArray[np.float64],
     out: list[int | None] = [None] * len(pods)
     i = 0
     for n in node_order:
-        while i < len(pods) and np.all(left[n] + _EPS >= demand(pods[i])):
+        while i < len(pods) and fits(left[n], demand(pods[i])):
             left[n] -= demand(pods[i])
             out[i] = n
             i += 1

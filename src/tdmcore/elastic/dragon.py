@@ -43,11 +43,13 @@ from .base import (
     Plan,
     commit,
     demand,
+    fits,
     fits_on,
     free_matrix,
     free_until_fits,
     next_worker_pods,
     pack,
+    removal_order,
     scale_down_plans,
 )
 from .job import ElasticJob, total_request
@@ -83,9 +85,14 @@ class DragonPolicy:
         self.sync_s = v.positive_float("sync_s", sync_s)
         self.scaling = bool(scaling)
 
-    def reset(self, jobs: Mapping[str, ElasticJob]) -> None:
+    def reset(self, jobs: Mapping[str, ElasticJob], now_s: float = 0.0) -> None:
+        """The run's start counts as the last scheduling action (scale-up waits
+        ``mu_s`` from it)."""
+        self.last_action_s = v.real_number("now_s", now_s)
+        self.track(jobs)
+
+    def track(self, jobs: Mapping[str, ElasticJob]) -> None:
         self.jobs = jobs
-        self.last_action_s = 0.0
 
     def decide(self, view: ElasticView) -> list[Plan]:
         work = view.state.copy()
@@ -117,10 +124,7 @@ class DragonPolicy:
         victims = []
         for job in sorted((j for j in running if surplus[j] > 0),
                           key=lambda j: (-surplus[j], running.index(j))):
-            ps_nodes = view.ps_nodes(job, work)
-            order = sorted(view.workers_of(job, work),
-                           key=lambda w: (w[1] in ps_nodes, -_index(w[0])))
-            victims.append((job, [name for name, _ in order[:surplus[job]]]))
+            victims.append((job, removal_order(view, work, job)[:surplus[job]]))
         result = free_until_fits(work, victims, lambda st: start_plan(target, lo, lo, st))
         if result is None:
             return
@@ -213,7 +217,10 @@ class KubeflowPolicy:
         if self.pod_interval_s < 0:
             raise ValueError(f"pod_interval_s: must be >= 0, got {pod_interval_s}")
 
-    def reset(self, jobs: Mapping[str, ElasticJob]) -> None:
+    def reset(self, jobs: Mapping[str, ElasticJob], now_s: float = 0.0) -> None:
+        self.track(jobs)
+
+    def track(self, jobs: Mapping[str, ElasticJob]) -> None:
         self.jobs = jobs
         self.gangs = {name: job.gang(job.workers) for name, job in jobs.items()}
 
@@ -237,7 +244,7 @@ class KubeflowPolicy:
             key = (pod.gpu, pod.cpu, pod.mem_gib)
             if key in unfit:
                 continue
-            feasible = np.flatnonzero(np.all(free + 1e-9 >= demand(pod), axis=1)).tolist()
+            feasible = np.flatnonzero(fits(free, demand(pod))).tolist()
             if not feasible:
                 unfit.add(key)
                 continue
@@ -248,9 +255,5 @@ class KubeflowPolicy:
             free[node] -= demand(pod)
             plans.append(Plan(pod.job, "place", ((pod, node),)))
         return plans
-
-
-def _index(pod_name: str) -> int:
-    return int(pod_name.rsplit("-", 1)[1])
 
 

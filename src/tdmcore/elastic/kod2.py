@@ -39,6 +39,7 @@ from .base import (
     free_matrix,
     free_until_fits,
     next_worker_pods,
+    removal_order,
     scale_down_plans,
 )
 from .dragon import start_plan
@@ -76,10 +77,19 @@ class Kod2Policy:
         self.starve_limit_s = v.positive_float("starve_limit_s", starve_limit_s)
         self.sync_s = v.positive_float("sync_s", sync_s)
 
-    def reset(self, jobs: Mapping[str, ElasticJob]) -> None:
-        self.jobs = jobs
+    def reset(self, jobs: Mapping[str, ElasticJob], now_s: float = 0.0) -> None:
+        self.jobs: Mapping[str, ElasticJob] = {}
         self.base: dict[str, float] = {}
         self.raised: dict[str, float] = {}
+        self.track(jobs)
+
+    def track(self, jobs: Mapping[str, ElasticJob]) -> None:
+        """A job that stays keeps its raised weight (a starved job keeps it once
+        running); a job whose spec changed gets its weight recomputed."""
+        old = self.jobs
+        self.jobs = jobs
+        self.base = {n: w for n, w in self.base.items() if n in jobs and old.get(n) == jobs[n]}
+        self.raised = {n: w for n, w in self.raised.items() if n in jobs}
 
     def weight(self, name: str) -> float:
         return self.raised.get(name, self.base[name])
@@ -130,10 +140,7 @@ class Kod2Policy:
             spare = len(view.workers_of(victim, work)) - self.jobs[victim].min_workers
             if spare <= 0:
                 continue
-            ps_nodes = view.ps_nodes(victim, work)
-            workers = sorted(view.workers_of(victim, work),
-                             key=lambda w: (w[1] in ps_nodes, -int(w[0].rsplit("-", 1)[1])))
-            victims.append((victim, [name for name, _ in workers[:spare]]))
+            victims.append((victim, removal_order(view, work, victim)[:spare]))
         result = free_until_fits(
             work, victims, lambda st: start_plan(job, job.min_workers, job.min_workers, st))
         if result is None:

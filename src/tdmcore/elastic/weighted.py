@@ -35,6 +35,7 @@ from .base import (
     Plan,
     commit,
     demand,
+    fits,
     fits_on,
     free_matrix,
     free_until_fits,
@@ -57,7 +58,7 @@ def gang_place(pods: list[Pod], state: ClusterState) -> list[tuple[Pod, int]] | 
     free = free_matrix(state)
     total = sum((demand(p) for p in pods), start=demand(pods[0]) * 0)
     for n in range(free.shape[0]):
-        if all(free[n] + 1e-9 >= total):
+        if fits(free[n], total):
             return [(p, n) for p in pods]
     out = []
     for p in pods:
@@ -85,11 +86,21 @@ class WeightedPolicy:
     def __init__(self, sync_s: float = 15.0) -> None:
         self.sync_s = v.positive_float("sync_s", sync_s)
 
-    def reset(self, jobs: Mapping[str, ElasticJob]) -> None:
-        self.jobs = jobs
-        self.utility = {name: expected_utility(job) for name, job in jobs.items()}
+    def reset(self, jobs: Mapping[str, ElasticJob], now_s: float = 0.0) -> None:
+        self.jobs: Mapping[str, ElasticJob] = {}
         self.queue: list[str] = []
         self.seen: set[str] = set()
+        self.track(jobs)
+
+    def track(self, jobs: Mapping[str, ElasticJob]) -> None:
+        """Queued jobs that stay keep their places; a queued job whose spec changed is
+        queued again by its new utility (a running job's spec changes with its
+        worker count, the policy's own doing)."""
+        requeue = {q for q in self.queue if q in jobs and jobs[q] != self.jobs.get(q)}
+        self.jobs = jobs
+        self.utility = {name: expected_utility(job) for name, job in jobs.items()}
+        self.queue = [q for q in self.queue if q in jobs and q not in requeue]
+        self.seen = {s for s in self.seen if s in jobs and s not in requeue}
 
     def _request(self, name: str) -> float:
         job = self.jobs[name]
