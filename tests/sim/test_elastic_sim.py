@@ -270,7 +270,7 @@ def test_dragon_poisson_follows_section_4_1(seed: int) -> None:
     assert len(cluster) == 4 and cluster.gpu.tolist() == [8.0] * 4
     assert len(jobs) == 40 and len({j.name for j in jobs}) == 40
     arrivals = [j.arrival_s for j in jobs]
-    assert arrivals == sorted(arrivals) and arrivals[0] >= 0.0
+    assert arrivals == sorted(arrivals) and arrivals[0] == 0.0 < arrivals[1]
     for j in jobs:
         assert 2 <= j.min_workers <= j.workers <= j.max_workers <= 8
         assert 450 <= j.steps <= 3600
@@ -281,6 +281,14 @@ def test_dragon_poisson_follows_section_4_1(seed: int) -> None:
     # the mean gap scales the arrivals
     gaps = np.diff(arrivals)
     assert 50.0 < float(np.mean(gaps)) < 400.0
+
+
+def test_poisson_arrivals_start_with_one_job_at_zero() -> None:
+    # until 2026-11-24 the arrival times were shifted back by the mean gap and clipped
+    # at 0: seeds 0-5 had 0, 2, 0, 3, 1 and 0 jobs at t = 0
+    for seed in range(6):
+        arrivals = [j.arrival_s for j in dragon_poisson(100, 62.0, seed)[1]]
+        assert arrivals.count(0.0) == 1
 
 
 @pytest.mark.parametrize("name", POLICIES)

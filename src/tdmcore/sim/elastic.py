@@ -9,9 +9,9 @@ it holds do nothing.  A job whose smallest starting gang under the policy
 (:meth:`~tdmcore.elastic.base.ElasticPolicy.start_workers`: ``min_workers`` for
 DRAGON and KOD2, ``workers`` for the others) would not fit even the empty cluster is
 rejected at arrival (it could only block queues forever); the same job may thus be
-rejected under one policy and run under another.  Changing a running job's worker count costs ``rescale_s`` of
-checkpoint-and-restart during which it makes no progress (**[decision]** 45 s: DRAGON
-§4.2 measured 40 s to 1 min).
+rejected under one policy and run under another.  Changing a running job's worker
+count costs ``rescale_s`` of checkpoint-and-restart during which it makes no progress
+(**[decision]** 45 s: DRAGON §4.2 measured 40 s to 1 min).
 
 Every plan goes through :func:`tdmcore.elastic.base.apply_plan` (all or nothing); a
 plan that cannot be applied is a policy bug and stops the run with

@@ -63,8 +63,11 @@ def dragon_poisson(n_jobs: int = 100, mean_gap_s: float = 200.0,
                          f"{mean_gap_s:g}")
     rng = np.random.default_rng([as_seed("seed", seed), 5])
     cluster = gpu_cluster(4, 8.0, 32.0, 256.0, 10.0)
-    arrivals = np.cumsum(rng.exponential(mean_gap_s, size=n_jobs)) - mean_gap_s
-    arrivals = np.maximum(arrivals, 0.0)
+    # the first job at 0, then exponential gaps: a Poisson process started at an arrival
+    # (until 2026-11-24 the sums were shifted back by the mean gap and clipped at 0,
+    # which put 0-3 jobs at t = 0 depending on the seed)
+    gaps = rng.exponential(mean_gap_s, size=n_jobs)
+    arrivals = np.cumsum(gaps) - gaps[0]
     jobs = []
     for i, arrival in enumerate(arrivals):
         model = ("AlexNet", "InceptionV3", "ResNet50")[int(rng.integers(3))]
