@@ -89,6 +89,14 @@ def real_number(name: str, value: Any) -> float:
 MAX_SEED = (1 << 63) - 1
 
 
+def whole(name: str, value: Any, low: int = 1) -> int:
+    """``value`` as an ``int`` >= ``low`` (a Python or NumPy integer, not a bool)."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer) \
+            or value < low:
+        raise ValueError(f"{name}: expected an integer >= {low}, got {value!r}")
+    return int(value)
+
+
 def seed(value: Any, name: str = "seed") -> int:
     """A random seed: an integer in ``[0, MAX_SEED]``."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer) \

@@ -657,3 +657,37 @@ def test_policy_error_names_the_policy() -> None:
 
     with pytest.raises(PolicyError, match=r"^too-many: slot 0, job 0: 3 workers > 2"):
         run_slotted(TooMany(), cluster([[8]], [[8]], 2), [make_job()])
+
+
+def test_oasis_admits_a_job_whose_utility_is_0_by_the_horizon():
+    # A review found such a job (a steep sigmoid: f(T - a) underflows to 0) left out of
+    # L's minimum, and a population of them alone had no L: OASiS rejected every job.
+    # Its L-term now counts at the smallest normal double, L_FLOOR.
+    from tdmcore.oasis.online import L_FLOOR
+
+    job = make_job(epochs=2, chunks=2, utility=(10.0, 10.0, 3.0))  # f(99) = 10 e^-960
+    assert sigmoid_utility(99, *job.utility) == 0.0
+    bounds = PriceBounds.from_jobs([job], 100)
+    assert bounds.l1 == bounds.l2 == L_FLOOR
+    cl = cluster([[4]], [[4]], 100)
+    oasis = run_slotted(make_admission_policy("oasis"), cl, [job])
+    fifo = run_slotted(make_admission_policy("fifo"), cl, [job])
+    assert oasis.total_utility == pytest.approx(fifo.total_utility) and oasis.total_utility > 9
+    # a job arriving after the horizon still has no L: that is an error, named
+    with pytest.raises(ValueError, match=r"^jobs: every job arrives after the horizon"):
+        PriceBounds.from_jobs([make_job(arrival=100)], 100)
+
+
+def test_one_rule_says_why_a_job_cannot_run():
+    # A review found the rule written three times, the online scheduler's without the
+    # b > B case, and n_slots as a NumPy integer refused by some entry points only.
+    from tdmcore.oasis.online import unrunnable_reason
+
+    fast_workers = make_job(worker_bw=20.0)  # b > B = 10
+    reason = unrunnable_reason(fast_workers, 5)
+    assert reason is not None and reason.startswith("worker_bw > ps_bw")
+    online = OnlineScheduler(np.ones((1, 1)), np.ones((1, 1)), np.int64(5),
+                             PriceBounds((1.0,), 1.0, (1.0,), 1.0))
+    assert online.submit(fast_workers).reason == reason
+    run = run_slotted(make_admission_policy("fifo"), cluster([[4]], [[4]], 5), [fast_workers])
+    assert not run.outcomes[0].admitted and run.outcomes[0].reason == reason

@@ -216,6 +216,19 @@ def test_ps_needed_is_constraint_6() -> None:
             assert z == 0 or b * y > big_b * (z - 1)  # the fewest
 
 
+def test_a_quotient_just_above_a_whole_number_needs_one_more_ps_in_the_oracle_too() -> None:
+    # b y / B = 5.0000000005: 6 PSs, more than the 5 workers (7), so no schedule. The
+    # straightforward DP had an extra 1e-9 of slack and found one (a review, 2026-11-24);
+    # the MILP oracle still does, within HiGHS's feasibility tolerance (1e-7).
+    from tests.oracles.naive_oasis import straightforward_dp
+
+    job = Job(0, 1, 5, 1, 1.0, 0.0, 1.0000000001, 1.0, (1.0,), (1.0,), (5.0, 0.0, 0.0))
+    room = (np.full((1, 1, 1), 0.1), np.full((1, 1, 1), 5.0), np.full((1, 1, 1), 0.1),
+            np.full((1, 1, 1), 5.0))
+    assert best_schedule(job, *room) is None
+    assert straightforward_dp(job, *room) is None
+
+
 def test_online_admits_commits_and_never_overcommits() -> None:
     rng = np.random.default_rng(5)
     n_slots = 12

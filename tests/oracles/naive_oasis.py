@@ -32,7 +32,12 @@ def _cost(price, cap, ps_price, ps_cap, v, c, job):
         left -= take
     if left:
         return math.inf
-    z = max(0, math.ceil(job.worker_bw * y / job.ps_bw * (1 - 1e-12) - 1e-9))
+    # constraint (6), stated as the fewest z with B z >= b y, with the kernel's one
+    # relative tolerance for float round-off (no extra slack: a quotient of
+    # 5.0000000005 needs 6 PSs)
+    z = 0
+    while job.ps_bw * z < job.worker_bw * y * (1 - 1e-12):
+        z += 1
     if z > y:
         return math.inf
     left = z

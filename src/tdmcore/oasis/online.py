@@ -9,6 +9,7 @@ slot, server and resource.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from .._kernels.oasis_dp import best_schedule_kernel, ps_needed, sigmoid
 from ._milp import solve_integer_program
 
 __all__ = [
+    "L_FLOOR",
     "Admission",
     "Job",
     "OfflineResult",
@@ -31,6 +33,7 @@ __all__ = [
     "min_completion_slots",
     "offline_optimum",
     "sigmoid_utility",
+    "unrunnable_reason",
 ]
 
 #: Free capacity is floored to whole tasks with this slack (float prices/capacities).
@@ -111,6 +114,20 @@ class Job:
 def chunks_per_worker_slot(job: Job) -> int:
     """``c_i = floor(1 / (M_i (tau_i + 2 e_i / b_i)))`` **[decision, docs/oasis.md]**."""
     return int(math.floor(1.0 / (job.minibatches * job.iteration_slots) + 1e-12))
+
+
+def unrunnable_reason(job: Job, n_slots: int) -> str | None:
+    """Why ``job`` can never run on a horizon of ``n_slots`` slots, or None: one chunk
+    takes more than a slot (``c_i = 0``), ``b_i > B_i`` ((6) then asks for more PSs
+    than workers, which (7) forbids), or it arrives after the horizon.  The one rule
+    of the online scheduler, the slotted simulator and the admission policies."""
+    if chunks_per_worker_slot(job) < 1:
+        return "one chunk takes more than a slot (c = 0)"
+    if job.worker_bw > job.ps_bw:
+        return "worker_bw > ps_bw: (6) needs more PSs than workers, which (7) forbids"
+    if job.arrival >= n_slots:
+        return "arrives after the horizon"
+    return None
 
 
 @dataclass(frozen=True)
@@ -239,6 +256,14 @@ def min_completion_slots(job: Job) -> int:
     return int(math.ceil(job.epochs * job.minibatches * job.iteration_slots - 1e-12))
 
 
+#: The least ``L`` :meth:`PriceBounds.from_jobs` gives: the smallest normal double.  A
+#: job whose ``f(T - a)`` underflows to 0 (a steep sigmoid, or past the model's cutoff
+#: ``g2 (t - g3) > 700``) has a true value below every double; leaving it out of the
+#: minimum (as until 2026-11-24) put ``L`` above it, and a population of such jobs
+#: alone had no ``L`` at all (OASiS then rejected every job).
+L_FLOOR = sys.float_info.min
+
+
 @dataclass(frozen=True)
 class PriceBounds:
     """``U_1^r, L_1`` (workers) and ``U_2^r, L_2`` (PSs) of the price functions (22)-(26)."""
@@ -284,7 +309,10 @@ class PriceBounds:
         Both utilities are taken at completion delays ``end - arrival`` as the DP
         counts them (slots ``0 .. n_slots - 1``): ``f_i(T - a_i)`` is the utility of
         ending in the last slot, delay ``n_slots - 1 - a_i`` (a job arriving after
-        the horizon has none and is left out of ``L``), and ``t_min_i`` is the
+        the horizon has none and is left out of ``L``; a value below
+        :data:`L_FLOOR`, the smallest normal double, counts as that, for a steep
+        utility's ``f_i(T - a_i)`` underflows to 0 where the true minimum is merely
+        tiny), and ``t_min_i`` is the
         delay of a job that runs :func:`min_completion_slots` slots from its
         arrival, one less than that count (the spec's slots ``1..T`` and its
         ``t_min`` counted in slots put both one slot late, so that ``L`` and ``U``
@@ -306,9 +334,7 @@ class PriceBounds:
         q = v.real_number("quantile", quantile)
         if not 0.0 <= q < 1.0:
             raise ValueError(f"quantile: expected 0 <= quantile < 1, got {quantile}")
-        if isinstance(n_slots, bool) or not isinstance(n_slots, int | np.integer) \
-                or n_slots < 1:
-            raise ValueError(f"n_slots: expected an integer >= 1, got {n_slots!r}")
+        n_slots = v.whole("n_slots", n_slots)
         for job in jobs:
             if not isinstance(job, Job):
                 raise ValueError(f"jobs: expected tdmcore.oasis.online.Job, got "
@@ -328,11 +354,12 @@ class PriceBounds:
             u2 = np.maximum(u2, np.where(beta > 0, best / np.where(beta > 0, beta, 1), 0))
             work = math.ceil(job.workload_chunks * job.minibatches * job.iteration_slots
                              - 1e-12)
-            if worst > 0:
-                low1.append(worst / (4 * eta1 * alpha.sum() * work))
-                low2.append(worst / (4 * eta2 * beta.sum() * work))
+            if last >= 0:  # a job arriving after the horizon has no completion delay
+                low1.append(max(worst / (4 * eta1 * alpha.sum() * work), L_FLOOR))
+                low2.append(max(worst / (4 * eta2 * beta.sum() * work), L_FLOOR))
         if not low1:
-            raise ValueError("jobs: every job's utility is 0 by the horizon; L is undefined")
+            raise ValueError(f"jobs: every job arrives after the horizon (slot "
+                             f"{n_slots - 1}); L is undefined")
         if q == 0.0:
             l1, l2 = min(low1), min(low2)
         else:
@@ -366,8 +393,7 @@ class OnlineScheduler:
                           ("ps_capacity", self.ps_capacity)):
             if np.any(cap < 0) or cap.shape[0] == 0:
                 raise ValueError(f"{name}: expected (servers, resources) amounts >= 0")
-        if isinstance(n_slots, bool) or not isinstance(n_slots, int) or n_slots < 1:
-            raise ValueError(f"n_slots: expected an integer >= 1, got {n_slots!r}")
+        n_slots = v.whole("n_slots", n_slots)
         if not isinstance(bounds, PriceBounds):
             raise ValueError("bounds: expected a PriceBounds")
         n_res = self.worker_capacity.shape[1]
@@ -404,10 +430,9 @@ class OnlineScheduler:
             raise ValueError(f"job: expected a tdmcore.oasis.online.Job, got {type(job).__name__}")
         if len(job.worker_res) != self.worker_capacity.shape[1]:
             raise ValueError("job: its resource types differ from the servers'")
-        if job.arrival >= self.n_slots:
-            return Admission(False, None, "arrives after the horizon")
-        if chunks_per_worker_slot(job) < 1:
-            return Admission(False, None, "one chunk takes more than a slot (c = 0)")
+        reason = unrunnable_reason(job, self.n_slots)
+        if reason is not None:
+            return Admission(False, None, reason)
         p, q = self.prices()
         free_w = np.maximum(self.worker_capacity - self.worker_used, 0.0)
         free_p = np.maximum(self.ps_capacity - self.ps_used, 0.0)
@@ -453,8 +478,7 @@ def offline_optimum(jobs: list[Job], worker_capacity: Any, ps_capacity: Any, n_s
     if cap_p.shape[1] != cap_w.shape[1]:
         raise ValueError(f"ps_capacity: {cap_p.shape[1]} resource types, worker_capacity "
                          f"has {cap_w.shape[1]}")
-    if isinstance(n_slots, bool) or not isinstance(n_slots, int) or n_slots < 1:
-        raise ValueError(f"n_slots: expected an integer >= 1, got {n_slots!r}")
+    n_slots = v.whole("n_slots", n_slots)
     if not jobs or not all(isinstance(j, Job) for j in jobs):
         raise ValueError("jobs: expected a non-empty list of tdmcore.oasis.online.Job")
     for i, job in enumerate(jobs):

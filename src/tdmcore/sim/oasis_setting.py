@@ -86,8 +86,7 @@ def oasis_jobs(n_jobs: int = 100, n_slots: int = 200, seed: int = 0,
     """
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1:
         raise ValueError(f"n_jobs: expected an integer >= 1, got {n_jobs!r}")
-    if isinstance(n_slots, bool) or not isinstance(n_slots, int) or n_slots < 1:
-        raise ValueError(f"n_slots: expected an integer >= 1, got {n_slots!r}")
+    n_slots = v.whole("n_slots", n_slots)
     shares = np.asarray(mix, dtype=np.float64)
     if shares.shape != (3,) or np.any(shares < 0) or not np.isfinite(shares).all() \
             or shares.sum() <= 0:

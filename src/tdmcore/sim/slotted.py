@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 
 from ..framework import PolicyError
 from ..oasis.admission.base import AdmissionPolicy, Allocation, SlottedCluster, SlotView, ps_count
-from ..oasis.online import Job, chunks_per_worker_slot, sigmoid_utility
+from ..oasis.online import Job, chunks_per_worker_slot, sigmoid_utility, unrunnable_reason
 
 __all__ = ["JobOutcome", "PolicyError", "SlottedRun", "job_class", "run_slotted"]
 
@@ -143,13 +143,9 @@ def run_slotted(policy: AdmissionPolicy, cluster: SlottedCluster,
     per_slot = np.array([chunks_per_worker_slot(j) for j in jobs], dtype=np.int64)
     by_arrival: dict[int, list[int]] = {}
     for i, job in enumerate(jobs):
-        if per_slot[i] < 1:
-            rejected[i] = "one chunk takes more than a slot (c = 0)"
-        elif job.worker_bw > job.ps_bw:
-            rejected[i] = ("worker_bw > ps_bw: (6) needs more PSs than workers, which (7) "
-                           "forbids")
-        elif job.arrival >= n_slots:
-            rejected[i] = "arrives after the horizon"
+        reason = unrunnable_reason(job, n_slots)
+        if reason is not None:
+            rejected[i] = reason
         else:
             by_arrival.setdefault(job.arrival, []).append(i)
     worker_res = np.array([j.worker_res for j in jobs])

@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from ... import _validation as v
 from ..._kernels.oasis_dp import ps_needed
-from ..online import Job, chunks_per_worker_slot
+from ..online import Job, chunks_per_worker_slot, unrunnable_reason
 
 __all__ = [
     "RESOURCES",
@@ -164,10 +164,9 @@ class AdmissionPolicy(Protocol):
 
 
 def runnable(job: Job, cluster: SlottedCluster) -> bool:
-    """Whether the job can run at all: arrives within the horizon, ``c_i >= 1`` and
-    ``b_i <= B_i`` (else (6) and (7) contradict).  The simulator rejects the others."""
-    return (job.arrival < cluster.n_slots and chunks_per_worker_slot(job) >= 1
-            and job.worker_bw <= job.ps_bw)
+    """Whether the job can run at all (:func:`~tdmcore.oasis.online.unrunnable_reason`
+    says why not).  The simulator rejects the others."""
+    return unrunnable_reason(job, cluster.n_slots) is None
 
 
 def ps_count(job: Job, workers: int) -> int:

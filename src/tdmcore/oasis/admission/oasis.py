@@ -59,7 +59,7 @@ class OasisPolicy:
                 bounds = PriceBounds.from_jobs(population or list(jobs), cluster.n_slots,
                                                eta1=self.eta, eta2=self.eta,
                                                quantile=self.l_quantile)
-            except ValueError as exc:  # e.g. every utility is 0 by the horizon
+            except ValueError as exc:  # every job arrives after the horizon
                 self.no_bounds = f"no price bounds from these jobs ({exc})"
                 bounds = PriceBounds((1.0,) * cluster.worker_capacity.shape[1], 1.0,
                                      (1.0,) * cluster.worker_capacity.shape[1], 1.0)
