@@ -61,6 +61,12 @@ LABEL_WORKLOAD = "appgroup.diktyo.x-k8s.io.workload"
 GPU_RESOURCE = "nvidia.com/gpu"
 
 
+# Kubernetes object names: a namespace is a DNS-1123 label, a pod a DNS-1123 subdomain.
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_NAMESPACE_RE = re.compile(rf"{_DNS_LABEL}\Z")
+_SUBDOMAIN_RE = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*\Z")
+
+
 # ---------------------------------------------------------- the extender protocol
 class BadRequest(ValueError):
     """The caller sent something malformed (HTTP 400); nothing was changed."""
@@ -84,11 +90,30 @@ def _object(value: Any, name: str) -> Mapping[str, Any]:
     return value
 
 
+def object_name(value: Any, where: str, *, namespace: bool = False) -> str:
+    """``value`` as a Kubernetes object name (a DNS-1123 subdomain, <= 253 characters;
+    a namespace: a DNS-1123 label, <= 63), or :class:`BadRequest` naming ``where``.
+    Names go into API paths, so nothing else may pass."""
+    pattern, limit = (_NAMESPACE_RE, 63) if namespace else (_SUBDOMAIN_RE, 253)
+    if not isinstance(value, str) or not value:
+        raise BadRequest(f"{where}: expected a non-empty string, got {value!r:.60}")
+    if len(value) > limit or not pattern.match(value):
+        raise BadRequest(f"{where}: {value!r:.60} is not a valid Kubernetes name "
+                         f"(DNS-1123, <= {limit} characters)")
+    return value
+
+
 def parse_args(body: Any) -> tuple[Mapping[str, Any], list[str], Mapping[str, Any] | None]:
     """``ExtenderArgs`` -> (pod, node names, the NodeList if one was sent)."""
     args = _object(body, "ExtenderArgs")
     pod = _object(field(args, "Pod"), "Pod")
     meta = _object(pod.get("metadata"), "Pod.metadata")
+    _object(pod.get("spec"), "Pod.spec")
+    object_name(meta.get("name"), "Pod.metadata.name")
+    if meta.get("namespace") is not None:
+        object_name(meta.get("namespace"), "Pod.metadata.namespace", namespace=True)
+    if meta.get("uid") is not None and not isinstance(meta.get("uid"), str):
+        raise BadRequest(f"Pod.metadata.uid: expected a string, got {meta.get('uid')!r:.60}")
     for key in ("labels", "annotations"):  # the pipeline reads both before converting
         value = meta.get(key)
         if value is not None and not (isinstance(value, Mapping) and all(
@@ -121,12 +146,8 @@ def parse_args(body: Any) -> tuple[Mapping[str, Any], list[str], Mapping[str, An
 def parse_binding(body: Any) -> tuple[str, str, str | None, str]:
     """``ExtenderBindingArgs`` -> (namespace, name, uid, node)."""
     args = _object(body, "ExtenderBindingArgs")
-    out = []
-    for key in ("PodNamespace", "PodName", "Node"):
-        value = field(args, key)
-        if not isinstance(value, str) or not value:
-            raise BadRequest(f"{key}: expected a non-empty string, got {value!r:.60}")
-        out.append(value)
+    out = [object_name(field(args, key), key, namespace=key == "PodNamespace")
+           for key in ("PodNamespace", "PodName", "Node")]
     uid = field(args, "PodUID")
     if uid is not None and not isinstance(uid, str):
         raise BadRequest(f"PodUID: expected a string, got {uid!r:.60}")
@@ -139,10 +160,6 @@ REPORT_PATH = "/v1/report"
 #: most iterations one report may carry
 MAX_ITERATIONS = 1024
 
-# Kubernetes object names: a namespace is a DNS-1123 label, a pod a DNS-1123 subdomain.
-_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_NAMESPACE_RE = re.compile(rf"{_DNS_LABEL}\Z")
-_SUBDOMAIN_RE = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*\Z")
 
 
 class ReportError(ValueError):

@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import kubernetes
 import urllib3
@@ -54,11 +54,13 @@ class Resource:
              sub: str | None = None) -> str:
         root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         parts = [root]
+        # names are quoted whole: a name is never a path (callers check names where
+        # they come from a request, api.object_name; this is the second line)
         if self.namespaced and namespace is not None:
-            parts.append(f"namespaces/{namespace}")
+            parts.append(f"namespaces/{quote(namespace, safe='')}")
         parts.append(self.plural)
         if name is not None:
-            parts.append(name)
+            parts.append(quote(name, safe=""))
             if sub is not None:
                 parts.append(sub)
         return "/".join(parts)

@@ -515,6 +515,10 @@ class Pipeline:
             pod = self.kube.get("Pod", name, namespace)
         except ApiError:
             return  # absent (or unreachable): bind answers as for an unknown pod
+        meta = pod.get("metadata") if isinstance(pod, dict) else None
+        if not isinstance(meta, dict) or meta.get("name") != name \
+                or (meta.get("namespace") or "default") != namespace:
+            return  # not the pod asked for: the cache takes only what the watch would
         self.model.on_event("Pod", "ADDED", pod)
 
     def _bind_api(self, namespace: str, name: str, uid: str | None, node: str) -> None:

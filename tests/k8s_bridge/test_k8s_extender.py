@@ -211,18 +211,28 @@ BAD = [
     (b"", "empty"),
     (b"[]", "ExtenderArgs"),
     (json.dumps({"NodeNames": ["n0"]}).encode(), "Pod"),
-    (json.dumps({"Pod": {"metadata": {"name": "x"}}}).encode(), "NodeNames"),
+    (json.dumps({"Pod": {"metadata": {"name": "x"}, "spec": {}}}).encode(), "NodeNames"),
     (json.dumps({"Pod": "pod", "NodeNames": ["n0"]}).encode(), "Pod"),
-    (json.dumps({"Pod": {"metadata": {"name": "x"}}, "NodeNames": "n0"}).encode(), "NodeNames"),
-    (json.dumps({"Pod": {"metadata": {"name": "x"}}, "NodeNames": [1, 2]}).encode(),
+    (json.dumps({"Pod": {"metadata": {"name": "x"}, "spec": {}}, "NodeNames": "n0"}).encode(), "NodeNames"),
+    (json.dumps({"Pod": {"metadata": {"name": "x"}, "spec": {}}, "NodeNames": [1, 2]}).encode(),
      "NodeNames"),
-    (json.dumps({"Pod": {"metadata": {"name": "x"}}, "Nodes": {"items": "x"}}).encode(),
+    (json.dumps({"Pod": {"metadata": {"name": "x"}, "spec": {}}, "Nodes": {"items": "x"}}).encode(),
      "Nodes.items"),
     (json.dumps({"Pod": {"metadata": {"name": "x"}, "spec": {"containers": [
         {"resources": {"requests": {"cpu": "lots"}}}]}}, "NodeNames": ["n0"]}).encode(),
      "cpu"),
-    (b'{"Pod": {"metadata": {"name": "x"}}, "NodeNames": ["n0"], "x": NaN}', "NaN"),
+    (b'{"Pod": {"metadata": {"name": "x"}, "spec": {}}, "NodeNames": ["n0"], "x": NaN}', "NaN"),
     (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    # a review (2026-11-24): a pod without spec was taken as requesting nothing, and a
+    # uid of the wrong type was a 500 (unhashable)
+    (json.dumps({"Pod": {"metadata": {"name": "x"}}, "NodeNames": ["n0"]}).encode(),
+     "Pod.spec"),
+    (json.dumps({"Pod": {"metadata": {"name": "x", "uid": {}}, "spec": {}},
+                 "NodeNames": ["n0"]}).encode(), "Pod.metadata.uid"),
+    (json.dumps({"Pod": {"metadata": {"name": "../x"}, "spec": {}},
+                 "NodeNames": ["n0"]}).encode(), "Pod.metadata.name"),
+    (json.dumps({"Pod": {"metadata": {"name": "x", "namespace": "a/b"}, "spec": {}},
+                 "NodeNames": ["n0"]}).encode(), "Pod.metadata.namespace"),
 ]
 
 
@@ -247,10 +257,17 @@ def test_bad_input_is_400_and_changes_nothing(env, verb, raw, needle):
     ({"PodName": "b-0", "PodNamespace": "default", "Node": "ghost"}, "unknown"),
     ({"PodName": "b-0", "PodNamespace": "default", "PodUID": "other", "Node": "n0"}, "PodUID"),
     ([], "ExtenderBindingArgs"),
+    # a review (2026-11-24): names went into API paths unchecked and unquoted, and the
+    # pod looked up for an unknown name could land in the cache under another key
+    ({"PodName": "../../../nodes/n0", "PodNamespace": "kube-system", "Node": "n0"},
+     "PodName: '../../../nodes/n0' is not a valid Kubernetes name"),
+    ({"PodName": "b-0", "PodNamespace": "default/pods", "Node": "n0"}, "PodNamespace"),
+    ({"PodName": "b-0", "PodNamespace": "default", "Node": "n0?x=1"}, "Node"),
 ])
 def test_bad_bind_is_400_and_changes_nothing(env, body, needle):
     fake, model, _, url, _ = env
     before = model.state().copy()
+    before_pods = dict(model.objects["Pod"])
     writes = len(fake.requests)
     status, result = post(url + "/bind", body)
     assert status == 400
@@ -258,6 +275,9 @@ def test_bad_bind_is_400_and_changes_nothing(env, body, needle):
     assert model.state().same_as(before)
     # nothing written (an unknown pod is looked up once: the informer may lag)
     assert [m for m, _ in fake.requests[writes:] if m != "GET"] == []
+    assert set(model.objects["Pod"]) == set(before_pods)
+    if "valid Kubernetes name" in needle or needle in ("PodNamespace", "Node"):
+        assert fake.requests[writes:] == []  # a bad name never reaches the API
 
 
 def test_ten_megabyte_body_is_400(env):
@@ -476,3 +496,11 @@ def test_bind_answers_from_its_pods_decision_when_calls_interleave():
     assert pipeline.decisions == 3
     fresh = Pipeline(model, "metronome")
     assert dict(fresh.prioritize(b, names)) == scores
+
+
+def test_a_name_is_never_a_path():
+    from k8s_bridge.kube import RESOURCES
+
+    assert RESOURCES["Pod"].path("a/b", "../x", "binding") == \
+        "/api/v1/namespaces/a%2Fb/pods/..%2Fx/binding"
+    assert RESOURCES["Pod"].path("default", "b-0") == "/api/v1/namespaces/default/pods/b-0"
