@@ -14,6 +14,7 @@ import kubernetes
 import yaml
 
 from tdmcore.elastic import ELASTIC_POLICIES
+from tdmcore.framework import QUEUES
 from tdmcore.metronome.policies import POLICIES
 
 from .cache import WATCHED_KINDS, ClusterModel
@@ -188,9 +189,13 @@ def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_
 @click.option("--lease-name", default="tdmcore-standalone-scheduler", show_default=True,
               help="Not kube-scheduler's Lease (tdmcore-scheduler in extender mode).")
 @click.option("--lease-namespace", default="tdmcore-system", show_default=True)
+@click.option("--queue", type=click.Choice(QUEUES), default="backoff", show_default=True,
+              help="A gang that cannot be placed backs off while the ones behind it are "
+                   "tried (as kube-scheduler with coscheduling), or blocks them (fifo).")
 def scheduler_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_level: str,
                   policy: str, default_link_gbps: float, port: int, scheduler_name: str,
-                  leader_elect: bool, lease_name: str, lease_namespace: str) -> None:
+                  leader_elect: bool, lease_name: str, lease_namespace: str,
+                  queue: str) -> None:
     """Standalone secondary scheduler over the same pipeline (PodGroup gangs)."""
     from .leader import default_identity, start_election
     from .pipeline import Pipeline
@@ -201,7 +206,7 @@ def scheduler_cmd(kubeconfig: str | None, api_server: str | None, host: str, log
     _, ready = start_informers(kube, model)
     pipeline = Pipeline(model, policy, kube)
     pipeline.warm_up()
-    sched = StandaloneScheduler(pipeline, scheduler_name, ready=ready)
+    sched = StandaloneScheduler(pipeline, scheduler_name, ready=ready, queue=queue)
     election = start_election(kube, lease_name, lease_namespace,
                               default_identity()) if leader_elect else None
     leading = election.leading if election is not None else None

@@ -6,8 +6,11 @@ coscheduling PodGroup (label ``scheduling.x-k8s.io/pod-group``) is a gang: its
 pending pods are placed together, all or nothing (Eqs. 11-12), once the pending
 and the already bound members reach ``spec.minMember``; a group whose PodGroup
 object does not exist (yet) waits.  A pod without a group is a gang of one.
-Gangs go highest priority first, then oldest first; an unschedulable gang is
-retried after ``retry_s`` or when the cluster changes.
+Gangs are tried oldest first (the oldest member's creation, then the group's
+key); a gang that cannot be placed is retried after ``retry_s`` or when the cluster
+changes.  Meanwhile, with ``queue="backoff"`` (the default, as kube-scheduler with
+coscheduling and the simulator's default) the gangs behind it are tried; with
+``"fifo"`` it blocks them (:data:`tdmcore.framework.QUEUES`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from tdmcore.framework import GangDecision, Status
+from tdmcore.framework import QUEUES, GangDecision, Status
 
 from . import api, convert
 from .api import BadRequest
@@ -45,9 +48,12 @@ class StandaloneScheduler:
     """Schedules our pods itself (no kube-scheduler involved)."""
 
     def __init__(self, pipeline: Pipeline, scheduler_name: str, *, retry_s: float = 5.0,
-                 ready: Any = None) -> None:
+                 ready: Any = None, queue: str = "backoff") -> None:
         if not isinstance(scheduler_name, str) or not scheduler_name:
             raise ValueError("scheduler_name: expected a non-empty string")
+        if queue not in QUEUES:
+            raise ValueError(f"queue: expected one of {', '.join(QUEUES)}, got {queue!r}")
+        self.queue = queue
         self.pipeline = pipeline
         self.model = pipeline.model
         self.scheduler_name = scheduler_name
@@ -103,7 +109,9 @@ class StandaloneScheduler:
         for gang in self.gangs():
             until, seen = self._backoff.get(gang.key, (0.0, -1))
             if now < until and seen == self.model.changes:
-                break  # the head waits, and blocks the rest
+                if self.queue == "fifo":
+                    break  # the head waits, and blocks the rest
+                continue  # it backs off; the gangs behind it are tried
             try:
                 decision = self.pipeline.schedule_gang(gang.pods)
             except BadRequest as exc:
@@ -119,7 +127,8 @@ class StandaloneScheduler:
             else:
                 self._backoff[gang.key] = (now + self.retry_s, self.model.changes)
                 log.info("gang %s not placed: %s", gang.key, decision.message)
-                break  # head-of-line blocking
+                if self.queue == "fifo":
+                    break  # head-of-line blocking
         return out
 
     def run(self, stop: threading.Event, interval_s: float = 0.5,

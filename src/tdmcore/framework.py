@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXTENSION_POINTS",
+    "QUEUES",
     "CycleState",
     "Decision",
     "GangDecision",
@@ -36,6 +37,14 @@ __all__ = [
     "Status",
     "check_policy",
 ]
+
+
+#: How gangs that cannot be placed wait, in the simulator (``run_cluster(queue=...)``)
+#: and the bridge's standalone scheduler (``--queue``): ``"backoff"`` (default), as
+#: kube-scheduler with coscheduling does: the gang backs off and is retried when the
+#: cluster changes, while the gangs behind it are tried meanwhile; ``"fifo"``: strict
+#: head-of-line order, nothing passes a waiting gang.
+QUEUES: tuple[str, ...] = ("backoff", "fifo")
 
 
 class Status(enum.Enum):

@@ -93,16 +93,38 @@ def test_scheduler_name_required():
     with cluster(base()) as (_, kube, model, _):
         with pytest.raises(ValueError, match="scheduler_name"):
             StandaloneScheduler(Pipeline(model, "metronome", kube), "")
+        with pytest.raises(ValueError, match="^queue: expected one of backoff, fifo"):
+            StandaloneScheduler(Pipeline(model, "metronome", kube), K.SCHEDULER, queue="lifo")
 
 
-def test_the_oldest_gang_that_does_not_fit_blocks_younger_ones():
-    # as the simulator's queue: arrival order, head-of-line blocking
+def _big_and_small() -> list[dict]:
     big = [K.pod(f"big-{i}", gpu=8, labels={"scheduling.x-k8s.io/pod-group": "big"},
                  created="2026-11-20T00:00:00Z") for i in range(3)]  # 24 GPUs > 16
-    objs = base() + [K.podgroup("big", 3), *big,
+    return base() + [K.podgroup("big", 3), *big,
                      K.pod("small", gpu=1, created="2026-11-20T00:00:09Z")]
-    with cluster(objs) as (fake, kube, model, informers):
+
+
+def test_a_gang_that_does_not_fit_backs_off_and_younger_ones_are_placed():
+    # the default, as kube-scheduler with coscheduling and the simulator's default queue
+    # (a review, 2026-11-24: one pod that could never fit stalled every later pod)
+    with cluster(_big_and_small()) as (fake, kube, model, informers):
         sched = StandaloneScheduler(Pipeline(model, "metronome", kube), K.SCHEDULER)
+        decided = sched.run_once()
+        assert [(g.key, d.status) for g, d in decided] == [
+            ("default/big", Status.UNSCHEDULABLE), ("pod:default/small", Status.SUCCESS)]
+        synced_to(fake, informers)
+        assert node_of(fake, "small") is not None
+        # small's binding changed the cluster: big is retried once, then backs off
+        assert [(g.key, d.status) for g, d in sched.run_once()] == [
+            ("default/big", Status.UNSCHEDULABLE)]
+        assert sched.run_once() == []
+
+
+def test_with_queue_fifo_the_oldest_gang_that_does_not_fit_blocks_younger_ones():
+    # strict head-of-line order, as the simulator's queue="fifo"
+    with cluster(_big_and_small()) as (fake, kube, model, informers):
+        sched = StandaloneScheduler(Pipeline(model, "metronome", kube), K.SCHEDULER,
+                                    queue="fifo")
         decided = sched.run_once()
         assert [g.key for g, _ in decided] == ["default/big"]
         assert node_of(fake, "small") is None

@@ -36,7 +36,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .. import _validation as v
-from ..framework import Policy, check_policy
+from ..framework import QUEUES, Policy, check_policy
 from ..metronome.controller import Controller, ControllerConfig
 from ..metronome.link import LinkPlan
 from ..metronome.policies import POLICIES, MetronomeConfig, make_policy
@@ -58,8 +58,6 @@ __all__ = [
 
 #: Placement policies the cluster simulator runs (``ideal`` is simulator-only).
 CLUSTER_POLICIES: tuple[str, ...] = (*POLICIES, "ideal")
-#: Scheduling queue disciplines of :func:`run_cluster` (``queue``).
-QUEUES: tuple[str, ...] = ("backoff", "fifo")
 
 
 #: Bounds of a job (beyond them times lose their precision, or a run its end): the
