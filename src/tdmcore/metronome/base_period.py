@@ -18,10 +18,10 @@ from numpy.typing import NDArray
 
 from .. import _validation as v
 from .._kernels.base_period import STEP_INCOMPATIBLE, unify_kernel
+from ..model import priority_value
 
 __all__ = ["BasePeriod", "unify_periods"]
 
-_PRIORITY_NAMES = {"high": 1, "low": 0}
 
 
 @dataclass(frozen=True)
@@ -66,20 +66,12 @@ def check_settings(gt_ms: Any, et_frac: Any, max_multiple: Any) -> tuple[float, 
 
 
 def check_priorities(priorities: Any, k: int) -> NDArray[np.int64]:
+    """``k`` priorities as integers, each read by :func:`tdmcore.model.priority_value`
+    (the one rule: ``"high"`` / ``"low"`` in any case and spacing, or an integer in
+    [-2^31, 2^31))."""
     if isinstance(priorities, str | bytes) or not isinstance(priorities, Sequence | np.ndarray):
         raise ValueError(f"priorities: expected a sequence of {k} priorities")
-    values = []
-    for i, p in enumerate(priorities):
-        if isinstance(p, str):
-            if p.lower() not in _PRIORITY_NAMES:
-                raise ValueError(
-                    f"priorities[{i}]: expected 'high', 'low' or an integer, got {p!r}"
-                )
-            values.append(_PRIORITY_NAMES[p.lower()])
-        elif isinstance(p, bool | np.bool_) or not isinstance(p, int | np.integer):
-            raise ValueError(f"priorities[{i}]: expected 'high', 'low' or an integer, got {p!r}")
-        else:
-            values.append(int(p))
+    values = [priority_value(p, f"priorities[{i}]") for i, p in enumerate(priorities)]
     if len(values) != k:
         raise ValueError(f"priorities: expected {k} priorities (one per period), got {len(values)}")
     return np.array(values, dtype=np.int64)
@@ -102,6 +94,11 @@ def unify_periods(
     priorities : sequence (k,)
         ``"high"``/``"low"`` or integers (larger = higher).  The pods with the
         largest priority are the high-priority ones; idle is never injected there.
+        The scheduler and the controller pass *strict ranks* instead
+        (:func:`tdmcore._kernels.circle.strict_ranks`: priority, then deploy order),
+        so that on a link only the reference job counts as high and a later job of
+        equal priority may be stretched (**[decision]**, docs/traffic-circle.md);
+        given equal priorities as such, this function stretches none of them.
     gt_ms : float, default 5.0
         ``G_T``: how far a multiple may sit from the common period (ms).
     et_frac : float, default 0.10

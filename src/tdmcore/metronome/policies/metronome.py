@@ -203,6 +203,9 @@ class MetronomePolicy:
         state.place(pod, node)
         early = pod.low_comm or bool(cycle.early is not None and cycle.early[node])
         link_names = tuple(state.link_rows[node])  # one pod per job crossing the link
+        # **[decision]** Algorithm 1's "n* then has exactly 2 pods" counts the link's
+        # rows: one per job crossing it (spec §2, revised), so a LowComm pod or a
+        # job's second pod on n*, which put nothing more on the link, do not count.
         perfect_max = cycle.max_score >= 100.0 - SCORE_TIE_PER_BIN / self.config.bins
         skip = early or not perfect_max or len(link_names) == 2
         if early:
