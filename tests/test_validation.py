@@ -144,3 +144,21 @@ def test_did_you_mean_ignores_case_and_stays_quiet_when_nothing_is_close() -> No
 def test_unknown_names_suggest_the_close_one(call, message: str) -> None:
     with pytest.raises(ValueError, match="^" + re.escape(message)):
         call()
+
+
+@pytest.mark.parametrize("priority", [" High ", "LOW", 3, np.int64(-2)])
+def test_one_priority_rule_for_pods_and_unify_periods(priority) -> None:
+    from tdmcore.model import Pod, priority_value
+
+    assert Pod("p", "j", priority=priority).priority == priority_value(priority)
+    assert tdmcore.unify_periods([100.0], [priority]).compatible
+
+
+@pytest.mark.parametrize("priority", ["medium", True, 1.0, 2**40])
+def test_a_bad_priority_is_refused_alike(priority) -> None:
+    from tdmcore.model import Pod
+
+    with pytest.raises(ValueError, match="^priority: "):
+        Pod("p", "j", priority=priority)
+    with pytest.raises(ValueError, match=r"^priorities\[0\]: "):
+        tdmcore.unify_periods([100.0], [priority])
