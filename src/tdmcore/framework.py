@@ -213,6 +213,21 @@ class Scheduler:
                               f"{want} (one per node), got {what}")
         return arr if kind == "b" else arr.astype(np.float64, copy=False)
 
+    def _check_reserve(self, state: ClusterState, pod: Pod, node: int, result: Any) -> None:
+        """A user's ``reserve`` must place the pod on ``node`` (``state.place``) and
+        return a :class:`ReserveResult` for that node, or a :class:`PolicyError`."""
+        where = f"policy {self.policy.name!r}: reserve"
+        placed = state.placed.get(pod.name)
+        if placed is None or placed.node != node:
+            got = "did not place it" if placed is None else f"placed it on node {placed.node}"
+            raise PolicyError(f"{where} must place pod {pod.name!r} on node {node} "
+                              f"(state.place), but {got}")
+        if not isinstance(result, ReserveResult) or result.node != node:
+            got = (f"node {result.node}" if isinstance(result, ReserveResult)
+                   else type(result).__name__)
+            raise PolicyError(f"{where} must return a tdmcore.framework.ReserveResult for "
+                              f"node {node}, got {got}")
+
     def decide(self, state: ClusterState, pod: Pod, snapshot: Snapshot | None = None
                ) -> tuple[Decision, CycleState]:
         """PreFilter -> Filter -> Score -> NormalizeScore; nothing is changed."""
@@ -257,6 +272,8 @@ class Scheduler:
         if decision.status is not Status.SUCCESS or decision.node is None:
             return decision
         reserve = self._call("reserve", state, cycle, decision.node)
+        if self._user:
+            self._check_reserve(state, pod, decision.node, reserve)
         return Decision(Status.SUCCESS, pod.name, node=decision.node,
                         node_name=decision.node_name, scores=decision.scores,
                         raw_scores=decision.raw_scores, reserve=reserve)

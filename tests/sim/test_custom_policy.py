@@ -89,6 +89,21 @@ class NanScores(QuietestLink):
     def normalize_score(self, state, cycle):
         import numpy
         return numpy.full(len(state.cluster.nodes), numpy.nan)
+
+
+class NoPlace(QuietestLink):
+    name = "no-place"
+
+    def reserve(self, state, cycle, node):
+        from tdmcore.framework import ReserveResult
+        return ReserveResult(node, {}, True, ())
+
+
+class ReturnsNone(QuietestLink):
+    name = "returns-none"
+
+    def reserve(self, state, cycle, node):
+        state.place(cycle.pod, node)
 """
 
 
@@ -120,6 +135,11 @@ def test_cli_takes_module_callable(module_folder: Path) -> None:
     ("quietlink_cli:Raises", "policy 'raises': score raised RuntimeError: boom"),
     ("quietlink_cli:Short", "policy 'short': normalize_score must return"),
     ("quietlink_cli:NanScores", "policy 'nan-scores': normalize_score gave a feasible node"),
+    # a newcomer's review (2026-11-24): an internal error (KeyError, exit 70), and a run
+    # that went on with reserve's None
+    ("quietlink_cli:NoPlace", "policy 'no-place': reserve must place pod"),
+    ("quietlink_cli:ReturnsNone", "policy 'returns-none': reserve must return a "
+                                  "tdmcore.framework.ReserveResult for node"),
 ])
 def test_cli_bad_module_callable_is_one_line(spec, message, module_folder, capsys) -> None:
     with pytest.raises(SystemExit) as done:
