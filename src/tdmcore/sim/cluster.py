@@ -47,6 +47,8 @@ from .run.loop import Run
 
 __all__ = [
     "CLUSTER_POLICIES",
+    "MAX_SAMPLE_VALUES",
+    "QUEUES",
     "gamma_of_links",
     "link_use_ms",
     "JobResult",
@@ -55,6 +57,11 @@ __all__ = [
     "SimJob",
     "run_cluster",
 ]
+
+#: The most link-utilisation values a run may sample (samples x links over the jobs'
+#: ideal span; 2^25 doubles, 256 MiB): a tiny ``sample_ms`` is refused, not a run that
+#: fills the memory.
+MAX_SAMPLE_VALUES = 1 << 25
 
 #: Placement policies the cluster simulator runs (``ideal`` is simulator-only).
 CLUSTER_POLICIES: tuple[str, ...] = (*POLICIES, "ideal")
@@ -269,8 +276,9 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
     noise_sigma : float
         Lognormal compute noise, mean 1 (1 % by default).
     sample_ms : float, optional
-        Link utilisation sampling interval (default: 1/400 of the last arrival
-        plus the longest ideal job, at least 1 s).
+        Link utilisation sampling interval, ms > 0 (default: 1/400 of the last
+        arrival plus the longest ideal job, at least 1 s).  At most
+        :data:`MAX_SAMPLE_VALUES` samples x links over that span.
     progress : callable, optional
         Called with the simulated time (ms) reached, now and then.
     skip_ahead : bool
@@ -364,12 +372,20 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
         if controller.scheduler != config:
             raise ValueError("controller: its scheduler config differs from the policy's "
                              "(build it with ControllerConfig.for_policy(policy.config))")
+    span = max(j.arrival_s * 1e3 for j in jobs) + max(j.iterations * j.period_ms for j in jobs)
+    if sample_ms is None:
+        sample_ms = max(1000.0, span / 400)
+    else:
+        sample_ms = v.positive_float("sample_ms", sample_ms)
+        links = max(len(sim.cluster.link_gbps), 1)
+        most = MAX_SAMPLE_VALUES // links
+        if span / sample_ms > most:
+            raise ValueError(
+                f"sample_ms: {sample_ms:g} ms gives about {span / sample_ms:,.0f} samples of "
+                f"{links} links over the jobs' ideal span ({span / 1e3:g} s); at most "
+                f"{most:,} (a sample_ms of at least {span / most:.3g} ms)")
     results = {j.name: JobResult(j.name, j.model, j.priority, j.arrival_s * 1e3, j.iterations)
                for j in jobs}
-    if sample_ms is None:
-        span = max(j.arrival_s * 1e3 for j in jobs) + max(j.iterations * j.period_ms
-                                                          for j in jobs)
-        sample_ms = max(1000.0, span / 400)
     wall = time.perf_counter()
     run = Run(sim, jobs, placement, results, ideal=ideal, seed=seed, sigma=sigma,
               sample_ms=sample_ms, progress=progress, skip_ahead=bool(skip_ahead),
