@@ -71,7 +71,9 @@ def test_pods_from_command_line_and_file(tmp_path: Path) -> None:
         (["link", "--pod", "a:x:0.5:1"], "--pod[1].period_ms: expected a number", 1),
         (["link", "--pod", "a:100:0.5:40"], "above the link's 25.0 Gbps", 1),
         (["link", "--pod", "a:100:0.5:4", "--pod", "a:100:0.5:4"], "unique", 1),
-        (["link", "s1", "--bins", "4"], "bins: expected an integer >= 8", 1),
+        (["link", "s1", "--bins", "4"], "4 is not in the range 8<=x<=3600", 2),
+        # a newcomer's review (2026-11-24): a million bins ran for minutes and gigabytes
+        (["link", "s1", "--bins", "1000000"], "1000000 is not in the range 8<=x<=3600", 2),
         (["link", "s1", "--capacity", "-1"], "Invalid value for '--capacity'", 2),
         (["link", "s1", "--capacity", "nan"], "'nan' is not a finite number", 2),
         (["link", "--file", "/nonexistent/pods.json"], "cannot read", 1),

@@ -206,3 +206,14 @@ def test_a_scenario_file_error_names_the_file_and_a_close_name(tmp_path, capsys)
 ])
 def test_a_mistyped_name_gets_a_suggestion(args, needle, tmp_path, capsys):
     assert needle in _one_error([*args, "--out", str(tmp_path / "o")], capsys)
+
+
+def test_a_delegated_run_records_the_command_that_wrote_the_report(tmp_path):
+    # a newcomer's review (2026-11-24): "tdmcore simulate SCENARIO|FILE [TRACE.csv] elastic"
+    out = tmp_path / "o"
+    result = CliRunner().invoke(cli, ["simulate", "dragon-testbed", "--policies", "locality",
+                                      "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    for stem in ("elastic-table1", "elastic-poisson"):
+        record = json.loads((out / f"{stem}-run.json").read_text())
+        assert record["command"] == "tdmcore elastic"

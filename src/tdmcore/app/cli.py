@@ -27,7 +27,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from .._validation import MAX_SEED, did_you_mean, read_error
+from .._validation import MAX_SEED, MIN_BINS, did_you_mean, read_error
 from ..framework import PolicyError
 from ..metronome.link import LinkPlan, LinkPod, plan_link
 from ..metronome.scoring import average_bandwidth_utilization
@@ -43,6 +43,9 @@ EXIT_INTERRUPTED = 130
 #: Exit status after SIGTERM (128 + SIGTERM).
 EXIT_TERMINATED = 143
 LOG_LEVELS = ("debug", "info", "warning", "error")
+#: ``tdmcore link --bins`` at most: 0.1 degree bins.  The compiled search cannot be
+#: interrupted, and at a million bins one run took minutes and gigabytes.
+MAX_LINK_BINS = 3600
 
 log = logging.getLogger("tdmcore")
 
@@ -212,8 +215,10 @@ def scenarios_cmd(ctx: click.Context) -> None:
 @click.option("--capacity", "capacity_gbps", type=FiniteFloat(min=0, min_open=True),
               default=None,
               help="Link capacity in Gbps (default: the scenario's, or 25 with --pod).")
-@click.option("--bins", type=int, default=72, show_default=True,
-              help="Di-Pre: bins on the traffic circle (>= 8).")
+@click.option("--bins", type=click.IntRange(MIN_BINS, MAX_LINK_BINS), default=72,
+              show_default=True,
+              help=f"Di-Pre: bins on the traffic circle ({MIN_BINS} to {MAX_LINK_BINS:,}; "
+                   "the search is exact, so its time grows fast with the bins).")
 @click.option("--out", "out_dir", type=OutDir(),
               default=Path("report"), show_default=True,
               help="Folder for the PNG and JSON report.")
@@ -279,7 +284,9 @@ def _report_dir(out_dir: Path, stem: str,
     write that fails later (the staged files are removed then, as on Ctrl-C).
     """
     ctx = click.get_current_context()
-    command = " ".join(["tdmcore", *ctx.command_path.split()[1:]])
+    # the command that writes the report: `simulate dragon-testbed` runs `elastic`
+    # (ctx.command_path would carry simulate's usage pieces before it)
+    command = f"tdmcore {ctx.command.name}"
     report = ReportDir(out_dir, stem, command, ctx.params if parameters is None else parameters)
     try:
         report.__enter__()
@@ -1052,7 +1059,9 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, trace_file: Path | No
 
     Prints one row per policy with its change relative to default and to ideal
     (negative = faster), and writes simulate-<name>.csv/.json (the table),
-    simulate-<name>-jobs.csv/.json (every job) and plots to --out.
+    simulate-<name>-jobs.csv/.json (every job) and plots to --out.  dragon-testbed
+    and oasis run other simulators and write their reports instead: those of
+    `tdmcore elastic table1` and `tdmcore elastic poisson`, and of `tdmcore oasis`.
     """
     if example == (scenario is not None):
         raise click.UsageError("give exactly one of SCENARIO or --example")
