@@ -1,1 +1,1 @@
-"""asv suites for tdmcore (see ../asv.conf.json and the README's Benchmarks section)."""
+"""asv suites for tdmcore (see ../asv.conf.json and docs/benchmarks.md)."""

@@ -1,8 +1,8 @@
 """The OASiS setting end to end: run time and total utility of each slotted policy.
 
 ``track_`` records quality (total utility, acceptance) beside the ``time_`` runs, on
-``oasis_setting(n_jobs, 20, 20, 200, seed=0)`` (see README "OASiS against its
-baselines").
+``oasis_setting(n_jobs, 20, 20, 200, seed=0)`` (see docs/oasis.md, "OASiS against
+its baselines").
 """
 
 from __future__ import annotations

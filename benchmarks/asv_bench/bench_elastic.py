@@ -1,7 +1,7 @@
 """Elastic policies on DRAGON's workloads: run time and mean elapsed time (quality).
 
 ``track_mean_elapsed_s`` on DRAGON's Table 1 and its Poisson simulation (100 jobs,
-mean gap 100 s, seed 0); see README "Elastic gang scheduling".
+mean gap 100 s, seed 0); see docs/elastic.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The flow-level network model: the compiled event loop against the naive peer.
 
 Instances: ``flow_instance(n_jobs, n_links, iterations, seed)``: every job has two
-pods on random links of 25 Gbps, periods 100-500 ms, duty cycles 0.1-0.5, random
-start shifts; 1 % compute noise.  The peer (``naive_flow.simulate``) is the
+pods on two distinct random links of 25 Gbps (a job crosses each link once), periods
+100-500 ms, duty cycles 0.1-0.5, random start shifts; 1 % compute noise; the
+calibrated contention efficiency.  The peer (``naive_flow.simulate``) is the
 test-suite oracle: the same model with dictionaries and the textbook max-min loop.
 """
 
@@ -12,14 +13,16 @@ import time
 
 import numpy as np
 
-from tdmcore.sim.engine.network import FlowJob, simulate_flows
+from tdmcore.sim.engine.network import CONTENTION_EFFICIENCY, FlowJob, simulate_flows
 from tests.oracles import naive_flow
 
 
 def flow_instance(n_jobs: int, n_links: int, iterations: int, seed: int = 0):
     rng = np.random.default_rng(seed)
+    if n_links < 2:
+        raise ValueError(f"n_links: two pods need two links, got {n_links}")
     jobs = [FlowJob(f"j{i}", float(rng.uniform(100, 500)), float(rng.uniform(0.1, 0.5)),
-                    25.0, (int(rng.integers(n_links)), int(rng.integers(n_links))),
+                    25.0, tuple(int(x) for x in rng.choice(n_links, size=2, replace=False)),
                     iterations, start_ms=float(rng.uniform(0, 200)))
             for i in range(n_jobs)]
     return jobs, [25.0] * n_links
@@ -29,9 +32,10 @@ def speedup(n_jobs: int = 16, n_links: int = 8, iterations: int = 50,
             seed: int = 0) -> tuple[float, float, float]:
     """(tdmcore s, naive s, ratio) on one instance, after checking they agree."""
     jobs, cap = flow_instance(n_jobs, n_links, iterations, seed)
-    fast = simulate_flows(jobs, cap, seed=seed)
+    fast = simulate_flows(jobs, cap, seed=seed)  # the calibrated contention efficiency
     start = time.perf_counter()
-    ends, _, _ = naive_flow.simulate(jobs, cap, None, 0.01, seed)
+    ends, _, _ = naive_flow.simulate(jobs, cap, None, 0.01, seed,
+                                     efficiency=CONTENTION_EFFICIENCY)
     slow = time.perf_counter() - start
     # long runs accumulate float round-off differently (water-filling order): the end
     # times agree to ~1e-9 relative after thousands of events, not bit for bit

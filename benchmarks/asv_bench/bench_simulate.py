@@ -3,7 +3,7 @@
 ``time_run`` / ``track_*`` on the shipped scenarios, seed 0: the 4 h
 ``metronome-trace`` (docs/benchmarks.md: all policies together < 30 s) and the
 snapshots S1 and S5 (10 minutes of training per job).  ``track_mean_jct_s`` and
-``track_gamma`` are the quality figures (README "Simulator").  The naive peer of
+``track_gamma`` are the quality figures (docs/simulator.md).  The naive peer of
 the flow kernel itself is in :mod:`bench_network`.  :class:`PhillyScale` times
 Philly slices on 1,024 nodes (the 10-minute, 4 GB target) and their peak memory.
 """
