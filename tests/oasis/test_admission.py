@@ -691,3 +691,5 @@ def test_one_rule_says_why_a_job_cannot_run():
     assert online.submit(fast_workers).reason == reason
     run = run_slotted(make_admission_policy("fifo"), cluster([[4]], [[4]], 5), [fast_workers])
     assert not run.outcomes[0].admitted and run.outcomes[0].reason == reason
+    small = oasis_setting(np.int64(3), np.int64(2), np.int64(2), np.int64(10), 0)
+    assert len(small.jobs) == 3 and small.cluster.n_slots == 10

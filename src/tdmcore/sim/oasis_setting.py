@@ -58,10 +58,9 @@ class OasisSetting:
 def oasis_cluster(n_worker_servers: int = 50, n_ps_servers: int = 50, n_slots: int = 200,
                   seed: int = 0) -> SlottedCluster:
     """Worker servers (C4-like + GPUs) and PS servers (P2 or G3 at random)."""
-    for name, value in (("n_worker_servers", n_worker_servers),
-                        ("n_ps_servers", n_ps_servers), ("n_slots", n_slots)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
+    n_worker_servers = v.whole("n_worker_servers", n_worker_servers)
+    n_ps_servers = v.whole("n_ps_servers", n_ps_servers)
+    n_slots = v.whole("n_slots", n_slots)
     rng = np.random.default_rng([as_seed("seed", seed), 1])
     workers = np.array([[*WORKER_SERVER, rng.uniform(*SERVER_BW_GBPS)]
                         for _ in range(n_worker_servers)])
@@ -84,8 +83,7 @@ def oasis_jobs(n_jobs: int = 100, n_slots: int = 200, seed: int = 0,
     Units follow :class:`tdmcore.oasis.online.Job`: ``tau`` and ``grad_size / worker_bw`` in
     slots, resources in GPUs, vCPUs, GB, GB and Gbps.
     """
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1:
-        raise ValueError(f"n_jobs: expected an integer >= 1, got {n_jobs!r}")
+    n_jobs = v.whole("n_jobs", n_jobs)
     n_slots = v.whole("n_slots", n_slots)
     shares = np.asarray(mix, dtype=np.float64)
     if shares.shape != (3,) or np.any(shares < 0) or not np.isfinite(shares).all() \
