@@ -17,7 +17,9 @@ extension point: its DefaultBinder's POST of pods/binding), from kube-scheduler'
 ``/metrics``, both in the same round (bucket bounds: p50 / p99 are "at most"
 figures).  Each round also records the machine's 1-minute load average and the CPU
 time per pod of kube-scheduler (the one serving the mode), kube-apiserver, etcd and the
-extender, from the first create to the last pod bound.  Modes: ``plain``, ``extender``
+extender, from the first create to the last pod bound, and the API server's requests
+per pod by verb and resource (``apiserver_request_total``, everyone's).
+Modes: ``plain``, ``extender``
 (status written behind the bind, the default), ``extender-sync`` (``--sync-status``:
 the write inside the bind, as before), ``extender-decides`` (``--decide-in-filter``:
 Filter keeps only the policy's pick, kube-scheduler binds it unscored) and ``floor``
@@ -188,6 +190,34 @@ def quantile(before: dict[float, float], after: dict[float, float], q: float) ->
     return float("inf")
 
 
+def api_requests(plane: ControlPlane) -> dict[str, float]:
+    """kube-apiserver's request counts so far, by ``VERB resource[/subresource]``
+    (``apiserver_request_total``; watches counted when they open)."""
+    import ssl
+    import urllib.request
+
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # the envtest serving certificate
+    request = urllib.request.Request(f"{plane.url}/metrics", headers={
+        "Authorization": f"Bearer {plane.ADMIN_TOKEN}"})
+    with urllib.request.urlopen(request, context=context, timeout=10) as resp:
+        text = resp.read().decode()
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name != "apiserver_request_total":
+                continue
+            labels = sample.labels
+            key = f"{labels.get('verb')} {labels.get('resource')}"
+            if labels.get("subresource"):
+                key += f"/{labels['subresource']}"
+            out[key] = out.get(key, 0.0) + sample.value
+    return out
+
+
 def cpu_s(pid: int) -> float:
     """CPU seconds (user + system) process ``pid`` has used so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -219,6 +249,7 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
     if ext is not None and ext.proc is not None:
         procs["extender"] = ext.proc.pid
     cpu_before = {name: cpu_s(pid) for name, pid in procs.items()}
+    requests_before = api_requests(env.plane)
 
     def create(name: str) -> None:
         env.pod(ns, name, gpu=1, labels={JOB: f"j{int(name[1:]) % jobs}"}, scheduler=scheduler)
@@ -231,10 +262,14 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
     took = time.monotonic() - t0
     cpu_ms = {name: round((cpu_s(pid) - cpu_before[name]) * 1e3 / pods, 2)
               for name, pid in procs.items()}
+    requests_after = api_requests(env.plane)
+    api_per_pod = {key: round((n - requests_before.get(key, 0.0)) / pods, 2)
+                   for key, n in sorted(requests_after.items())
+                   if n - requests_before.get(key, 0.0) > 0}
     result: dict[str, Any] = {"mode": mode, "round": round_no, "pods": pods,
                               "create_s": round(created, 2), "bind_all_s": round(took, 2),
                               "load_avg_1m": [round(load, 2), round(os.getloadavg()[0], 2)],
-                              "cpu_ms_per_pod": cpu_ms}
+                              "cpu_ms_per_pod": cpu_ms, "api_requests_per_pod": api_per_pod}
     if ext is None and plain is not None:
         time.sleep(1.0)  # kube-scheduler records a Bind once the POST has returned
         after = binder_histogram(plain, env.plane, scheduler)
