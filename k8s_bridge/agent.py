@@ -104,6 +104,14 @@ FAIL_OPEN_REPLY: Mapping[str, Any] = MappingProxyType(
 _FAIL_OPEN_BODY = json.dumps(dict(FAIL_OPEN_REPLY)).encode()
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Redirects are not followed: urllib would re-send a POST as a bodiless GET to
+    wherever ``Location`` points and relay that answer; a 3xx fails open instead."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
 class _ForwardFailed(Exception):
     """A forward that must fail open; ``reason`` is a metrics label."""
 
@@ -179,7 +187,8 @@ class Agent:
         self._failures = 0
         self._retry_at = 0.0  # time.monotonic() before which nothing is forwarded
         # No proxies: the controller is an in-cluster Service (see module docstring).
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),
+                                                   _NoRedirect())
 
         # the bridge's one web stack: health, readiness (503 while draining), metrics,
         # JSON errors (``{"error": ...}``, the agent's documented shape)
@@ -264,7 +273,7 @@ class Agent:
                 raise ReportError("body", "JSON nested too deeply") from None
             except UnicodeDecodeError:
                 raise ReportError("body", "not UTF-8") from None
-            except json.JSONDecodeError as exc:
+            except ValueError as exc:  # JSONDecodeError, or an integer over 4300 digits
                 raise ReportError("body", f"malformed JSON: {exc}") from None
             report = validate_report(decoded)
         except ReportError as exc:

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "ANSWER_PERIODS",
     "GPU_RESOURCE",
     "GROUP",
     "LABEL_APPGROUP",
@@ -42,6 +43,7 @@ __all__ = [
     "BadRequest",
     "ReportError",
     "field",
+    "finite_number",
     "parse_args",
     "parse_binding",
     "valid_answer",
@@ -187,8 +189,8 @@ def _number(value: object, where: str) -> float:
     # bool is an int subclass, but true is not a duration.
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ReportError(where, f"must be a number, got {_type_name(value)}")
-    number = float(value)
-    if not math.isfinite(number):
+    number = finite_number(value)
+    if number is None:
         raise ReportError(where, "must be finite")
     return number
 
@@ -284,27 +286,43 @@ def validate_report(body: object, max_iterations: int = MAX_ITERATIONS) -> dict[
     return report
 
 
+#: the controller's answer fields that are periods: a start time is taken modulo
+#: them, so a value <= 0 is not one
+ANSWER_PERIODS = frozenset({"period_ms", "phase_period_ms"})
+
+
 def valid_answer(raw: bytes) -> bool:
     """Whether a controller's 200 body is an answer a hook can use: an object with a
     finite ``pause_ms >= 0`` and finite numbers or nulls for ``shift_ms``,
-    ``period_ms``, ``phase_period_ms`` and ``target_phase_ms``."""
+    ``period_ms``, ``phase_period_ms`` and ``target_phase_ms``, the periods > 0."""
     try:
         answer = json.loads(raw)
     except (ValueError, RecursionError):
         return False
     if not isinstance(answer, dict):
         return False
-    pause = answer.get("pause_ms")
-    if isinstance(pause, bool) or not isinstance(pause, int | float):
-        return False
-    if not (math.isfinite(pause) and pause >= 0.0):
+    pause = finite_number(answer.get("pause_ms"))
+    if pause is None or pause < 0.0:
         return False
     for key in ("shift_ms", "period_ms", "phase_period_ms", "target_phase_ms"):
         value = answer.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return False
-        if not math.isfinite(value):
+        number = finite_number(value)
+        if number is None or (key in ANSWER_PERIODS and number <= 0.0):
             return False
     return True
+
+
+def finite_number(value: object) -> float | None:
+    """``value`` as a finite float, or None: not a number (a bool is not one), NaN or
+    infinite, or an integer too large for a double (JSON allows ``1`` followed by 400
+    zeros; ``float()`` and ``math.isfinite`` raise on it).  The one reading of a
+    number in the report protocol, for the agent, the controller and the hook."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None

@@ -60,7 +60,8 @@ is monotonic and immune to clock steps.
 **[decision]** ``comm_ms`` from the DDP comm hook is the length of the union of the
 intervals [hook called, future completed] of the iteration's buckets (buckets overlap,
 so their sum would double count); a future that completes after ``end()`` is ignored.
-An explicit ``end(comm_ms=...)`` overrides it.
+An explicit ``end(comm_ms=...)`` overrides it; either is capped at the iteration's
+duration (the report protocol's bound).
 """
 
 from __future__ import annotations
@@ -72,9 +73,11 @@ import json
 import logging
 import math
 import os
+import re
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import weakref
 from collections import deque
@@ -84,7 +87,7 @@ from http.client import HTTPException
 from types import TracebackType
 from typing import Any
 
-from .api import MAX_ITERATIONS, REPORT_PATH
+from .api import ANSWER_PERIODS, MAX_ITERATIONS, REPORT_PATH, finite_number
 
 __all__ = ["TrainingHook"]
 
@@ -143,11 +146,26 @@ class _Step:
         # Returning None lets the user's exception propagate unchanged.
 
 
-def _finite(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) else None
+#: a host name or IPv4 address (an IPv6 address comes in brackets, urlsplit strips them)
+_HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?|[0-9A-Fa-f:.]+")
+
+
+def _url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be the agent's base URL (None: it can).  An unset variable
+    that Kubernetes left unexpanded (``http://$(HOST_IP):9471``), an empty host or a
+    port that is not a number would otherwise make every flush fail at run time."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port  # raises on a port that is not a number in 0..65535
+    except ValueError:
+        return "is not a valid URL"
+    if parts.scheme not in ("http", "https"):
+        return "is not an http(s) URL"
+    if not parts.hostname or not _HOST.fullmatch(parts.hostname):
+        return "has no valid host name"
+    if port == 0:
+        return "has port 0"
+    return None
 
 
 def _union_ms(intervals: list[tuple[float, float]]) -> float:
@@ -234,8 +252,9 @@ class TrainingHook:
             raise ValueError(f"max_pause_ms: must be finite and >= 0, got {max_pause_ms}")
 
         url = (agent_url or "").strip().rstrip("/")
-        if url and not url.startswith(("http://", "https://")):
-            log.warning("tdmcore hook disabled: %s=%r is not an http(s) URL", ENV_AGENT_URL, url)
+        problem = _url_problem(url) if url else None
+        if problem is not None:
+            log.warning("tdmcore hook disabled: %s=%r %s", ENV_AGENT_URL, url, problem)
             url = ""
         self._enabled = bool(url and pod and namespace)
         self.agent_url: str | None = url if self._enabled else None
@@ -400,10 +419,15 @@ class TrainingHook:
             if duration_ms <= 0.0:
                 return  # cannot happen with perf_counter; the agent would refuse it
             if comm_ms is not None:
-                comm = _finite(comm_ms)
+                comm = finite_number(comm_ms)
                 comm = comm if comm is not None and comm >= 0.0 else None
             else:
                 comm = _union_ms(intervals) if intervals else None
+            if comm is not None:
+                # the report protocol wants comm_ms in [0, duration_ms]: one value a
+                # hair over (measured on another clock) would get the whole batch
+                # refused
+                comm = min(comm, duration_ms)
             pending = self._pending
             with self._lock:  # with _take_batch: the drop count stays exact
                 if len(pending) == pending.maxlen:
@@ -577,7 +601,7 @@ class TrainingHook:
             return
         if not isinstance(answer, dict) or answer.get("controller") == "unreachable":
             return  # the agent's fail-open reply carries no instruction
-        pause_ms = _finite(answer.get("pause_ms"))
+        pause_ms = finite_number(answer.get("pause_ms"))
         if pause_ms is not None and pause_ms >= 0.0:
             with self._lock:
                 self._pause_s = min(pause_ms, self.max_pause_ms) / 1000.0
@@ -585,7 +609,9 @@ class TrainingHook:
             if key not in answer:
                 continue
             value = answer[key]
-            number = _finite(value)
+            number = finite_number(value)
+            if number is not None and key in ANSWER_PERIODS and number <= 0.0:
+                continue  # a period <= 0 is garbage: the old value stands
             if value is None or number is not None:
                 setattr(self, f"_{key}", number)
         align = answer.get("align")

@@ -255,7 +255,7 @@ class ControllerService:
             if entry is None:
                 raise HttpError(404, f"pod: {key!r} is not placed (unknown to the controller)")
             try:
-                actions = ctrl.report_iterations(key, starts, durations, comms)
+                actions = ctrl.report_iterations(key, starts, durations, comms, batch=True)
             except ValueError as exc:
                 raise HttpError(400, str(exc)) from exc
             self.m_reports.inc(len(starts))
@@ -264,8 +264,9 @@ class ControllerService:
             pause = 0.0
             updates = [a for _, a in actions if isinstance(a, PatternUpdate)]
             if any(isinstance(a, Readjustment) for _, a in actions) and pattern is not None:
-                # Readjustments of earlier iterations in this batch are stale: the pause
-                # is computed from the end of the last reported iteration.
+                # The batch's one readjustment (report_iterations(batch=True)) is
+                # computed from the end of the last reported iteration, as the pod
+                # applies it after the batch.
                 pause = ctrl.pause_ms(job, starts[-1] + durations[-1])
                 self.m_actions.labels("pause").inc()
             for update in updates:

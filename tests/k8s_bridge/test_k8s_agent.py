@@ -715,3 +715,59 @@ def test_stop_with_the_trigger_already_closed_still_stops() -> None:
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", server.port),
                                                           timeout=1):
         pass
+
+
+# -- review: integers beyond a double, redirects ------------------------------------------
+
+
+@pytest.mark.parametrize("field", ["start_ms", "duration_ms", "comm_ms"])
+def test_an_integer_beyond_a_double_is_a_400_naming_the_field(controller, start, field) -> None:
+    agent = start(controller.url)
+    item = {"start_ms": 1.0, "duration_ms": 5.0, "comm_ms": 1.0}
+    raw = json.dumps(report(iterations=[item])).encode()
+    raw = raw.replace(f'"{field}": {item[field]}'.encode(), f'"{field}": 1{"0" * 400}'.encode())
+    status, _, answer = agent.post(raw)
+    assert status == 400 and field in answer["error"]
+    status, _, answer = agent.post(raw.replace(f'1{"0" * 400}'.encode(), b"1" * 5000))
+    assert status == 400 and "error" in answer
+    assert controller.count == 0
+
+
+def test_a_controller_answer_with_an_integer_beyond_a_double_fails_open(start) -> None:
+    fake = FakeController(lambda n: (200, b'{"pause_ms": 1' + b"0" * 400 + b"}"))
+    try:
+        agent = start(fake.url)
+        status, headers, answer = agent.post(report())
+        assert (status, answer) == (200, FAIL_OPEN_REPLY)
+        assert headers["X-Tdmcore-Fail-Open"] == "bad_answer"
+    finally:
+        fake.close()
+
+
+@pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
+def test_a_redirect_fails_open_and_is_not_followed(start, code) -> None:
+    target = FakeController()  # would answer a valid 200 to whatever reaches it
+
+    class Redirect(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self.send_response(code)
+            self.send_header("Location", target.url + "/v1/report")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
+    try:
+        agent = start(f"http://127.0.0.1:{httpd.server_address[1]}")
+        status, headers, answer = agent.post(report())
+        assert (status, answer) == (200, FAIL_OPEN_REPLY)
+        assert headers["X-Tdmcore-Fail-Open"] == "bad_answer"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        target.close()

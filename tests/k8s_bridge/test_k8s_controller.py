@@ -413,3 +413,39 @@ def test_a_pause_beside_a_job_of_another_period_lands_on_the_phase_lattice():
             assert min(off, lattice - off) == pytest.approx(0.0, abs=1e-6)
         finally:
             server.stop()
+
+
+def test_a_batch_is_answered_with_at_most_one_readjustment():
+    """The hook sends 10 iterations per report and pauses only on the answer: the slow
+    iterations after a batch's readjustment ran before the pod could pause, so they
+    do not count towards another one (two batches of slow iterations are two
+    readjustments, not three, and no "repeated readjustments" pattern update)."""
+    with cluster(objects()) as (fake, kube, model, informers):
+        service = ControllerService(model, kube, "metronome")
+        service.reconcile()
+        t0 = 1_000_000.0
+        service.report("default/a-1", [t0 + i * 100 for i in range(10)], [100.0] * 10, None)
+        t = t0 + 20
+        marks = []
+        for _ in range(2):
+            starts = [t + i * 130 for i in range(10)]
+            t = starts[-1] + 130
+            answer = service.report("default/b-0", starts, [130.0] * 10, None)
+            assert answer["pause_ms"] > 0
+            watch = service.current().watch_state("default/b-0")
+            assert watch is not None
+            marks.append(watch.readjusted_at())
+        # one mark per batch (the 6th slow iteration of each); the rest of a batch only
+        # counts as reports, so the second batch's window starts empty
+        assert marks == [[6], [6, 16]]
+        assert service.current().watch_state("default/b-0").reports == 20
+        status = fake.get(NBW, "PodBandwidth", "b", "default").get("status") or {}
+        assert "observedPeriodMs" not in status
+        # reported one at a time (the simulator's way, every pause applied at once)
+        # the same iterations make three readjustments and a pattern update
+        ctrl = service.current()
+        fresh = ctrl.report_iterations("default/c-0", [t0 + 20 + i * 130 for i in range(20)],
+                                       [130.0] * 20)
+        assert [(k, type(a).__name__) for k, a in fresh] == [
+            (5, "Readjustment"), (11, "Readjustment"), (17, "Readjustment"),
+            (17, "PatternUpdate")]

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from k8s_bridge.api import valid_answer
 from k8s_bridge.hook import TrainingHook
 
 FAIL_OPEN = {
@@ -176,6 +177,11 @@ def timed_step(hook: TrainingHook, work_s: float = 0.0) -> float:
         {"TDMCORE_AGENT_URL": "http://10.0.0.1:9471", "POD_NAME": "p"},
         {"TDMCORE_AGENT_URL": "", "POD_NAME": "p", "POD_NAMESPACE": "ns"},
         {"TDMCORE_AGENT_URL": "10.0.0.1:9471", "POD_NAME": "p", "POD_NAMESPACE": "ns"},
+        # what Kubernetes leaves of an undefined $(HOST_IP), no host, a port not a number
+        {"TDMCORE_AGENT_URL": "http://$(HOST_IP):9471", "POD_NAME": "p", "POD_NAMESPACE": "ns"},
+        {"TDMCORE_AGENT_URL": "http://:9471", "POD_NAME": "p", "POD_NAMESPACE": "ns"},
+        {"TDMCORE_AGENT_URL": "http://host:port", "POD_NAME": "p", "POD_NAMESPACE": "ns"},
+        {"TDMCORE_AGENT_URL": "http://host:0", "POD_NAME": "p", "POD_NAMESPACE": "ns"},
     ],
 )
 def test_disabled_without_configuration_and_never_touches_the_network(environ, monkeypatch) -> None:
@@ -205,6 +211,17 @@ def test_from_env_reads_the_three_variables() -> None:
     try:
         assert hook.enabled
         assert (hook.agent_url, hook.pod, hook.namespace) == ("http://10.0.0.1:9471", "p", "ns")
+    finally:
+        hook.close(timeout_s=0.1)
+
+
+@pytest.mark.parametrize("url", ["http://10.0.0.1:9471", "https://agent.ns.svc:9471",
+                                 "http://[::1]:9471", "http://localhost"])
+def test_well_formed_urls_enable_the_hook(url) -> None:
+    hook = TrainingHook.from_env({"TDMCORE_AGENT_URL": url, "POD_NAME": "p",
+                                  "POD_NAMESPACE": "ns"}, register_atexit=False)
+    try:
+        assert hook.enabled and hook.agent_url == url
     finally:
         hook.close(timeout_s=0.1)
 
@@ -337,6 +354,8 @@ def test_the_default_cap_is_ten_seconds() -> None:
         b'{"pause_ms": NaN}',
         b'{"pause_ms": Infinity}',
         b'{"pause_ms": 1e999}',
+        b'{"pause_ms": 1' + b"0" * 400 + b"}",  # an integer beyond a double
+        b'{"pause_ms": 0, "shift_ms": 1' + b"0" * 400 + b"}",
         b'{"pause_ms": "100"}',
         b'{"pause_ms": true}',
         b'{"pause_ms": null}',
@@ -355,6 +374,38 @@ def test_garbage_answers_are_ignored(make_hook, answer) -> None:
         assert (hook.shift_ms, hook.period_ms, hook.target_phase_ms) == (None, None, None)
     finally:
         agent.close()
+
+
+def test_a_huge_integer_answer_does_not_stop_reporting(make_hook) -> None:
+    huge = b'{"pause_ms": 1' + b"0" * 400 + b"}"
+    agent = FakeAgent(lambda n: (200, huge) if n == 1 else encode(NO_PAUSE))
+    try:
+        hook = make_hook(agent.url, flush_every=1)
+        for _ in range(3):
+            timed_step(hook)
+            time.sleep(0.02)
+        wait_for(lambda: hook.sent_iterations == 3)
+        assert hook._thread is not None and hook._thread.is_alive()
+    finally:
+        agent.close()
+
+
+def test_a_comm_time_over_the_step_is_capped_not_the_batch_refused(make_hook) -> None:
+    # through the real agent, which refuses comm_ms > duration_ms (400)
+    from k8s_bridge.agent import Agent, serve
+
+    agent = serve(Agent(None, "node-a").app(), "127.0.0.1", 0)
+    agent.start()
+    try:
+        hook = make_hook(agent.url, flush_every=3)
+        for comm in (1.0, 10_000.0, 1.0):  # one measured on another clock, too long
+            hook.begin()
+            time.sleep(0.005)
+            hook.end(comm_ms=comm)
+        wait_for(lambda: hook.sent_iterations == 3)
+        assert hook.dropped_iterations == 0
+    finally:
+        agent.stop()
 
 
 def test_shift_is_kept_until_a_valid_answer_changes_it(make_hook) -> None:
@@ -379,6 +430,28 @@ def test_shift_is_kept_until_a_valid_answer_changes_it(make_hook) -> None:
             hook.shift_ms = 1.0  # type: ignore[misc]
     finally:
         agent.close()
+
+
+def test_a_period_of_zero_or_less_is_garbage(make_hook) -> None:
+    """A start is taken modulo the period: one <= 0 would give negative pauses."""
+    answers = [
+        {"pause_ms": 0.0, "period_ms": 400.0, "phase_period_ms": 200.0, "target_phase_ms": 30.0},
+        {"pause_ms": 0.0, "period_ms": -400.0, "phase_period_ms": 0.0, "target_phase_ms": 10.0},
+    ]
+    agent = FakeAgent(lambda n: encode(answers[min(n, 2) - 1]))
+    try:
+        hook = make_hook(agent.url, flush_every=1)
+        for n in (1, 2):
+            timed_step(hook)
+            wait_for(lambda n=n: hook.sent_iterations == n)
+        assert (hook.period_ms, hook.phase_period_ms, hook.target_phase_ms) == \
+            (400.0, 200.0, 10.0)
+    finally:
+        agent.close()
+    for key in ("period_ms", "phase_period_ms"):
+        for bad in (0, -1.0):
+            assert not valid_answer(json.dumps({"pause_ms": 0.0, key: bad}).encode())
+        assert valid_answer(json.dumps({"pause_ms": 0.0, key: 0.5}).encode())
 
 
 # -- never stall, never crash ---------------------------------------------------------
@@ -540,6 +613,7 @@ def test_ddp_comm_hook_adds_the_time_until_the_future_completes(fake, make_hook)
     # Iteration 4: an explicit comm_ms wins over what was measured.
     hook.begin()
     comm_hook(state, "bucket-3").complete()
+    time.sleep(0.006)  # comm_ms must not exceed the step (the agent refuses that)
     hook.end(comm_ms=5.0)
 
     hook.close()

@@ -7,8 +7,15 @@ import copy
 import numpy as np
 import pytest
 
+from tdmcore._kernels import regulation as R
 from tdmcore.framework import Scheduler
-from tdmcore.metronome.controller import Controller, ControllerConfig, PatternUpdate, Readjustment
+from tdmcore.metronome.controller import (
+    Controller,
+    ControllerConfig,
+    PatternUpdate,
+    Readjustment,
+    Watch,
+)
 from tdmcore.metronome.policies import MetronomeConfig, MetronomePolicy
 from tdmcore.model import Cluster, ClusterState, Node, Pod, TrafficPattern
 
@@ -89,3 +96,28 @@ def test_bad_batches_change_nothing() -> None:
     with pytest.raises(ValueError, match="pod"):
         ctl.report_iterations("nope", [0.0], [1.0])
     assert ctl._watch.keys() == before.keys()
+
+
+def test_set_watch_state_refuses_counters_outside_the_rings() -> None:
+    """The compiled rule indexes the rings by the counters unchecked: a watch whose
+    counters point outside them is refused (it crashed the process before)."""
+    _, ctrl = two_jobs()
+    pod = "b-0"
+    ctrl.report_iteration(pod, 0.0, PERIOD)
+    before = ctrl.watch_state(pod)
+    assert before is not None
+    for index, value in ((R.W_N, 10**9), (R.W_POS, -1), (R.O_POS, ctrl.config.window),
+                         (R.H_N, ctrl.config.readjust_horizon + 1), (R.MARKS_N, -1),
+                         (R.REPORTS, -5)):
+        watch = Watch.empty(ctrl.config)
+        watch.counters[index] = value
+        with pytest.raises(ValueError, match="watch"):
+            ctrl.set_watch_state(pod, watch)
+        after = ctrl.watch_state(pod)
+        assert after is not None and all(np.array_equal(a, b) for a, b in
+                                         zip(after, before, strict=True))
+    with pytest.raises(ValueError, match="dtypes"):
+        bad = Watch.empty(ctrl.config)
+        ctrl.set_watch_state(pod, bad._replace(counters=bad.counters.astype(np.int32)))
+    ctrl.set_watch_state(pod, Watch.empty(ctrl.config))  # a consistent one is taken
+    assert ctrl.report_iteration(pod, PERIOD, PERIOD) == []

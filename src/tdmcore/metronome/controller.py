@@ -659,9 +659,20 @@ class Controller:
         if not isinstance(watch, Watch):
             raise ValueError(f"watch: expected a Watch, got {type(watch).__name__}")
         empty = Watch.empty(self.config)
-        if any(a.shape != b.shape for a, b in zip(watch, empty, strict=True)):
+        if any(a.shape != b.shape or a.dtype != b.dtype
+               for a, b in zip(watch, empty, strict=True)):
             raise ValueError("watch: its arrays do not fit this controller's window and "
-                             "horizon")
+                             "horizon (shapes and dtypes of Watch.empty)")
+        # the compiled rule indexes the rings by these counters unchecked
+        c = watch.counters
+        w, h = self.config.window, self.config.readjust_horizon
+        for n, pos, size, what in ((R.W_N, R.W_POS, w, "window"), (R.O_N, R.O_POS, w, "own"),
+                                   (R.H_N, R.H_POS, h, "history")):
+            if not (0 <= c[n] <= size and 0 <= c[pos] < size):
+                raise ValueError(f"watch: the {what} ring's counters ({c[n]}, {c[pos]}) are "
+                                 f"outside 0..{size}")
+        if not (0 <= c[R.MARKS_N] <= h + 1 and c[R.REPORTS] >= 0):
+            raise ValueError("watch: its readjustment marks or report count are out of range")
         self._watch[pod] = watch.copy()
 
     @property
@@ -772,7 +783,7 @@ class Controller:
         return out
 
     def report_iterations(self, pod: str, starts_ms: ArrayLike, durations_ms: ArrayLike,
-                          comms_ms: ArrayLike | None = None
+                          comms_ms: ArrayLike | None = None, *, batch: bool = False
                           ) -> list[tuple[int, Readjustment | PatternUpdate]]:
         """Several finished iterations of ``pod`` at once, oldest first.
 
@@ -780,6 +791,12 @@ class Controller:
         test suite checks this); the reports that lead to nothing are taken in one
         compiled loop.  Returns ``(index, action)`` pairs: the action the index-th
         report caused.
+
+        With ``batch``, the reports come from a pod that acts only on the answer to
+        the whole batch (the bridge's training hook): the iterations after the
+        batch's first readjustment ran before the pod could pause, so they are no
+        evidence for another one.  They count as reports and move the job's anchor,
+        nothing else; the pod's window starts afresh with its next batch.
         """
         entry = self.state.placed.get(pod)
         if entry is None:
@@ -821,6 +838,11 @@ class Controller:
                                                 None if comms is None else float(comms[k]))
                 out.extend((k, a) for a in actions)
                 k += 1
+                if batch and k < n and any(isinstance(a, Readjustment) for a in actions):
+                    self.anchors_ms[job] = max(float(starts[k:].max()),
+                                               self.anchors_ms.get(job, -np.inf))
+                    self._new_watch(pod).counters[R.REPORTS] += n - k
+                    return out
         return out
 
     def _update_pattern(self, job: str, pattern: TrafficPattern, period: float,
