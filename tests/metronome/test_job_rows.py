@@ -126,8 +126,11 @@ def _random_state(seed: int) -> tuple[ClusterState, Pod]:
     np.fill_diagonal(tau, 1.0)
     state = ClusterState(Cluster([Node(f"n{i}", 64, 64, 6, 25.0) for i in range(n_nodes)],
                                  tau))
+    # common multiples (100 / 200), idle injection (185 beside 200: a gap within
+    # E_T) and incompatible periods (137)
     patterns = [TrafficPattern(100.0, 0.3, 15.0), TrafficPattern(200.0, 0.25, 20.0),
-                TrafficPattern(100.0, 0.45, 25.0)]
+                TrafficPattern(100.0, 0.45, 25.0), TrafficPattern(185.0, 0.3, 15.0),
+                TrafficPattern(137.0, 0.35, 20.0)]
     for k in range(int(rng.integers(1, 5))):
         size = int(rng.integers(1, 4))
         gang = size if rng.random() < 0.7 else None
@@ -152,14 +155,16 @@ def _random_state(seed: int) -> tuple[ClusterState, Pod]:
         gang = first.gang_size
         if gang is not None and len(members) >= gang:
             waiting_job, gang, first = "w", size, None
-        pattern = first.pattern if first is not None else patterns[0]
-        prio = first.priority if first is not None else 0
+        pattern = first.pattern if first is not None \
+            else patterns[int(rng.integers(len(patterns)))]
+        prio = first.priority if first is not None else int(rng.integers(0, 2))
     else:
-        gang, pattern, prio = (size if rng.random() < 0.7 else None), patterns[0], 0
+        gang = size if rng.random() < 0.7 else None
+        pattern, prio = patterns[int(rng.integers(len(patterns)))], int(rng.integers(0, 2))
     return state, _pod("waiting", waiting_job, pattern=pattern, prio=prio, gang=gang)
 
 
-@pytest.mark.parametrize("seed", range(60))
+@pytest.mark.parametrize("seed", range(300))
 def test_decisions_equal_the_brute_force_pipeline(seed: int) -> None:
     """Filter (loop check), Score (EarlyReturn, rows) and NormalizeScore against the
     naive pipeline that derives each link's rows from the spec, on states with

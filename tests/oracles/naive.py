@@ -161,6 +161,14 @@ def unify_periods(periods, priorities, gt_ms=5.0, et_frac=0.10, max_multiple=8):
 
     Returns ``(T, compatible, idle per pod)``; ``priorities`` are integers.
     """
+    base, ok, _, idle = unify_with_multiples(periods, priorities, gt_ms, et_frac,
+                                             max_multiple)
+    return base, ok, idle
+
+
+def unify_with_multiples(periods, priorities, gt_ms=5.0, et_frac=0.10, max_multiple=8):
+    """:func:`unify_periods` with each pod's multiple: ``(T, compatible, multiples,
+    idle)`` (multiples 1 when incompatible)."""
     periods = [float(t) for t in periods]
     k = len(periods)
     eps = 1e-9
@@ -177,7 +185,7 @@ def unify_periods(periods, priorities, gt_ms=5.0, et_frac=0.10, max_multiple=8):
 
     found = common(list(range(k)))
     if found is not None:
-        return found[0], True, [0.0] * k
+        return found[0], True, list(found[1]), [0.0] * k
     top = max(priorities)
     high = [i for i in range(k) if priorities[i] == top]
     low = [i for i in range(k) if priorities[i] != top]
@@ -191,6 +199,9 @@ def unify_periods(periods, priorities, gt_ms=5.0, et_frac=0.10, max_multiple=8):
         # smallest T_high first (ties: the first multiple vector generated)
         for base, combo in sorted(bases, key=lambda bc: bc[0]):
             idle = [0.0] * k
+            mult = [1] * k
+            for m, i in zip(combo, high, strict=True):
+                mult[i] = m
             stretched = {i: m * periods[i] for m, i in zip(combo, high, strict=True)}
             ok = True
             for i in low:
@@ -200,6 +211,7 @@ def unify_periods(periods, priorities, gt_ms=5.0, et_frac=0.10, max_multiple=8):
                 if within:
                     m = min(within, key=lambda m: abs(m * t - base))
                     stretched[i] = m * t
+                    mult[i] = m
                     continue
                 #: the low pod is the shorter one, its gap to T_high
                 # lies in (G_T, E_T], E_T = 10 % of its own period; idle closes the gap
@@ -212,10 +224,11 @@ def unify_periods(periods, priorities, gt_ms=5.0, et_frac=0.10, max_multiple=8):
                 gap, m = min(gaps)
                 idle[i] = (gap - gt_ms) / m
                 stretched[i] = m * (t + idle[i])
+                mult[i] = m
             if ok:
                 # then average as in step 1
-                return sum(stretched.values()) / k, True, idle
-    return max(periods), False, [0.0] * k
+                return sum(stretched.values()) / k, True, mult, idle
+    return max(periods), False, [1] * k, [0.0] * k
 
 
 def search_rotations(demand, capacity, limits, mode="first", mids=None):

@@ -5,6 +5,11 @@ and Filter, a fresh union-find for the loop check of every node, and for every
 feasible node the full single-link computation (:func:`tdmcore.metronome.link.plan_link`:
 unify, discretize, search with exact scores), then NormalizeScore in Python.  Its
 decision must equal tdmcore's; the suites check that before timing.
+
+It is independent of the kernels in PreFilter, Filter, the link rows, EarlyReturn and
+NormalizeScore; a link's score is :func:`plan_link`'s, whose composition is checked
+on its own against the oracles' pieces (unify, discretize, search:
+``tests/metronome/test_link_oracle.py``).
 """
 
 from __future__ import annotations

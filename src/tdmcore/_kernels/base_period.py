@@ -30,7 +30,8 @@ def common_multiples(
     """Every ``(T, m)`` over pods ``idx`` with ``m_p <= M``, all ``|m_p t_p - T| <= G_T``.
 
     ``T = mean(m_p t_p)``.  Anchored on the first pod's multiple ``m_0``: every
-    other product must lie within ``2 G_T`` of ``m_0 t_0``.  Writes candidates in
+    other product must lie within ``2 G_T`` of ``m_0 t_0`` (with the comparisons'
+    float allowance on each side).  Writes candidates in
     generation order (m_0 ascending, then odometer order) into ``out_base`` /
     ``out_mult`` (rows) and returns how many there are; only the first
     ``len(out_base)`` are written, so a caller seeing a larger count retries with
@@ -50,8 +51,9 @@ def common_multiples(
         feasible = True
         for j in range(1, k):
             t = periods[idx[j]]
-            a = max(1, _ceil_div(x0 - 2.0 * gt_ms - EPS_MS, t))
-            b = min(max_multiple, int(np.floor((x0 + 2.0 * gt_ms + EPS_MS) / t)))
+            # each product within G_T (+ EPS) of the mean: two differ by 2 (G_T + EPS)
+            a = max(1, _ceil_div(x0 - 2.0 * (gt_ms + EPS_MS), t))
+            b = min(max_multiple, int(np.floor((x0 + 2.0 * (gt_ms + EPS_MS)) / t)))
             if a > b:
                 feasible = False
                 break

@@ -145,11 +145,12 @@ class MetronomePolicy:
     def score(self, state: ClusterState, cycle: CycleState) -> NDArray[np.float64]:
         """Eq. (18) per feasible node, EarlyReturn where no contention can arise.
 
-        **[decision, docs/traffic-circle.md]** A node
+        **[decision, docs/traffic-circle.md "Score, excess and utilisation"]** A node
         where the waiting pod adds no row to the link — its job already crosses
         that link (a job's row is one pod's demand), or the pod completes its job
         wholly on that node (the job is LowComm there) — leaves the link's load as
-        it is, so it scores as EarlyReturn: 100, no rotation.
+        it is, so it scores as EarlyReturn: 100, no rotation, even on a link that
+        is already over capacity (that contention stays wherever the pod goes).
         """
         pod, snap = cycle.pod, cycle.snapshot
         assert cycle.feasible is not None
