@@ -53,6 +53,11 @@ log = logging.getLogger(__name__)
 
 _TOL = 1e-6
 
+#: how far ahead of the controller's clock an iteration may start (ms): a node whose
+#: clock jumped ahead would otherwise pin its job's phase anchor (the latest start)
+#: in the future until real time caught up
+MAX_CLOCK_AHEAD_MS = 60_000.0
+
 
 class ControllerService:
     """Reconciles links and offsets into the API and regulates on reports."""
@@ -331,6 +336,12 @@ class ControllerService:
                 raise HttpError(status, str((answer or {}).get("Error", "leader failed")),
                                 answer if isinstance(answer, dict) else None)
             return answer
+        ahead = max(starts) - time.time() * 1000.0
+        if ahead > MAX_CLOCK_AHEAD_MS:
+            raise HttpError(400, f"start_ms: {ahead / 1000.0:.0f} s ahead of the "
+                                 f"controller's clock (more than "
+                                 f"{MAX_CLOCK_AHEAD_MS / 1000.0:.0f} s; is the node's "
+                                 f"clock synchronised?)")
         node = report.get("node")
         with self.model.lock:
             pod = self.model.objects["Pod"].get(key) or {}

@@ -449,3 +449,25 @@ def test_a_batch_is_answered_with_at_most_one_readjustment():
         assert [(k, type(a).__name__) for k, a in fresh] == [
             (5, "Readjustment"), (11, "Readjustment"), (17, "Readjustment"),
             (17, "PatternUpdate")]
+
+
+def test_a_report_from_a_clock_ahead_is_refused_and_changes_nothing():
+    """A start over a minute ahead of the controller's clock would pin its job's phase
+    anchor (the latest start) in the future: 400 naming start_ms, nothing taken."""
+    with cluster(objects()) as (fake, kube, model, informers):
+        service = ControllerService(model, kube, "metronome")
+        service.reconcile()
+        ctrl = service.current()
+        server = Server(service.app).start()
+        try:
+            url = server.url + "/v1/report"
+            now = time.time() * 1000.0
+            status, ans = post(url, {"namespace": "default", "pod": "a-1",
+                                     "iterations": iterations(3, 100.0, now + 3_600_000.0)})
+            assert status == 400 and "start_ms" in ans["Error"] and "clock" in ans["Error"]
+            assert ctrl.anchors_ms == {} and ctrl._watch == {}
+            status, ans = post(url, {"namespace": "default", "pod": "a-1",
+                                     "iterations": iterations(3, 100.0, now + 30_000.0)})
+            assert status == 200  # within the minute's allowance
+        finally:
+            server.stop()
