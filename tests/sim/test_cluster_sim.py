@@ -749,3 +749,27 @@ def test_pause_ms_is_the_time_a_job_was_held_not_the_pauses_decided():
         assert j0.per_1000_s > j0.busy_ms / j0.done
         for job in run.jobs.values():
             assert job.pause_ms <= job.end_ms - job.start_ms - job.busy_ms + 1e-6
+
+
+@pytest.mark.parametrize("skip_ahead", [True, False])
+@pytest.mark.parametrize("arrival_s, held_ms", [(1.03, 80.0), (1.0, 50.0), (0.5, 50.0)])
+def test_a_running_job_held_by_a_shift_counts_the_wait_in_its_time(skip_ahead, arrival_s,
+                                                                   held_ms) -> None:
+    # The low job runs alone from 0; the high one arrives on a shared link and the
+    # controller shifts the low one by held_ms: its wall time per iteration
+    # (per_1000_s, pauses included) is (end - start) / iterations.
+    nodes = [Node(f"n{i}", 32, 256, 2, 25.0) for i in range(3)]
+    sim = SimCluster(Cluster(nodes), np.zeros(3), np.zeros((3, 3)))
+    pattern = TrafficPattern(100.0, 0.2, 20.0)
+    jobs = [SimJob("low", "m", pattern, 2, 20, priority=0, spread=True),
+            SimJob("high", "m", pattern, 2, 20, arrival_s=arrival_s, priority=1, spread=True)]
+    low = run_cluster(sim, jobs, "metronome", noise_sigma=0.0,
+                      skip_ahead=skip_ahead).jobs["low"]
+    assert low.pause_ms == pytest.approx(held_ms)
+    assert low.per_1000_s == pytest.approx((low.end_ms - low.start_ms) / low.iterations)
+
+
+def test_a_progress_that_is_not_callable_is_refused_before_the_run() -> None:
+    sim = SimCluster(Cluster([Node("n0", 32, 256, 1, 25.0)]), np.zeros(1), np.zeros((1, 1)))
+    with pytest.raises(ValueError, match="^progress: "):
+        run_cluster(sim, [SimJob("a", "m", None, 1, 5000)], "default", progress=5)

@@ -154,6 +154,7 @@ def test_bad_jobs_name_the_argument(kwargs, name) -> None:
     (([job()], []), {}, "link_capacity_gbps"),
     (([job()], [0.0]), {}, "link_capacity_gbps"),
     (([job()], [10.0]), dict(background_gbps=[1.0, 2.0]), "background_gbps"),
+    (([job()], [10.0]), dict(background_gbps=[10.0]), "background_gbps"),  # never ends
     (([job()], [10.0]), dict(noise_sigma=-0.1), "noise_sigma"),
     (([job()], [10.0]), dict(seed=-1), "seed"),
     (([job()], [10.0]), dict(until_ms=math.nan), "until_ms"),

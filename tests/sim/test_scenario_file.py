@@ -557,3 +557,26 @@ def test_constructor_errors_get_the_field_path(tmp_path: Path, monkeypatch: pyte
 
 def test_simjob_is_what_the_loader_builds(tmp_path: Path) -> None:
     assert all(isinstance(j, SimJob) for j in load(tmp_path, base()).jobs)
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    # duration_s x 1000 / period_ms overflows to inf: was an OverflowError from round()
+    (both(drop("jobs", 2, "iterations"), put("jobs", 2, "duration_s", 1e306)),
+     r"^jobs\[2\]\.duration_s: "),
+    # a tiny request makes a node's room infinite: was an OverflowError from floor()
+    (both(put("jobs", 2, "gpu", 1e-320), put("jobs", 2, "cpu", 0), put("jobs", 2, "mem_gib", 0)),
+     None),
+    # finite values whose times overflow: was a run whose job "never finished"
+    (put("jobs", 2, "pattern", "period_ms", 1e300), r"^jobs\[2\]\.iterations: "),
+    (put("cluster", "latency_ms", "default", 1e308), r"^cluster\.latency_ms\.default: "),
+])
+def test_huge_and_tiny_numbers_are_value_errors_or_load(tmp_path: Path, edit: Edit,
+                                                        message: str | None) -> None:
+    data = base()
+    edit(data)
+    if message is None:
+        sc = load(tmp_path, data, ".json")
+        assert run_cluster(sc.sim, sc.jobs, "default", seed=0).jobs["j3"].end_ms is not None
+    else:
+        with pytest.raises(ValueError, match=message):
+            load(tmp_path, data, ".json")

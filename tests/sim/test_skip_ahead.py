@@ -154,3 +154,56 @@ def test_a_reserve_that_replans_a_skipped_ahead_jobs_link(seed: int) -> None:
     for name, job in fast.jobs.items():
         assert job.jct_ms is not None and slow.jobs[name].jct_ms is not None, name
         assert job.jct_ms == pytest.approx(slow.jobs[name].jct_ms, rel=1e-9), name
+
+
+def _three_nodes() -> SimCluster:
+    nodes = [Node(f"n{i}", 32, 256, 2, 25.0) for i in range(3)]
+    lat = np.full((3, 3), 1.0)
+    np.fill_diagonal(lat, 0.0)
+    return SimCluster(Cluster(nodes), np.zeros(3), lat)
+
+
+@pytest.mark.parametrize("sigma", [0.0, 0.01])
+def test_a_job_moved_before_its_first_iteration_starts_as_in_the_engine(sigma) -> None:
+    # Both arrive at 0 and share n0; the low one is placed first (alone: skipped
+    # ahead) and must be shifted when the high one arrives at the same instant.
+    # It had not begun: the engine moves its start; the closed form used to rejoin
+    # it mid-compute, so its first comm phase hit the high job's (112.3 ms).
+    pattern = TrafficPattern(100.0, 0.2, 20.0)
+    jobs = [SimJob("low", "m", pattern, 2, 20, priority=0, spread=True),
+            SimJob("high", "m", pattern, 2, 20, priority=1, spread=True)]
+    sim = _three_nodes()
+    fast = run_cluster(sim, jobs, "metronome", seed=0, noise_sigma=sigma)
+    slow = run_cluster(sim, jobs, "metronome", seed=0, noise_sigma=sigma, skip_ahead=False)
+    assert_same(fast, slow)
+    assert fast.jobs["low"].pause_ms == pytest.approx(slow.jobs["low"].pause_ms)
+
+
+@pytest.mark.parametrize("pattern", [TrafficPattern(100.0, 0.0, 10.0),
+                                     TrafficPattern(100.0, 0.5, 0.0)])
+def test_a_spanning_job_with_nothing_to_send_pays_its_latency_tail_either_way(pattern) -> None:
+    # 2 workers on two nodes 1 ms apart: 2 (n - 1) x 1 ms of tail per iteration,
+    # in the engine as in the closed form (the engine used to drop it)
+    nodes = [Node(f"n{i}", 32, 256, 1, 10.0) for i in range(2)]
+    sim = SimCluster(Cluster(nodes), np.zeros(2), np.array([[0.0, 1.0], [1.0, 0.0]]))
+    jobs = [SimJob("a", "m", pattern, 2, 10)]
+    fast = run_cluster(sim, jobs, "default", noise_sigma=0.0)
+    slow = run_cluster(sim, jobs, "default", noise_sigma=0.0, skip_ahead=False)
+    assert_same(fast, slow)
+    compute = pattern.period_ms * (1 - pattern.duty_cycle)
+    assert slow.jobs["a"].end_ms == pytest.approx(10 * (compute + 2.0))
+
+
+def test_a_finish_and_an_arrival_at_one_instant_are_ordered_the_same_either_way() -> None:
+    # A ends at exactly 1 s, when C arrives; B (older) waits for A's GPUs.  The
+    # engine runs its events at an instant after the placements made at it; a
+    # closed-form end used to come first, so C or B got the GPUs by skip_ahead.
+    nodes = [Node(f"n{i}", 32, 256, 1, 10.0) for i in range(3)]
+    sim = SimCluster(Cluster(nodes), np.zeros(3), np.zeros((3, 3)))
+    jobs = [SimJob("A", "m", TrafficPattern(100.0, 0.5, 10.0), 2, 10),
+            SimJob("B", "m", None, 3, 5, arrival_s=0.5),
+            SimJob("C", "m", None, 1, 5, arrival_s=1.0)]
+    fast = run_cluster(sim, jobs, "default", noise_sigma=0.0)
+    slow = run_cluster(sim, jobs, "default", noise_sigma=0.0, skip_ahead=False)
+    assert_same(fast, slow)
+    assert fast.acceptance == slow.acceptance

@@ -141,3 +141,11 @@ def test_cli_trace_errors_are_one_line(args, status, message, tmp_path, capsys,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("Error: ") and message in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_duration_of_overflowing_iterations_is_a_value_error(workers) -> None:
+    # duration_s x 1000 / period is inf: was an OverflowError from round()
+    from tdmcore.sim.scenarios import trace_job
+    with pytest.raises(ValueError, match="^duration_s: "):
+        trace_job("j", "VGG19", workers, 25.0, 1e306)

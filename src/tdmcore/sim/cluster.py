@@ -72,6 +72,10 @@ CLUSTER_POLICIES: tuple[str, ...] = (*POLICIES, "ideal")
 MAX_ITERATIONS = 10**9
 MAX_WORKERS = 100_000
 MAX_ARRIVAL_S = 1e9
+#: Bounds of times a job or a link brings (ms): a job's ideal span (iterations x
+#: period) and a one-way latency.
+MAX_SPAN_MS = MAX_ARRIVAL_S * 1e3
+MAX_LATENCY_MS = 1e6
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,10 @@ class SimJob:
             raise ValueError("gpu: a worker must request some GPU, CPU or memory (all are 0)")
         if self.pattern is not None and not isinstance(self.pattern, TrafficPattern):
             raise ValueError("pattern: expected a TrafficPattern or None")
+        if not self.iterations * self.period_ms <= MAX_SPAN_MS:
+            raise ValueError(f"iterations: {self.iterations:,} iterations of "
+                             f"{self.period_ms:g} ms take more than {MAX_SPAN_MS:g} ms alone "
+                             f"(beyond it times lose their precision, or overflow)")
 
     def pods(self) -> list[Pod]:
         """The job's worker pods; ``gang_size`` tells the scheduler how many there
@@ -160,6 +168,9 @@ class SimCluster:
         lat = v.as_float_array("latency_ms", self.latency_ms, ndim=2)
         if lat.shape != (k, k) or np.any(lat < 0):
             raise ValueError(f"latency_ms: expected a ({k}, {k}) matrix of values >= 0")
+        if np.any(lat > MAX_LATENCY_MS):
+            raise ValueError(f"latency_ms: expected values <= {MAX_LATENCY_MS:g} ms, got "
+                             f"{float(lat.max()):g}")
         object.__setattr__(self, "background_gbps", bg)
         object.__setattr__(self, "latency_ms", lat)
 
@@ -178,6 +189,9 @@ class JobResult:
     end_ms: float | None = None
     durations_ms: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     readjustments: int = 0
+    #: time the running job was held between iterations: the controller's pauses,
+    #: and the wait a shift of its offset adds (a job shifted before its first
+    #: iteration starts later instead, which its waiting time counts)
     pause_ms: float = 0.0
     accepted_on_arrival: bool = False
     #: iterations done and their total time (exact even when ``durations_ms`` is a
@@ -197,9 +211,9 @@ class JobResult:
     def per_1000_s(self) -> float:
         """Average time per 1,000 iterations (s), the paper's user-side metric.
 
-        The iterations' own time plus the time the job was held by pauses
-        (:attr:`pause_ms`): a paused job's training takes that long (the paper's
-        times include its suspensions, §IV-B and Table VI).  The percentiles
+        The iterations' own time plus the time the job was held by pauses and
+        shifts (:attr:`pause_ms`): a held job's training takes that long (the
+        paper's times include its suspensions, §IV-B and Table VI).  The percentiles
         (:meth:`percentiles`) are of the iterations' own times.
         """
         return (self.busy_ms + self.pause_ms) / self.done if self.done else math.nan
@@ -353,6 +367,8 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
     sigma = v.real_number("noise_sigma", noise_sigma)
     if sigma < 0:
         raise ValueError(f"noise_sigma: must be >= 0, got {sigma}")
+    if progress is not None and not callable(progress):
+        raise ValueError(f"progress: expected a callable or None, got {type(progress).__name__}")
     if queue not in QUEUES:
         raise ValueError(f"queue: expected one of {', '.join(QUEUES)}, got {queue!r}")
     eta = check_efficiency(contention_efficiency)

@@ -76,7 +76,7 @@ from numpy.typing import NDArray
 
 from .. import _validation as v
 from ..model import Cluster, Node, TrafficPattern, Workload, priority_value
-from .cluster import MAX_ITERATIONS, SimCluster, SimJob
+from .cluster import MAX_ITERATIONS, MAX_LATENCY_MS, SimCluster, SimJob
 from .models import MODELS, model_pattern
 from .scenarios import Scenario
 
@@ -346,6 +346,14 @@ def _nodes(raw: Any) -> tuple[list[Node], list[float]]:
     return nodes, background
 
 
+def _latency_value(path: str, value: Any) -> float:
+    """A one-way latency (ms): a number >= 0, at most :data:`MAX_LATENCY_MS`."""
+    x = _number(path, value)
+    if x > MAX_LATENCY_MS:
+        _fail(path, f"expected at most {MAX_LATENCY_MS:g} ms, got {_show(value)}")
+    return x
+
+
 def _latency(raw: Any, names: list[str]) -> NDArray[np.float64]:
     """The physical one-way latency matrix (ms, zero diagonal)."""
     path = "cluster.latency_ms"
@@ -360,7 +368,7 @@ def _latency(raw: Any, names: list[str]) -> NDArray[np.float64]:
                 got = f"{len(row)} entries" if isinstance(row, list) else _kind(row)
                 _fail(f"{path}[{i}]", f"expected a row of {k} numbers, got {got}")
             for j, value in enumerate(row):
-                lat[i, j] = _number(f"{path}[{i}][{j}]", value)
+                lat[i, j] = _latency_value(f"{path}[{i}][{j}]", value)
             if lat[i, i] != 0.0:
                 _fail(f"{path}[{i}][{i}]",
                       f"expected 0 on the diagonal (a node to itself), got {_show(row[i])}")
@@ -375,7 +383,7 @@ def _latency(raw: Any, names: list[str]) -> NDArray[np.float64]:
         _fail(path, "expected a square matrix (a list of rows) or a mapping with "
                     f"'default' and optional 'pairs', got {_kind(raw)}")
     d = _fields(path, raw, _LATENCY)
-    default = _number(f"{path}.default", d["default"])
+    default = _latency_value(f"{path}.default", d["default"])
     lat = np.full((k, k), default)
     np.fill_diagonal(lat, 0.0)
     index = {n: i for i, n in enumerate(names)}
@@ -393,7 +401,7 @@ def _latency(raw: Any, names: list[str]) -> NDArray[np.float64]:
         a, b = ends
         if a == b:
             _fail(p, f"a and b are the same node {a!r} (its latency to itself is 0)")
-        ms = _number(f"{p}.ms", pair["ms"])
+        ms = _latency_value(f"{p}.ms", pair["ms"])
         key = frozenset((a, b))
         if key in seen:
             _fail(p, f"the pair ({a!r}, {b!r}) is already given by {seen[key]}")
@@ -520,8 +528,12 @@ def _job(i: int, raw: Any, max_link: float, workloads: list[Workload],
         duration = _number(f"{p}.duration_s", d["duration_s"], strict=True)
         period_ms = (pattern.period_ms if pattern is not None
                      else iteration_ms or LOWCOMM_PERIOD_MS)
-        iterations = max(1, round(duration * 1e3 / period_ms))
-        if iterations > MAX_ITERATIONS:
+        count = duration * 1e3 / period_ms  # may overflow to inf: checked before round()
+        if not count <= MAX_ITERATIONS:
+            _fail(f"{p}.duration_s", f"{duration:g} s is {count:.3g} iterations of "
+                                     f"{period_ms:g} ms, above {MAX_ITERATIONS:,}")
+        iterations = max(1, round(count))
+        if iterations > MAX_ITERATIONS:  # count rounded up past the bound
             _fail(f"{p}.duration_s", f"{duration:g} s is {iterations:.3g} iterations of "
                                      f"{period_ms:g} ms, above {MAX_ITERATIONS:,}")
     extra: dict[str, Any] = {}
@@ -565,7 +577,8 @@ def _check_fits(i: int, job: SimJob, nodes: Sequence[Node]) -> None:
                    n.cpu / job.cpu if job.cpu > 0 else math.inf,
                    n.mem_gib / job.mem_gib if job.mem_gib > 0 else math.inf)
 
-    slots = [math.floor(room(n) + 1e-9) for n in nodes]
+    # capped at the workers before floor(): a tiny request gives room = inf
+    slots = [math.floor(min(room(n), job.workers) + 1e-9) for n in nodes]
     if max(slots) < 1:
         _fail(f"jobs[{i}]", f"one worker of {job.name!r} needs {job.gpu:g} GPU, {job.cpu:g} "
                             f"CPU and {job.mem_gib:g} GiB; no node has that much")

@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from .. import _validation as v
 from ..data import open_data
 from ..model import Cluster, Node, TrafficPattern, Workload
-from .cluster import SimCluster, SimJob
+from .cluster import MAX_ITERATIONS, SimCluster, SimJob
 from .models import MODELS, model_pattern
 
 __all__ = [
@@ -282,14 +282,22 @@ def trace_job(name: str, model: str, workers: int, link_gbps: float, duration_s:
     nothing, and the controller has nothing of it to regulate).
     """
     pattern = model_pattern(model, workers, link_gbps).pattern
+
+    def iterations_of(period_ms: float) -> int:
+        if iterations is not None:
+            return iterations
+        count = duration_s * 1e3 / period_ms
+        if not count <= MAX_ITERATIONS:  # inf or NaN cannot be rounded: name the field
+            raise ValueError(f"duration_s: {duration_s:g} s is {count:.3g} iterations of "
+                             f"{period_ms:g} ms, above {MAX_ITERATIONS:,}")
+        return max(1, round(count))
+
     if workers == 1:
         alone = pattern.period_ms * (1.0 - pattern.duty_cycle)
-        count = iterations if iterations is not None else max(
-            1, round(duration_s * 1e3 / alone))
-        return SimJob(name, model, None, 1, count, arrival_s=arrival_s, priority=priority,
-                      cpu=WORKER_CPU, mem_gib=WORKER_MEM_GIB, iteration_ms=alone)
-    count = iterations if iterations is not None else max(
-        1, round(duration_s * 1e3 / pattern.period_ms))
+        return SimJob(name, model, None, 1, iterations_of(alone), arrival_s=arrival_s,
+                      priority=priority, cpu=WORKER_CPU, mem_gib=WORKER_MEM_GIB,
+                      iteration_ms=alone)
+    count = iterations_of(pattern.period_ms)
     return SimJob(name, model, pattern, workers, count, arrival_s=arrival_s,
                   priority=priority, cpu=WORKER_CPU, mem_gib=WORKER_MEM_GIB)
 

@@ -589,10 +589,13 @@ cdef inline void _comm(Eng* e, i64 j, double t) noexcept nogil:
         e.pf[PX(e, P_LEFT, p)] = e.pf[PX(e, P_VOLUME, p)]
         e.pi[PX(e, P_ACTIVE, p)] = 1
         e.ji[JX(e, I_PENDING, j)] += 1
-    if e.ji[JX(e, I_PENDING, j)] == 0:  # all its pods on one node: nothing crosses a link
+    if e.ji[JX(e, I_PENDING, j)] == 0:
+        # nothing to send: all its pods on one node (no tail), or a job spanning
+        # nodes with nothing to send (zero duty or rate), whose ring still takes
+        # its latency steps, as the closed form (skip_ahead) charges them
         e.ji[JX(e, I_PHASE, j)] = PHASE_TAIL
-        e.jf[JX(e, F_T, j)] = t
-        _schedule(e, j, t)
+        e.jf[JX(e, F_T, j)] = t + e.jf[JX(e, F_TAIL, j)]
+        _schedule(e, j, e.jf[JX(e, F_T, j)])
         return
     # Each of its links once, in pod order (marks are exact doubles below 2^53).
     # A link that carries this one pod only keeps its rate until the transfer
@@ -690,6 +693,11 @@ cdef int _ready(Eng* e, i64 j, double t) noexcept nogil:
         start = t + pymod(hold - t, e.jf[JX(e, F_HOLD_PERIOD, j)])
         e.jf[JX(e, F_HOLD_PHASE, j)] = NAN
     if start > t:
+        if e.ji[JX(e, I_PAUSED, j)] == 0:
+            # held by a shift of its offset (not a pause): the wait is wall time
+            # of the job's training all the same, counted as held time
+            e.ji[JX(e, I_PAUSED, j)] = 1
+            e.jf[JX(e, F_PAUSE_FROM, j)] = t
         e.ji[JX(e, I_PHASE, j)] = PHASE_WAIT
         e.jf[JX(e, F_T, j)] = start
         _schedule(e, j, start)

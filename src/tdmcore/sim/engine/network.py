@@ -86,7 +86,8 @@ class EngineJob(NamedTuple):
         networked = any(link >= 0 for link in links)
         compute = period_ms * (1.0 - duty_cycle) if networked else period_ms
         volume = bandwidth_gbps * period_ms * duty_cycle * 1e-3 if networked else 0.0
-        return cls(compute, tail_ms, bandwidth_gbps, volume, tuple(int(x) for x in links))
+        return cls(compute, tail_ms if networked else 0.0, bandwidth_gbps, volume,
+                   tuple(int(x) for x in links))
 
     @property
     def networked(self) -> bool:
@@ -192,6 +193,8 @@ def simulate_flows(jobs: Sequence[FlowJob], link_capacity_gbps: Sequence[float],
         "background_gbps", background_gbps, ndim=1)
     if bg.shape != cap.shape or np.any(bg < 0):
         raise ValueError(f"background_gbps: expected {cap.size} values >= 0")
+    if np.any(bg >= cap):  # a transfer there would never end (as SimCluster rejects it)
+        raise ValueError("background_gbps: must stay below each link's capacity")
     sigma = v.real_number("noise_sigma", noise_sigma)
     if sigma < 0:
         raise ValueError(f"noise_sigma: must be >= 0, got {sigma}")

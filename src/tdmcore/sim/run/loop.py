@@ -124,6 +124,15 @@ class Run:
                     book.results[job.name].accepted_on_arrival = True
                 else:
                     queue.append(job)
+            # closed-form ends due by now, after the arrivals of this instant: as
+            # for a job in the engine, whose events at an instant come after the
+            # placements made at it (the engine runs the events before ``until``)
+            while skip.ends and skip.ends[0][0] <= t:
+                end, version, name = heapq.heappop(skip.ends)
+                if skip.stale(name, version):
+                    continue  # a stretch that ended early: the job went back to the engine
+                self.finish(name, end)
+                queue = place.retry(queue, t)
             skip.drop_stale_ends()
             if not book.slot and not skip.ends and not queue and a >= len(arrivals):
                 break
@@ -148,12 +157,6 @@ class Run:
                     skip.from_engine(book.name_of[j], t)
                 elif reason == STOP_IDLE:
                     t = until
-            while skip.ends and skip.ends[0][0] <= t:
-                end, version, name = heapq.heappop(skip.ends)
-                if skip.stale(name, version):
-                    continue  # a stretch that ended early: the job went back to the engine
-                self.finish(name, end)
-                queue = place.retry(queue, t)
             if sampler.due(t):
                 sampler.sample(t)
                 if self.progress is not None:

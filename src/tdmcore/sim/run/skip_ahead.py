@@ -174,6 +174,13 @@ class SkipAhead:
         eng = book.engine
         c_k = compute * noise_factor(book.seed, key, i, book.sigma) + stretch.idle
         u = t - s_k
+        if u <= 0.0:
+            # iteration i has not begun (it starts at s_k >= t): it waits for its
+            # start, as a job in the engine does, so a shift now moves that start;
+            # after an iteration, the wait a shift adds is held time, as in the engine
+            if i > 0:
+                eng.mark_paused(j, t)
+            return
         if u < c_k:
             eng.rejoin_computing(j, s_k, s_k + c_k)
             return
