@@ -77,7 +77,7 @@ def test_iterations_instead_of_durations_and_seconds_as_submit(tmp_path: Path) -
     ("submit,workers,duration_s\n0,x,5\n", {},
      "t.csv: line 2, column 'workers': expected a number, got 'x'"),
     ("submit,workers,duration_s\n0,1,5\n1,1.5,5\n", {},
-     "t.csv: line 3, column 'workers': expected an integer >= 1, got '1.5'"),
+     "t.csv: line 3, column 'workers': expected an integer in 1..100000, got '1.5'"),
     ("submit,workers,duration_s\nyesterday,1,5\n", {},
      "line 2, column 'submit': expected seconds or an ISO-8601 timestamp"),
     ("submit,workers,duration_s\n0,1,5\n2024-01-01,1,5\n", {}, "mixes seconds and"),
@@ -87,6 +87,11 @@ def test_iterations_instead_of_durations_and_seconds_as_submit(tmp_path: Path) -
     ("submit,workers,duration_s\n", {}, "t.csv: no jobs"),
     ("s,workers,duration_s\n0,1,5\n", {"submit": "when"}, "no column 'when' (mapped to"),
     ("s,workers,duration_s\n0,1,5\n", {"arrival": "s"}, "columns: unknown field(s)"),
+    # out of range: the message names the cell, cut short
+    ("submit,workers,duration_s\n0,2,1e300\n", {},
+     "t.csv: line 2, column 'duration_s': expected a number in 0..1e+09, got '1e300'"),
+    ("submit,workers,iterations\n0,2,1" + "0" * 300 + "\n", {},
+     "line 2, column 'iterations': expected an integer in 1..1e+09, got '1000000000"),
 ])
 def test_bad_traces_name_the_line_and_column(text, columns, message, tmp_path) -> None:
     with pytest.raises(ValueError, match=None) as err:
@@ -149,3 +154,10 @@ def test_a_duration_of_overflowing_iterations_is_a_value_error(workers) -> None:
     from tdmcore.sim.scenarios import trace_job
     with pytest.raises(ValueError, match="^duration_s: "):
         trace_job("j", "VGG19", workers, 25.0, 1e306)
+
+
+def test_a_job_the_rows_cannot_make_names_the_file_and_line(tmp_path: Path) -> None:
+    # the second job arrives 1e12 s after the first: beyond the simulator's clock
+    path = _write(tmp_path, "submit,workers,duration_s\n0,2,100\n1e12,2,100\n")
+    with pytest.raises(ValueError, match=r"t\.csv: line 3: arrival_s: must lie in"):
+        trace_scenario(read_trace(path), n_nodes=1, source=str(path))

@@ -1134,7 +1134,7 @@ def _cluster_scenarios(scenario: str, seed: int, window_s: float, hours: float, 
         loaded = trace_scenario(rows, name=trace_file.stem, n_nodes=n_nodes, start=start,
                                 n_jobs=None if all_rows else n_jobs, seed=seed,
                                 max_duration_s=max_duration_s,
-                                notes={"trace": str(trace_file)})
+                                notes={"trace": str(trace_file)}, source=str(trace_file))
         return {loaded.name: loaded}, f"trace-{trace_file.stem}"
     if scenario == "metronome-snapshots":
         return dict(sc.metronome_snapshots(window_s)), scenario

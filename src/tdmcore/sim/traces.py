@@ -43,7 +43,7 @@ import numpy as np
 
 from .. import _validation as v
 from ..model import Cluster, Node, priority_value
-from .cluster import SimCluster, SimJob
+from .cluster import MAX_ARRIVAL_S, MAX_ITERATIONS, MAX_WORKERS, SimCluster, SimJob
 from .models import MODELS
 from .scenarios import (
     BASE_LATENCY_MS,
@@ -113,15 +113,23 @@ def _headers(source: str, header: list[str], columns: Mapping[str, str]) -> dict
     return found
 
 
-def _number(where: str, text: str, *, integer: bool = False, low: float = 0.0) -> float:
+def _number(where: str, text: str, *, integer: bool = False, low: float = 0.0,
+            high: float = math.inf) -> float:
     try:
         value = float(text)
     except ValueError:
         _fail(where, f"expected a number, got {text!r}")
-    if not math.isfinite(value) or value < low or (integer and value != int(value)):
+    if not math.isfinite(value) or not low <= value <= high \
+            or (integer and value != int(value)):
         kind = "an integer" if integer else "a number"
-        _fail(where, f"expected {kind} >= {low:g}, got {text!r}")
+        bound = f">= {low:g}" if math.isinf(high) else f"in {low:g}..{high:g}"
+        _fail(where, f"expected {kind} {bound}, got {_short(text)}")
     return value
+
+
+def _short(text: str) -> str:
+    """``text`` quoted, cut to 40 characters (a cell of 300 digits stays readable)."""
+    return repr(text) if len(text) <= 40 else repr(text[:37] + "...")
 
 
 def _submit(where: str, text: str) -> float | datetime:
@@ -160,7 +168,7 @@ def read_trace(path: str | Path, columns: Mapping[str, str] | None = None,
     ------
     ValueError
         Naming the file, the row's line and the column:
-        ``trace.csv: line 13, column 'num_gpus': expected an integer >= 1, got 'x'``.
+        ``trace.csv: line 13, column 'num_gpus': expected a number, got 'x'``.
     """
     source = str(path)
     mapping = dict(columns or {})
@@ -195,13 +203,14 @@ def _rows(source: str, lines: Iterable[str], columns: Mapping[str, str]) -> list
             return f"{source}: line {line}, column {found[field]!r}", cells[index[field]]
 
         submit = _submit(*cell("submit"))
-        workers = int(_number(*cell("workers"), integer=True, low=1))
+        workers = int(_number(*cell("workers"), integer=True, low=1, high=MAX_WORKERS))
         duration = iterations = None
         if "duration_s" in found:
             where, raw = cell("duration_s")
-            duration = _number(where, raw)
+            duration = _number(where, raw, high=MAX_ARRIVAL_S)
         else:
-            iterations = int(_number(*cell("iterations"), integer=True, low=1))
+            iterations = int(_number(*cell("iterations"), integer=True, low=1,
+                                     high=MAX_ITERATIONS))
         model = None
         if "model" in found:
             model = cell("model")[1].strip() or None
@@ -234,7 +243,8 @@ def _model_names() -> dict[str, str]:
 def trace_scenario(rows: list[TraceRow], *, name: str = "trace", title: str | None = None,
                    n_nodes: int = 16, start: int = 0, n_jobs: int | None = None,
                    seed: int = 0, max_duration_s: float | None = None,
-                   notes: dict[str, str] | None = None, job_prefix: str = "t") -> Scenario:
+                   notes: dict[str, str] | None = None, job_prefix: str = "t",
+                   source: str | None = None) -> Scenario:
     """A cluster scenario from trace rows (see the module's docstring for the rules).
 
     Parameters
@@ -250,6 +260,9 @@ def trace_scenario(rows: list[TraceRow], *, name: str = "trace", title: str | No
         Draws the models of a trace without a model column.
     max_duration_s : float, optional
         Truncates longer jobs (for quick runs).
+    source : str, optional
+        The trace's file, named (with the row's line) in the errors of a job the
+        rows make (default: ``name``).
 
     Returns
     -------
@@ -296,16 +309,19 @@ def trace_scenario(rows: list[TraceRow], *, name: str = "trace", title: str | No
         arrival_s = arrival.total_seconds() if isinstance(row.submit, datetime) \
             else float(arrival)
         job_name = f"{job_prefix}{start + k:05d}-{model.lower()}"
-        if row.duration_s is not None:
-            duration = max(1.0, row.duration_s)
-            if max_duration_s is not None:
-                duration = min(duration, float(max_duration_s))
-            job = trace_job(job_name, model, workers, PHILLY_NODE["link_gbps"], duration,
-                            arrival_s=arrival_s, priority=row.priority)
-        else:
-            job = trace_job(job_name, model, workers, PHILLY_NODE["link_gbps"], 0.0,
-                            arrival_s=arrival_s, priority=row.priority,
-                            iterations=row.iterations)
+        try:
+            if row.duration_s is not None:
+                duration = max(1.0, row.duration_s)
+                if max_duration_s is not None:
+                    duration = min(duration, float(max_duration_s))
+                job = trace_job(job_name, model, workers, PHILLY_NODE["link_gbps"],
+                                duration, arrival_s=arrival_s, priority=row.priority)
+            else:
+                job = trace_job(job_name, model, workers, PHILLY_NODE["link_gbps"], 0.0,
+                                arrival_s=arrival_s, priority=row.priority,
+                                iterations=row.iterations)
+        except ValueError as exc:  # e.g. a submit time too far after the first
+            raise ValueError(f"{source or name}: line {row.line}: {exc}") from None
         if row.model is not None and model == DEFAULT_MODEL and \
                 row.model.lower() != DEFAULT_MODEL.lower():
             # the report keeps the trace's own name beside the pattern it borrowed
