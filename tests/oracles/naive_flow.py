@@ -2,7 +2,9 @@
 
 Written independently of ``tdmcore.sim.engine._flow``: max-min fairness by the textbook
 iteration (saturate every transfer whose cap is below the equal share, repeat), and
-a plain event loop over dictionaries.  Slow and obvious on purpose.
+a plain event loop over dictionaries.  Slow and obvious on purpose.  A job spanning
+nodes waits its ``tail_ms`` (the ring's latency steps) after its last transfer, even
+when it has nothing to send (docs/simulator.md).
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ def simulate(jobs, capacity, background=None, sigma=0.0, seed=0, until=math.inf,
     ends: list[list[float]] = [[] for _ in jobs]
     state = ["wait"] * n
     compute_end = [0.0] * n
+    tail_end = [0.0] * n
     t = 0.0
 
     def compute_time(i: int) -> float:
@@ -79,6 +82,12 @@ def simulate(jobs, capacity, background=None, sigma=0.0, seed=0, until=math.inf,
         base = j.period_ms * (1 - j.duty_cycle) if any(x is not None for x in j.links) \
             else j.period_ms
         return base * noise[i, len(ends[i])] + j.idle_ms
+
+    def tail_of(i: int) -> float:
+        # the ring's latency steps (docs/simulator.md): paid by a job spanning nodes,
+        # even with nothing to send; a job on one node pays none
+        j = jobs[i]
+        return j.tail_ms if any(x is not None for x in j.links) else 0.0
 
     while True:
         progress = True
@@ -101,12 +110,16 @@ def simulate(jobs, capacity, background=None, sigma=0.0, seed=0, until=math.inf,
                             left[p] = volume
                             started = True
                     if not started:
-                        state[i] = "end"
+                        state[i] = "tail"
+                        tail_end[i] = t + tail_of(i)
                     progress = True
                 elif state[i] == "comm" and all(left[p] <= 0 for p, (o, _) in
                                                  enumerate(pods) if o == i):
-                    state[i] = "end"
+                    state[i] = "tail"
+                    tail_end[i] = t + tail_of(i)
                     progress = True
+                if state[i] == "tail" and tail_end[i] <= t:
+                    state[i] = "end"
                 if state[i] == "end":
                     ends[i].append(t)
                     if len(ends[i]) >= j.iterations:
@@ -130,6 +143,8 @@ def simulate(jobs, capacity, background=None, sigma=0.0, seed=0, until=math.inf,
                 events.append(j.start_ms)
             elif state[i] == "compute":
                 events.append(compute_end[i])
+            elif state[i] == "tail":
+                events.append(tail_end[i])
         for p in range(len(pods)):
             if left[p] > 0 and rates[p] > 0:
                 events.append(t + left[p] / (rates[p] / 1000))

@@ -18,7 +18,28 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_array
 
-from tdmcore.oasis.online import Job, chunks_per_worker_slot, sigmoid_utility
+from tdmcore.oasis.online import Job
+
+
+def sigmoid_utility(delay: float, g1: float, g2: float, g3: float) -> float:
+    """docs/oasis.md's ``f(t) = g1 / (1 + exp(g2 (t - g3)))``, written here (not the
+    kernel's): an exponent too large for a double makes the utility 0."""
+    try:
+        return g1 / (1.0 + math.exp(g2 * (delay - g3)))
+    except OverflowError:
+        return 0.0
+
+
+def chunks_per_worker_slot(job: Job) -> int:
+    """docs/oasis.md's ``c = floor(1 / (M (tau + 2 e / b)))``: the chunks one worker
+    trains in a slot, each of ``M`` mini-batches computing ``tau`` and pushing and
+    pulling a gradient of ``e`` at ``b`` (written here, not the kernel's)."""
+    per_chunk = job.minibatches * (job.tau + 2.0 * job.grad_size / job.worker_bw)
+    c = math.floor(1.0 / per_chunk)
+    # a quotient a hair under an integer (1 / (1/3) = 2.9999999999999996) is that integer
+    if math.isclose(1.0 / per_chunk, c + 1, rel_tol=1e-12):
+        c += 1
+    return int(c)
 
 
 def _cost(price, cap, ps_price, ps_cap, v, c, job):
