@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import gzip
+import json
 import os
 import shutil
 import subprocess
@@ -141,6 +142,22 @@ def test_a_bad_tdmcore_data_is_a_clear_error(tmp_path: Path, monkeypatch) -> Non
     monkeypatch.setenv("TDMCORE_DATA", str(tmp_path))
     with pytest.raises(ValueError, match=r"^TDMCORE_DATA: .* has no models.csv"):
         data_dir()
+
+
+def test_the_link_scenarios_come_from_tdmcore_data_too(tmp_path: Path, monkeypatch) -> None:
+    # snapshots.json was read from the package whatever TDMCORE_DATA said
+    from tdmcore.app.catalog import link_scenarios
+
+    shutil.copy(data_dir() / "models.csv", tmp_path / "models.csv")
+    with open_data("snapshots.json") as fh:
+        raw = json.load(fh)
+    raw["links"] = {"mine": raw["links"]["s1"]}
+    (tmp_path / "snapshots.json").write_text(json.dumps(raw))
+    monkeypatch.setenv("TDMCORE_DATA", str(tmp_path))
+    assert list(link_scenarios()) == ["mine"]
+    (tmp_path / "models.csv").unlink()
+    with pytest.raises(ValueError, match=r"^TDMCORE_DATA: .* has no models.csv"):
+        link_scenarios()
 
 
 def test_simulate_runs_from_an_unrelated_folder(tmp_path: Path) -> None:

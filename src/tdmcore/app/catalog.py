@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..data import open_data
 from ..metronome.link import LinkPod
 from ..model import TrafficPattern
 
@@ -79,8 +79,8 @@ def _parse_link(raw: Any, where: str) -> tuple[float, tuple[LinkPod, ...]]:
 
 def link_scenarios() -> dict[str, LinkScenario]:
     """The shipped link scenarios, by name."""
-    text = resources.files("tdmcore").joinpath("data/snapshots.json").read_text("utf-8")
-    data = json.loads(text)
+    with open_data("snapshots.json") as fh:  # TDMCORE_DATA applies, as to every data file
+        data = json.load(fh)
     out = {}
     for name, raw in data["links"].items():
         cap, pods = _parse_link(raw, name)

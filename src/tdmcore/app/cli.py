@@ -1018,7 +1018,8 @@ def example_cmd(show_path: bool) -> None:
 @click.option("--load", type=FiniteFloat(0.0, 1.0, min_open=True), default=0.7,
               show_default=True, help="metronome-trace: expected GPU load.")
 @click.option("--jobs", "n_jobs", type=click.IntRange(min=1), default=200, show_default=True,
-              help="philly, trace: jobs in the slice.")
+              help="philly, trace: jobs in the slice (trace: every row from --start "
+                   "unless given).")
 @click.option("--nodes", "n_nodes", type=click.IntRange(1, 4096), default=16,
               show_default=True, help="philly, trace: nodes of 8 GPUs.")
 @click.option("--start", type=click.IntRange(min=0), default=0, show_default=True,

@@ -30,8 +30,8 @@ def data_dir() -> Path:
     Returns
     -------
     Path
-        A folder holding ``models.csv``, ``traces/``, ``profiles/``,
-        ``throughputs/`` and ``topology/``.
+        A folder holding ``models.csv``, ``snapshots.json``, ``traces/``,
+        ``profiles/``, ``throughputs/`` and ``topology/``.
 
     Raises
     ------
@@ -42,8 +42,9 @@ def data_dir() -> Path:
     if env:
         if not (Path(env) / "models.csv").is_file():
             raise ValueError(f"TDMCORE_DATA: {env} has no models.csv (expected a folder "
-                             "laid out like tdmcore's own data: models.csv, traces/, "
-                             "profiles/, throughputs/, topology/); unset it to use the "
+                             "laid out like tdmcore's own data: models.csv, "
+                             "snapshots.json, traces/, profiles/, throughputs/, "
+                             "topology/); unset it to use the "
                              "data shipped with tdmcore")
         return Path(env)
     return _PACKAGE_DATA
