@@ -85,6 +85,14 @@ def real_number(name: str, value: Any) -> float:
     return number
 
 
+def boolean(name: str, value: Any) -> bool:
+    """``value`` if it is a ``bool``; a string (``"off"``) or a number (``0``) is
+    refused rather than read by its truth, which would take ``"off"`` as true."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name}: expected a bool, got {value!r:.80}")
+    return value
+
+
 #: The largest seed: the engine's counter-based noise draws take it as an int64.
 MAX_SEED = (1 << 63) - 1
 

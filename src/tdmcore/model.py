@@ -136,8 +136,7 @@ class Pod:
         object.__setattr__(self, "priority", priority_value(self.priority))
         if self.workload is not None:
             _name("workload", self.workload)
-        if not isinstance(self.spread, bool):
-            raise ValueError(f"spread: expected a bool, got {self.spread!r}")
+        _validation.boolean("spread", self.spread)
         if self.gang_size is not None and (
                 isinstance(self.gang_size, bool) or not isinstance(self.gang_size, int)
                 or self.gang_size < 1):

@@ -1220,18 +1220,17 @@ def _run_groups(groups: dict[str, Any], names: dict[str, Any], seed: int,
     ``on_group(group, runs_by_policy)`` as each group's runs are complete."""
     from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
-    from ..sim.cluster import run_cluster
+    from ..sim.cluster import run_cluster, warm_up
     from ..sim.engine.network import CONTENTION_EFFICIENCY
 
     efficiency = CONTENTION_EFFICIENCY if eta is None else eta
 
     runs: dict[str, dict[str, Any]] = {}
     first = next(iter(groups.values()))
-    warm = [dataclasses.replace(j, iterations=min(j.iterations, 20)) for j in first.jobs[:2]]
     with _compiling_kernels(Console(stderr=True)):
         for policy in names.values():  # compile first: decision latencies exclude it
-            run_cluster(first.sim, warm, policy if isinstance(policy, str) else policy(),
-                        seed=seed)
+            warm_up(first.sim, first.jobs, policy if isinstance(policy, str) else policy(),
+                    seed=seed)
     columns = (TextColumn("{task.description}"), BarColumn(),
                TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())
     with _progress(*columns) as bar:

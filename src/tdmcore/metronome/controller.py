@@ -74,6 +74,8 @@ class ControllerConfig:
         if self.o_t >= self.window:
             raise ValueError("o_t: must be below the window length (more than o_t of "
                              "window iterations trigger)")
+        for name in ("phase_three", "monitor"):
+            v.boolean(name, getattr(self, name))
         if not isinstance(self.scheduler, MetronomeConfig):
             raise ValueError("scheduler: expected a MetronomeConfig")
         if v.real_number("a_t", self.a_t) < 1.0:

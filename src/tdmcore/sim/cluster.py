@@ -30,7 +30,8 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -55,7 +56,9 @@ __all__ = [
     "RunResult",
     "SimCluster",
     "SimJob",
+    "check_run_options",
     "run_cluster",
+    "warm_up",
 ]
 
 #: The most link-utilisation values a run may sample (samples x links over the jobs'
@@ -263,6 +266,77 @@ class RunResult:
         return float(np.mean(jct)) / 1e3 if jct else math.nan
 
 
+#: Iterations of each job of a warm-up run (:func:`warm_up`).
+WARM_UP_ITERATIONS = 20
+
+
+def warm_up(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *,
+            seed: int = 0) -> None:
+    """Run the first two of ``jobs`` for at most 20 iterations under ``policy``,
+    to be discarded.
+
+    A process loads the compiled kernels the first time it runs them (seconds; the
+    first run after an install compiles them); a run timed after this one does
+    not pay for that in its wall time and decision latencies.  ``tdmcore
+    simulate`` runs it for each policy before the timed runs, a sweep once per
+    process and policy before its tasks.
+
+    Parameters
+    ----------
+    sim, jobs, policy, seed
+        As :func:`run_cluster` takes them (a policy object is used: pass a fresh one).
+
+    Raises
+    ------
+    ValueError
+        As :func:`run_cluster`.
+    """
+    short = [replace(j, iterations=min(j.iterations, WARM_UP_ITERATIONS))
+             for j in tuple(jobs)[:2]]
+    run_cluster(sim, short, policy, seed=seed)
+
+
+def check_run_options(*, noise_sigma: Any = 0.01, sample_ms: Any = None,
+                      progress: Any = None, skip_ahead: Any = True, queue: Any = "backoff",
+                      contention_efficiency: Any = CONTENTION_EFFICIENCY
+                      ) -> tuple[float, float | None, bool, float]:
+    """Check the options of :func:`run_cluster` that do not depend on the jobs.
+
+    :func:`run_cluster` calls it; a caller that sets the options ahead of the runs
+    (a sweep spec's ``run.*``) calls it to refuse a bad value before any run.
+
+    Parameters
+    ----------
+    noise_sigma, sample_ms, progress, skip_ahead, queue, contention_efficiency
+        As :func:`run_cluster` takes them, with its defaults.
+
+    Returns
+    -------
+    tuple
+        ``(noise_sigma, sample_ms, skip_ahead, contention_efficiency)`` as the run
+        uses them (``sample_ms`` None: the default, which depends on the jobs).
+
+    Raises
+    ------
+    ValueError
+        Naming the option: a noise below 0 or not a number, a ``sample_ms`` not
+        > 0 (its bound against the jobs' span is :func:`run_cluster`'s), a
+        ``progress`` that is not callable, a ``skip_ahead`` that is not a bool, an
+        unknown ``queue``, an efficiency outside (0, 1].
+    """
+    sigma = v.real_number("noise_sigma", noise_sigma)
+    if sigma < 0:
+        raise ValueError(f"noise_sigma: must be >= 0, got {sigma}")
+    if progress is not None and not callable(progress):
+        raise ValueError(f"progress: expected a callable or None, got {type(progress).__name__}")
+    if queue not in QUEUES:
+        raise ValueError(f"queue: expected one of {', '.join(QUEUES)}, got {queue!r}")
+    eta = check_efficiency(contention_efficiency)
+    skip = v.boolean("skip_ahead", skip_ahead)
+    sample = None if sample_ms is None else v.positive_float("sample_ms", sample_ms)
+    return sigma, sample, skip, eta
+
+
 def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *,
                 seed: int = 0, noise_sigma: float = 0.01, sample_ms: float | None = None,
                 progress: Callable[[float], None] | None = None,
@@ -333,7 +407,8 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
     ValueError
         Naming the argument: an unknown policy name, an object that lacks an
         extension point, jobs that are not unique ``SimJob``s, a bad seed, noise,
-        queue or contention efficiency, a ``controller`` for a policy that runs
+        ``skip_ahead`` (not a bool), queue, sample interval or contention efficiency
+        (:func:`check_run_options`), a ``controller`` for a policy that runs
         none or whose ``scheduler`` is not the policy's config.
 
     Notes
@@ -364,14 +439,9 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
     else:
         check_policy(policy)
     v.seed(seed)
-    sigma = v.real_number("noise_sigma", noise_sigma)
-    if sigma < 0:
-        raise ValueError(f"noise_sigma: must be >= 0, got {sigma}")
-    if progress is not None and not callable(progress):
-        raise ValueError(f"progress: expected a callable or None, got {type(progress).__name__}")
-    if queue not in QUEUES:
-        raise ValueError(f"queue: expected one of {', '.join(QUEUES)}, got {queue!r}")
-    eta = check_efficiency(contention_efficiency)
+    sigma, sample, skip, eta = check_run_options(
+        noise_sigma=noise_sigma, sample_ms=sample_ms, progress=progress,
+        skip_ahead=skip_ahead, queue=queue, contention_efficiency=contention_efficiency)
     ideal = policy == "ideal"
     if isinstance(policy, str):
         placement = make_policy("metronome" if ideal else policy)
@@ -389,10 +459,10 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
             raise ValueError("controller: its scheduler config differs from the policy's "
                              "(build it with ControllerConfig.for_policy(policy.config))")
     span = max(j.arrival_s * 1e3 for j in jobs) + max(j.iterations * j.period_ms for j in jobs)
-    if sample_ms is None:
+    if sample is None:
         sample_ms = max(1000.0, span / 400)
     else:
-        sample_ms = v.positive_float("sample_ms", sample_ms)
+        sample_ms = sample
         links = max(len(sim.cluster.link_gbps), 1)
         most = MAX_SAMPLE_VALUES // links
         if span / sample_ms > most:
@@ -404,7 +474,7 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
                for j in jobs}
     wall = time.perf_counter()
     run = Run(sim, jobs, placement, results, ideal=ideal, seed=seed, sigma=sigma,
-              sample_ms=sample_ms, progress=progress, skip_ahead=bool(skip_ahead),
+              sample_ms=sample_ms, progress=progress, skip_ahead=skip,
               strict_fifo=queue == "fifo", contention_efficiency=eta, controller=controller)
     run.execute()
     first = min((j.arrival_ms for j in results.values()), default=0.0)

@@ -54,6 +54,8 @@ class MetronomeConfig:
             raise ValueError("et_frac: must be >= 0")
         if not isinstance(self.max_multiple, int) or self.max_multiple < 1:
             raise ValueError("max_multiple: expected an integer >= 1")
+        for name in ("phase_three", "monitor", "exact_scores"):
+            v.boolean(name, getattr(self, name))
 
 
 def dependency_nodes(state: ClusterState, pod: Pod) -> list[int]:

@@ -24,14 +24,16 @@ import hashlib
 import json
 import logging
 import os
+import signal
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import tasks as _tasks
-from .spec import Task, canonical
+from .spec import Task, canonical, policy_source
 from .tasks import code_digest, run_task, tdmcore_version
 
 __all__ = ["Outcome", "ResultCache", "default_cache_dir", "run_tasks"]
@@ -42,6 +44,8 @@ log = logging.getLogger("tdmcore")
 ATTEMPTS = 2
 #: Seconds to wait for an existing scheduler to answer.
 CONNECT_TIMEOUT_S = 20
+#: The largest TCP port.
+MAX_PORT = 65535
 
 
 @dataclass(frozen=True)
@@ -70,29 +74,80 @@ class ResultCache:
 
     The key is the sha256 of the task (:meth:`Task.as_dict`: run, scenario and a
     scenario file's content, group, policy, seed, parameters), the tdmcore
-    version and a digest of tdmcore's own code and data (:func:`code_digest`:
-    a development checkout changes without a new version), so a new version, a
-    changed file or any changed parameter runs again; only successful tasks are
-    kept.  Files are written atomically.
+    version, a digest of tdmcore's own code and data (:func:`code_digest`:
+    a development checkout changes without a new version) and, for a policy of
+    your own (``MODULE:CALLABLE``), the content of the file of the module that
+    defines ``CALLABLE`` (:func:`~.spec.policy_source`), so a new version, a
+    changed file or any changed parameter runs again.  A task of a policy whose
+    module file cannot be read is not cached (a warning says so); only successful
+    tasks are kept.  Files are written atomically.
+
+    Raises
+    ------
+    ValueError
+        ``cache: cannot write to FOLDER: ...`` from :meth:`check_writable` and
+        :meth:`put`.
     """
 
     def __init__(self, folder: Path, version: str | None = None) -> None:
         self.folder = Path(folder)
         self.version = version if version is not None else tdmcore_version()
         self.code = code_digest()
+        self._sources: dict[str, str | None] = {}
 
-    def key(self, task: Task) -> str:
-        text = canonical({"tdmcore": self.version, "code": self.code,
-                          "task": task.as_dict()})
-        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    def _policy_source(self, policy: str) -> str | None:
+        """The policy's module digest ('' for a built-in policy), once per policy."""
+        if policy not in self._sources:
+            source = policy_source(policy)
+            if source is None:
+                log.warning("%s: the file of its module cannot be read: its tasks are "
+                            "not cached", policy)
+            self._sources[policy] = source
+        return self._sources[policy]
 
-    def path(self, task: Task) -> Path:
-        return self.folder / f"{self.key(task)}.json"
+    def key(self, task: Task) -> str | None:
+        """The task's key, or None when it is not cached (its policy's module file
+        cannot be read)."""
+        source = self._policy_source(task.policy)
+        if source is None:
+            return None
+        data: dict[str, Any] = {"tdmcore": self.version, "code": self.code,
+                                "task": task.as_dict()}
+        if source:
+            data["policy_source"] = source
+        return hashlib.sha256(canonical(data).encode("utf-8")).hexdigest()
+
+    def path(self, task: Task) -> Path | None:
+        """The task's file, or None when it is not cached."""
+        key = self.key(task)
+        return None if key is None else self.folder / f"{key}.json"
+
+    def check_writable(self) -> None:
+        """Create the folder if missing and write (and remove) a file in it.
+
+        Raises
+        ------
+        ValueError
+            ``cache: cannot write to FOLDER: ...`` when that fails.
+        """
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".json")
+            os.close(fd)
+            os.unlink(tmp)
+        except OSError as exc:
+            raise self._cannot_write(exc) from None
+
+    def _cannot_write(self, exc: OSError) -> ValueError:
+        return ValueError(f"cache: cannot write to {self.folder}: {exc.strerror or exc}")
 
     def get(self, task: Task) -> dict[str, Any] | None:
         """The task's cached metrics, or None (a damaged entry counts as none)."""
+        path = self.path(task)
+        if path is None:
+            return None
         try:
-            data = json.loads(self.path(task).read_text("utf-8"))
+            data = json.loads(path.read_text("utf-8"))
         except (OSError, ValueError):
             return None
         if not isinstance(data, dict) or data.get("task") != task.as_dict() \
@@ -101,17 +156,26 @@ class ResultCache:
         return data["metrics"]  # type: ignore[no-any-return]
 
     def put(self, task: Task, metrics: dict[str, Any]) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
+        """Keep the task's metrics (nothing for a task that is not cached)."""
+        path = self.path(task)
+        if path is None:
+            return
         body = json.dumps({"tdmcore": self.version, "task": task.as_dict(),
                            "metrics": metrics}, indent=1, allow_nan=True)
-        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".json")
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".json")
+        except OSError as exc:
+            raise self._cannot_write(exc) from None
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(body)
-            os.replace(tmp, self.path(task))
-        except BaseException:
+            os.replace(tmp, path)
+        except BaseException as exc:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+            if isinstance(exc, OSError):
+                raise self._cannot_write(exc) from None
             raise
 
 
@@ -149,21 +213,28 @@ def run_tasks(tasks: Sequence[Task], *, cache: ResultCache | None = None,
     list of Outcome
         In the order of ``tasks``.
 
+    Raises
+    ------
+    ValueError
+        ``scheduler``: malformed, unreachable, or its workers run another tdmcore
+        version; ``workers`` below 1; ``cache``: its folder cannot be written
+        (checked before any task runs).
+
     Notes
     -----
     The local cluster's workers are spawned processes, which import the calling
     script's main module again: a script that calls this must do so under
     ``if __name__ == "__main__":`` (the ``tdmcore`` command does).
 
-    Raises
-    ------
-    ValueError
-        ``scheduler``: unreachable, or its workers run another tdmcore version;
-        ``workers`` below 1.
+    A task that raises :class:`SystemExit` (a policy that calls ``sys.exit``) has
+    failed, here and on Dask alike (:func:`~.tasks.run_task`); Ctrl-C
+    (:class:`KeyboardInterrupt`) stops the sweep.
     """
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
                                 or workers < 1):
         raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
+    if cache is not None:
+        cache.check_writable()
     done: dict[int, Outcome] = {}
     todo: list[int] = []
     for i, task in enumerate(tasks):
@@ -228,23 +299,69 @@ def _client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
             client.close()
         return
     # Ctrl-C reaches the whole process group: the workers ignore it (their preload,
-    # tdmcore.sim.sweep.worker_setup) and this process closes them.
-    cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                           processes=True, host="127.0.0.1", dashboard_address=None,
-                           silence_logs=logging.CRITICAL,  # failures: on_retry, Outcome
-                           preload=["tdmcore.sim.sweep.worker_setup"])
-    try:
-        client = Client(cluster, set_as_default=False)
+    # tdmcore.sim.sweep.worker_setup) and this process closes them.  While the
+    # cluster starts, a Ctrl-C here waits (_sigint_deferred): taken inside the start,
+    # it left a half-started cluster that failed to close at exit, with a traceback.
+    with _sigint_deferred() as release:
+        cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1,
+                               threads_per_worker=1, processes=True, host="127.0.0.1",
+                               dashboard_address=None,
+                               silence_logs=logging.CRITICAL,  # failures: on_retry, Outcome
+                               preload=["tdmcore.sim.sweep.worker_setup"])
         try:
-            yield client
+            release()  # a Ctrl-C pressed meanwhile is raised here: the cluster closes
+            client = Client(cluster, set_as_default=False)
+            try:
+                yield client
+            finally:
+                client.close()
         finally:
-            client.close()
+            cluster.close()
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[Callable[[], None]]:
+    """Until the ``release`` it yields is called (or the block ends), a Ctrl-C
+    (SIGINT) is only noted; ``release`` restores the handler and raises
+    :class:`KeyboardInterrupt` if one was.
+
+    Python runs signal handlers in the main thread, so only there, and only over
+    a Python handler (the default one raises KeyboardInterrupt; an ignored SIGINT
+    stays ignored).
+    """
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() \
+            or not callable(previous):
+        yield lambda: None
+        return
+    noted: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
+    pending = [True]
+
+    def release() -> None:
+        if pending[0]:
+            pending[0] = False
+            signal.signal(signal.SIGINT, previous)
+            if noted:
+                raise KeyboardInterrupt
+
+    try:
+        yield release
     finally:
-        cluster.close()
+        release()
+
+
+def _network_schemes() -> tuple[str, ...]:
+    """Dask's protocols that reach a scheduler at HOST:PORT (not ``inproc``, which
+    stays in one process)."""
+    from distributed.comm.registry import backends
+
+    return tuple(sorted(set(backends) - {"inproc"}))
 
 
 def _check_address(scheduler: str) -> None:
-    """A ValueError naming ``scheduler`` unless Dask can read it as an address.
+    """A ValueError naming ``scheduler`` unless it is ``PROTOCOL://HOST:PORT`` with
+    a protocol of :func:`_network_schemes` and a port in 1-65535.
 
     Checked before any Client exists: a Client that fails inside its constructor
     still closes itself when collected, which waits 40 s and prints a traceback.
@@ -253,10 +370,15 @@ def _check_address(scheduler: str) -> None:
 
     try:
         scheme, location = parse_address(scheduler)
-        if scheme in ("tcp", "tls"):
-            host, _ = parse_host_port(location)
-            if not host:
-                raise ValueError("missing host")
+        schemes = _network_schemes()
+        if scheme not in schemes:
+            raise ValueError(f"unknown protocol {scheme!r}; Dask takes "
+                             f"{', '.join(schemes)}")
+        host, port = parse_host_port(location)
+        if not host:
+            raise ValueError("missing host")
+        if not 1 <= port <= MAX_PORT:
+            raise ValueError(f"port {port} is outside 1-{MAX_PORT}")
     except (ValueError, TypeError) as exc:
         raise ValueError(f"scheduler: {scheduler!r} is not a Dask scheduler address "
                          f"(e.g. tcp://HOST:8786): {exc}") from None

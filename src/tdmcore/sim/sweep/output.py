@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .execute import Outcome
-from .spec import SweepSpec, compared_name
+from .spec import SweepSpec, Task, compared_name
 
 __all__ = ["result_rows", "summary_rows"]
 
@@ -41,7 +41,8 @@ def result_rows(spec: SweepSpec, outcomes: Sequence[Outcome]) -> list[dict[str, 
     ok), ``attempts``, then every metric (NaN in a failed row), then for each
     policy of ``spec.compare`` each numeric metric's change against that policy's
     run in % (``<metric>_vs_<policy>_pct``, negative = lower): its run of the same
-    group and seed with the same values of the parameters it takes.
+    group and seed with the same values of the parameters both policies take
+    (:func:`_reference`).
     """
     metrics: list[str] = []
     for outcome in outcomes:
@@ -72,22 +73,32 @@ def _change(value: Any, ref: Any) -> float:
     return round(100.0 * (a - b) / b, 3) + 0.0  # + 0.0: never -0.0
 
 
+def _reference(task: Task, refs: Sequence[tuple[Task, dict[str, Any]]]
+               ) -> dict[str, Any] | None:
+    """The row of the reference run ``task`` is compared with, or None.
+
+    The reference policy's run of the same group and seed whose values agree with
+    ``task``'s on every parameter both take (a parameter only one of them takes,
+    such as a fixed ``metronome.gt_ms`` against ``default``, does not count).  None
+    when no such run finished, or when several did: the reference sweeps a
+    parameter that ``task``'s policy does not take, so no one run is its reference.
+    """
+    mine = dict(task.params)
+    found = [row for other, row in refs
+             if other.group == task.group and other.seed == task.seed
+             and all(mine[k] == value for k, value in other.params if k in mine)]
+    return found[0] if len(found) == 1 else None
+
+
 def _compare(rows: list[dict[str, Any]], outcomes: Sequence[Outcome], ref: str,
              metrics: list[str]) -> None:
-    """Add ``<metric>_vs_<ref>_pct`` to every row (NaN where no reference ran)."""
-    refs: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for row, outcome in zip(rows, outcomes, strict=True):
-        if outcome.task.policy == ref and outcome.ok:
-            refs[(outcome.task.group, outcome.task.seed, outcome.task.params)] = row
+    """Add ``<metric>_vs_<ref>_pct`` to every row (NaN without one reference run,
+    :func:`_reference`)."""
+    refs = [(outcome.task, row) for row, outcome in zip(rows, outcomes, strict=True)
+            if outcome.task.policy == ref and outcome.ok]
     numeric = [m for m in metrics if all(_number(r.get(m)) is not None for r in rows)]
     for row, outcome in zip(rows, outcomes, strict=True):
-        task = outcome.task
-        match = None
-        for (group, seed, params), ref_row in refs.items():
-            if group == task.group and seed == task.seed and \
-                    all(dict(task.params).get(k) == v for k, v in params):
-                match = ref_row
-                break
+        match = _reference(outcome.task, refs)
         for metric in numeric:
             row[compared_name(metric, ref)] = (
                 _change(row[metric], match[metric]) if match is not None else math.nan)

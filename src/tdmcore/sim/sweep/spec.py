@@ -25,7 +25,9 @@ takes it, so a new option there is sweepable as soon as it exists:
   :func:`~tdmcore.sim.scenarios.metronome_trace`, ...); for ``scheduler-time``,
   those of :func:`~tdmcore.sim.scheduler_time.scheduler_time` (``jobs``, ``repeat``).
   A builder's ``seed`` is the seed axis.  A scenario file takes none.
-* ``cluster.*``: fields of :class:`~tdmcore.sim.cluster.SimCluster` (the network).
+* ``cluster.*``: fields of :class:`~tdmcore.sim.cluster.SimCluster` (the network),
+  each a number: the same on every host link (``background_gbps``) or between
+  every pair of nodes (``latency_ms``).
 * ``run.*``: keyword-only options of :func:`~tdmcore.sim.cluster.run_cluster`
   (``noise_sigma``, ``queue``, ...).
 * ``metronome.*``: fields of :class:`~tdmcore.metronome.policies.MetronomeConfig` (``gt_ms``,
@@ -38,8 +40,10 @@ A task is one (group, policy, seed, parameter values) combination; a policy that
 takes none of a parameter is run once for all its values, and its rows leave that
 column empty.  Every problem is a :class:`ValueError` whose message starts with the
 offending field's path (``grid.controller.o_tt: unknown parameter ...``), raised
-before any task runs: names, types, the policies, the groups, each config built
-from the values, and each distinct scenario built once.
+before any task runs: names, types, the policies, the groups, the seeds, the name
+(part of file names), a value listed twice, each config built from the values, the
+``run.*`` values (:func:`~tdmcore.sim.cluster.check_run_options`), and each
+distinct scenario built once.  A scenario file is kept as its absolute path.
 """
 
 from __future__ import annotations
@@ -58,12 +62,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ... import _validation as v
 from ...framework import Policy, check_policy
 from ...metronome.controller import ControllerConfig
 from ...metronome.policies import POLICIES, MetronomeConfig, MetronomePolicy
 from .. import scenarios as sc
-from ..cluster import CLUSTER_POLICIES, SimCluster, run_cluster
+from ..cluster import CLUSTER_POLICIES, SimCluster, check_run_options, run_cluster
 from ..scenario_file import _fail, _fields, _kind, _parse_json, _parse_yaml, _show
 from ..scenarios import Scenario
 from ..scheduler_time import SCHEDULER_TIME_METRICS, scheduler_time
@@ -79,6 +85,7 @@ __all__ = [
     "controller_config",
     "load_spec",
     "parse_spec",
+    "policy_source",
     "task_scenario",
 ]
 
@@ -214,7 +221,9 @@ def _check_name(where: str, name: Any, accepted: Mapping[str, tuple[str, ...]],
         _fail(path, f"a parameter is NAMESPACE.NAME, namespaces: "
                     f"{', '.join(accepted)}{hint}")
     if space not in accepted:
-        _fail(path, f"unknown namespace {space!r}; this run takes "
+        near = v.closest(space, accepted)
+        hint = f" (did you mean {near}.{key}?)" if near is not None else ""
+        _fail(path, f"unknown namespace {space!r}{hint}; this run takes "
                     f"{', '.join(accepted)}")
     names = accepted[space]
     if key not in names:
@@ -234,6 +243,12 @@ def _check_value(path: str, value: Any) -> Any:
     if value is not None and not isinstance(value, _SCALARS):
         _fail(path, f"expected a number, string or boolean, got {_kind(value)}")
     return value
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Whether two parameter values are the same value: ``30`` and ``30.0`` are,
+    a bool and a number are not (``true`` is not ``1``)."""
+    return isinstance(a, bool) == isinstance(b, bool) and bool(a == b)
 
 
 # -------------------------------------------------------------------------- policies
@@ -262,6 +277,41 @@ def import_policy(spec: str) -> Callable[[], Policy]:
     if not callable(factory):
         raise ValueError(f"{spec} is not callable")
     return factory  # type: ignore[no-any-return]
+
+
+def policy_source(name: str) -> str | None:
+    """sha256 of the file of the module that defines a policy's callable.
+
+    Parameters
+    ----------
+    name : str
+        A sweep's policy entry: a built-in name or ``MODULE:CALLABLE``.
+
+    Returns
+    -------
+    str or None
+        An empty string for a built-in policy (tdmcore's code is
+        :func:`~.tasks.code_digest`'s); for ``MODULE:CALLABLE`` the digest of the
+        file of the module that defines ``CALLABLE`` (its ``__module__``: the
+        module a class or function was written in, which a package may re-export);
+        None when that file cannot be found or read (the entry does not import, a
+        module without a file, ...).  Edits to other modules it imports are not
+        seen.
+    """
+    if ":" not in name:
+        return ""
+    try:
+        factory = import_policy(name)
+    except ValueError:
+        return None
+    module = inspect.getmodule(factory)
+    file = getattr(module, "__file__", None)
+    if not isinstance(file, str):
+        return None
+    try:
+        return hashlib.sha256(Path(file).read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def build_policy(name: str, metronome: Mapping[str, Any] | None = None) -> Policy | str:
@@ -349,14 +399,25 @@ def _build_scenarios(scenario: str, seed: int, params: Mapping[str, Any]
     return dict(built) if isinstance(built, dict) else {scenario: built}
 
 
+def _network(sim: SimCluster, values: Mapping[str, Any]) -> SimCluster:
+    """``sim`` with ``cluster.*`` values (names without the prefix): a number fills
+    its field, the same on every host link (``background_gbps``) or between every
+    pair of nodes (``latency_ms``).  ValueError naming the field otherwise."""
+    if not values:
+        return sim
+    filled: dict[str, Any] = {
+        name: np.full(np.shape(getattr(sim, name)), v.real_number(name, value))
+        for name, value in values.items()}
+    return dataclasses.replace(sim, **filled)
+
+
 def task_scenario(task: Task) -> Scenario:
     """The scenario a ``simulate`` task runs, with its ``cluster.*`` parameters."""
     groups = _build_scenarios(task.scenario, task.seed, task.namespace("scenario"))
     scenario = groups[task.group]
     network = task.namespace("cluster")
     if network:
-        scenario = dataclasses.replace(scenario, sim=dataclasses.replace(scenario.sim,
-                                                                         **network))
+        scenario = dataclasses.replace(scenario, sim=_network(scenario.sim, network))
     return scenario
 
 
@@ -377,6 +438,7 @@ def _scenario_source(raw: Any, run: str, base: Path | None) -> tuple[str, str]:
         path = Path(raw) if base is None or Path(raw).is_absolute() else base / raw
         try:
             data = path.read_bytes()
+            path = path.resolve()  # a worker started elsewhere finds it; one key per file
         except OSError as exc:
             _fail("scenario", v.read_error(path, exc))
         return str(path), hashlib.sha256(data).hexdigest()
@@ -455,8 +517,7 @@ def _seeds(raw: Any) -> tuple[int, ...]:
         return (0,)
     out = []
     for i, seed in enumerate(_list("seeds", raw)):
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            _fail(f"seeds[{i}]", f"expected an integer >= 0, got {_show(seed)}")
+        v.seed(seed, f"seeds[{i}]")  # the simulator's range, checked before any task
         if seed in out:
             _fail(f"seeds[{i}]", f"seed {seed} is listed twice")
         out.append(seed)
@@ -469,6 +530,23 @@ def _text(path: str, raw: Any, default: str) -> str:
     if not isinstance(raw, str) or not raw.strip():
         _fail(path, f"expected a non-empty string, got {_show(raw)}")
     return raw
+
+
+#: Characters a sweep's name may not hold, besides control characters: it names
+#: the report's files (``sweep-<name>.csv``), on any system.
+_UNSAFE_IN_NAME = '/\\:*?"<>|'
+
+
+def _file_name(path: str, name: str) -> str:
+    """``name`` if it can be part of a file name: no path separator, none of
+    :data:`_UNSAFE_IN_NAME`, no control character, not ``.`` or ``..``."""
+    bad = sorted({c for c in name if c in _UNSAFE_IN_NAME or not c.isprintable()})
+    if bad or name.strip() in (".", ".."):
+        what = f"holds {', '.join(map(repr, bad))}" if bad else "is not a file name"
+        _fail(path, f"{_show(name)} {what}; the name is part of the report's file names "
+                    f"(sweep-<name>.csv): use none of {' '.join(_UNSAFE_IN_NAME)} or "
+                    "control characters")
+    return name
 
 
 def _mapping(path: str, raw: Any) -> dict[Any, Any]:
@@ -537,8 +615,11 @@ def parse_spec(data: Any, *, default_name: str = "sweep", base: Path | None = No
             _fail(f"grid.{key}", "also in set: give a parameter in one of them")
         items = _list(f"grid.{key}", values)
         checked = tuple(_check_value(f"grid.{key}[{i}]", v) for i, v in enumerate(items))
-        if len(set(map(repr, checked))) != len(checked):
-            _fail(f"grid.{key}", "a value is listed twice")
+        for i, value in enumerate(checked):
+            for earlier in checked[:i]:
+                if _same_value(value, earlier):
+                    spelt = "" if _show(value) == _show(earlier) else f" (as {_show(earlier)})"
+                    _fail(f"grid.{key}[{i}]", f"{_show(value)} is listed twice{spelt}")
         grid[key] = checked
         where[key] = f"grid.{key}"
     applies = {name: _policy_namespaces(run, name) for name in policies}
@@ -549,7 +630,7 @@ def parse_spec(data: Any, *, default_name: str = "sweep", base: Path | None = No
                         f"({', '.join(policies)})")
     compare = _check_compare(data.get("compare"), policies)
     metrics = _check_metrics(data.get("metrics"), run, compare)
-    name = _text("name", data.get("name"), default_name)
+    name = _file_name("name", _text("name", data.get("name"), default_name))
     title = _text("title", data.get("title"), name)
     all_groups = _groups_of(run, scenario, seeds, fixed, grid, where)
     groups = _check_groups(data.get("groups"), all_groups)
@@ -594,7 +675,7 @@ def _groups_of(run: str, scenario: str, seeds: tuple[int, ...], fixed: dict[str,
                 kwargs_net = {k.partition(".")[2]: v for k, v in net.items()}
                 for one in built.values():
                     try:
-                        dataclasses.replace(one.sim, **kwargs_net)
+                        _network(one.sim, kwargs_net)
                     except (ValueError, TypeError) as exc:
                         _reraise_param(where, "cluster", exc)
     assert groups is not None
@@ -634,7 +715,15 @@ def _expand(spec: SweepSpec, digest: str, applies: Mapping[str, tuple[str, ...]]
 
 def _check_configs(policy: str, params: tuple[tuple[str, Any], ...],
                    where: Mapping[str, str]) -> None:
+    """Refuse the values ``run_cluster`` (:func:`~tdmcore.sim.cluster.check_run_options`),
+    the policy's ``MetronomeConfig`` and the ``ControllerConfig`` refuse."""
     probe = Task("", "", "", "", policy, 0, params)
+    checked = _keyword_names(check_run_options)
+    run = {k: value for k, value in probe.namespace("run").items() if k in checked}
+    try:
+        check_run_options(**run)
+    except (ValueError, TypeError) as exc:
+        _reraise_param(where, "run", exc)
     metronome, controller = probe.namespace("metronome"), probe.namespace("controller")
     if not metronome and not controller:
         return

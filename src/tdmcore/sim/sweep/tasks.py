@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from ..cluster import RunResult, run_cluster
+from ..cluster import RunResult, run_cluster, warm_up
 from ..report import summary_rows
+from ..scenarios import Scenario
 from ..scheduler_time import TIMED_METRICS, scheduler_time
 from .spec import Task, build_policy, controller_config, task_scenario
 
@@ -62,20 +63,50 @@ def code_digest() -> str:
 def run_task(task: Task) -> dict[str, Any]:
     """Run one task and return its metrics (metric -> number or string).
 
-    Raises whatever the run raises: the caller reports it with the task's
-    parameters and retries once.
+    A process's first task of each policy runs a warm-up first (untimed,
+    :func:`_warm_up_once`).  Raises whatever the run raises: the caller reports it
+    with the task's parameters and retries once.  A :class:`SystemExit` (a policy
+    that calls ``sys.exit``) is raised as a :class:`RuntimeError`: it ends the
+    task, not the sweep (serial) or the Dask worker running it.
     """
+    try:
+        return _run_task(task)
+    except SystemExit as exc:
+        raise RuntimeError(f"the task raised SystemExit({exc.code!r})") from None
+
+
+def _run_task(task: Task) -> dict[str, Any]:
     if task.run == "scheduler-time":
         policy = build_policy(task.policy, task.namespace("metronome"))
         assert not isinstance(policy, str)
         result = scheduler_time(policy, seed=task.seed, **task.namespace("scenario"))
         return dataclasses.asdict(result)
     scenario = task_scenario(task)
+    _warm_up_once(task, scenario)
     policy = build_policy(task.policy, task.namespace("metronome"))
     controller = controller_config(policy, task.namespace("controller"))
     run = run_cluster(scenario.sim, scenario.jobs, policy, seed=task.seed,
                       controller=controller, **task.namespace("run"))
     return _metrics(task.group, run)
+
+
+#: The policies this process has run a warm-up for (:func:`_warm_up_once`).
+_WARMED: set[str] = set()
+
+
+def _warm_up_once(task: Task, scenario: Scenario) -> None:
+    """:func:`~tdmcore.sim.cluster.warm_up` before this process times its first
+    task of a policy, as ``tdmcore simulate`` does, so that no task's wall time and
+    decision latencies include loading the compiled kernels.
+
+    A built-in policy is warmed as itself; a policy of your own as ``metronome``,
+    which loads the kernels of tdmcore's that it may call (its own code runs only
+    in its tasks: it may count its calls or have other effects).
+    """
+    name = "metronome" if ":" in task.policy else task.policy
+    if name not in _WARMED:
+        warm_up(scenario.sim, scenario.jobs, name, seed=task.seed)
+        _WARMED.add(name)
 
 
 def _metrics(group: str, run: RunResult) -> dict[str, Any]:
