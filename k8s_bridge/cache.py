@@ -192,6 +192,12 @@ class ClusterModel:
                 else:
                     self._signatures[key] = sig
 
+    def snapshot(self, kind: str) -> dict[str, dict[str, Any]]:
+        """The cached objects of ``kind`` by key (a copy of the mapping), for an
+        informer's re-list (:class:`~k8s_bridge.informer.Informer` ``known``)."""
+        with self.lock:
+            return dict(self.objects.get(kind, {}))
+
     def expect(self, kind: str, key: str, status: Mapping[str, Any]) -> None:
         """This process is about to write ``status`` and its state already reflects
         it: the watch echo must not force a rebuild (registered before the write, so

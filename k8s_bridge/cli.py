@@ -3,6 +3,7 @@ controller and the node agent, one sub-command each."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import sys
@@ -34,7 +35,8 @@ def start_informers(kube: Kube, model: ClusterModel, kinds: Sequence[str] = WATC
                     *, watch_timeout_s: float = 300.0) -> tuple[list[Informer],
                                                                  Callable[[], bool]]:
     """One informer per kind feeding ``model``; and a readiness check."""
-    informers = [Informer(kube, kind, model.on_event, watch_timeout_s=watch_timeout_s).start()
+    informers = [Informer(kube, kind, model.on_event, watch_timeout_s=watch_timeout_s,
+                          known=functools.partial(model.snapshot, kind)).start()
                  for kind in kinds]
     required = [i for i in informers if i.kind in REQUIRED_KINDS]
 

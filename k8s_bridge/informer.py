@@ -7,7 +7,9 @@ forward without an object), and
 * the watch ends (server timeout) or the connection drops -> watch again from the
   last resourceVersion seen, no re-list;
 * 410 Gone (the version was compacted) -> re-list, and hand the handler the
-  difference between the old cache and the new list as ADDED / MODIFIED / DELETED;
+  difference between the old cache and the new list as ADDED / MODIFIED / DELETED
+  (the old cache includes what the handler holds that the informer never saw --
+  ``known`` -- e.g. an object read directly; it is DELETED if the list is newer);
 * 5xx / 429 -> back off (exponential, capped), then resume as above;
 * anything else (403, 404: the CRD is not installed) -> back off and re-list.
 
@@ -42,14 +44,16 @@ class Informer:
 
     def __init__(self, kube: Kube, kind: str, handler: Handler | None = None, *,
                  label_selector: str | None = None, field_selector: str | None = None,
-                 watch_timeout_s: float = 300.0, backoff_s: tuple[float, float] = (0.2, 10.0)
-                 ) -> None:
+                 watch_timeout_s: float = 300.0, backoff_s: tuple[float, float] = (0.2, 10.0),
+                 known: Callable[[], Mapping[str, dict[str, Any]]] | None = None) -> None:
         if kind not in RESOURCES:
             raise ValueError(f"kind: unknown kind {kind!r}")
         self.kube = kube
         self.kind = kind
         self.resource = RESOURCES[kind]
         self.handler = handler
+        #: the handler's own objects of this kind by key (see the module docstring)
+        self.known = known
         self.query: dict[str, str] = {}
         if label_selector:
             self.query["labelSelector"] = label_selector
@@ -87,6 +91,12 @@ class Informer:
         for key, obj in old.items():
             if key not in new:
                 self._emit("DELETED", obj)
+        if self.known is not None:
+            # objects the handler holds but this informer never saw (read directly,
+            # or written by the process): gone unless newer than the list
+            for key, obj in self.known().items():
+                if key not in new and key not in old and _not_newer(obj, rv):
+                    self._emit("DELETED", obj)
         for key, obj in new.items():
             before = old.get(key)
             if before is None:
@@ -210,6 +220,12 @@ class Informer:
         self._abort()
         if self._thread is not None:
             self._thread.join(timeout_s)
+
+
+def _not_newer(obj: Mapping[str, Any], list_rv: str) -> bool:
+    """``obj``'s resourceVersion is not after the list's (integers, as etcd's)."""
+    a = _rv(obj)
+    return a.isdigit() and list_rv.isdigit() and int(a) <= int(list_rv)
 
 
 def _rv(obj: Mapping[str, Any]) -> str:

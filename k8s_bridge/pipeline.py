@@ -164,6 +164,10 @@ class Pipeline:
         # node name -> (the cluster, its latest Reserve results): what the status write
         # uses; by name, since a Node added or deleted meanwhile renumbers the indices
         self._reserved: dict[str, tuple[Any, list[ReserveResult]]] = {}
+        #: pods reserved (assumed) whose binding the API has not accepted yet: gang
+        #: members waiting at bind, bindings in flight.  Status writes leave them out,
+        #: so that a released reservation never reaches NodeBandwidth status.
+        self._unconfirmed: set[str] = set()
 
     def warm_up(self) -> None:
         """Compile the policy's kernels on a two-node cluster of our own (Numba's
@@ -395,6 +399,7 @@ class Pipeline:
             result = self.policy.reserve(state, cycle, index)  # assume
             self._decided.clear()
             self._mark_bound(key, pod_json, node)
+            self._unconfirmed.add(key)
             statuses = self._statuses(state, {index: [result]})
             me = _Waiter(key, namespace, name, uid, node, pod_json, statuses)
             batch = self._join_gang(me) if self.gang_wait_s > 0 else [me]
@@ -402,10 +407,6 @@ class Pipeline:
             if self.on_gang_wait is not None:
                 self.on_gang_wait(gang_key(pod_json) or "")
             self._wait_for_gang(me)
-        else:
-            for w in batch:  # each waiting member binds itself, in parallel
-                if w is not me:
-                    w.done.set()
         if me.error is None:
             self._bind_member(me)
         if me.error is not None:
@@ -436,6 +437,12 @@ class Pipeline:
             return [me]
         need = self._min_member(gkey)
         waiters = self._gangs.setdefault(gkey, [])
+        for w in [w for w in waiters if not self._still_reserved(w)]:
+            # deleted (or ended) while it waited: it no longer counts toward minMember
+            waiters.remove(w)
+            self._forget(w.pod_json)
+            w.error = BindError(f"pod {w.key} was deleted while its gang {gkey} waited")
+            w.done.set()
         if not waiters:  # the first member to wait sets the gang's deadline
             self._deadlines[gkey] = time.monotonic() + self.gang_wait_s
         me.deadline = self._deadlines[gkey]
@@ -449,7 +456,19 @@ class Pipeline:
         self.held_back.pop(gkey, None)
         if len(waiters) > 1:
             log.info("gang %s complete: binding %d members", gkey, len(waiters))
+        for w in waiters:  # woken under the locks: a deadline cannot release them now
+            if w is not me:
+                w.done.set()
         return waiters
+
+    def _still_reserved(self, w: _Waiter) -> bool:
+        """The waiting member's pod is still in the cache, the same object, on its
+        reserved node (not deleted, finished or bound elsewhere meanwhile)."""
+        pod = self.model.objects["Pod"].get(w.key)
+        if pod is None or not pod_is_placed(pod):
+            return False
+        uid = (pod.get("metadata") or {}).get("uid")
+        return (w.uid in (None, "", uid)) and (pod.get("spec") or {}).get("nodeName") == w.node
 
     def _wait_for_gang(self, me: _Waiter) -> None:
         """Wait until the gang is complete (``me.done``, no error) or its deadline; then
@@ -485,11 +504,14 @@ class Pipeline:
                 self._forget(me.pod_json)
             me.error = exc
             return
+        with self.lock:
+            self._unconfirmed.discard(me.key)
         self._write_statuses(me.statuses)
 
     def _forget(self, pod_json: Mapping[str, Any]) -> None:
         """Undo an assumed pod (the locks are held): the API is the truth again."""
         self.model.forget(pod_json)
+        self._unconfirmed.discard(_key_of(pod_json))
         self._decided.clear()
 
     def _min_member(self, gkey: str) -> int:
@@ -511,6 +533,7 @@ class Pipeline:
 
     def _fetch_pod(self, namespace: str, name: str) -> None:
         assert self.kube is not None
+        asked = time.monotonic()
         try:
             pod = self.kube.get("Pod", name, namespace)
         except ApiError:
@@ -519,7 +542,11 @@ class Pipeline:
         if not isinstance(meta, dict) or meta.get("name") != name \
                 or (meta.get("namespace") or "default") != namespace:
             return  # not the pod asked for: the cache takes only what the watch would
-        self.model.on_event("Pod", "ADDED", pod)
+        with self.model.lock:
+            key = f"{namespace}/{name}"
+            if self.model.deleted_pods.get(key, float("-inf")) >= asked:
+                return  # the watch delivered its deletion while we read it: stays deleted
+            self.model.on_event("Pod", "ADDED", pod)
 
     def _bind_api(self, namespace: str, name: str, uid: str | None, node: str) -> None:
         if self.kube is None:
@@ -537,7 +564,12 @@ class Pipeline:
 
     # ---------------------------------------------------------------- gangs
     def schedule_gang(self, pod_jsons: Sequence[Mapping[str, Any]]) -> GangDecision:
-        """Place and bind every pod of a gang or none (Eqs. 11-12)."""
+        """Place and bind every pod of a gang or none (Eqs. 11-12).
+
+        As :meth:`bind`: the gang is reserved and assumed under the locks, the
+        bindings are POSTed without them, and the members whose binding was not
+        accepted are forgotten (the bound ones stay: bindings are not transactional).
+        """
         with self.lock:
             pods = [self._pod(p) for p in pod_jsons]
             try:
@@ -549,40 +581,40 @@ class Pipeline:
             if gang.status is not Status.SUCCESS:
                 return gang
             with self.model.lock:  # see bind(): no echo overtakes the bookkeeping
-                gang, statuses = self._bind_gang(state, trial, gang, pod_jsons)
-        self._write_statuses(statuses)
-        return gang
-
-    def _bind_gang(self, state: ClusterState, trial: ClusterState, gang: GangDecision,
-                   pod_jsons: Sequence[Mapping[str, Any]]
-                   ) -> tuple[GangDecision, list[str]]:
-        bound: list[tuple[str, Mapping[str, Any], str]] = []
-        for d, pod_json in zip(gang.decisions, pod_jsons, strict=True):
+                statuses = self._reserve_gang(state, trial, gang, pod_jsons)
+        for k, (d, pod_json) in enumerate(zip(gang.decisions, pod_jsons, strict=True)):
             meta = pod_json.get("metadata") or {}
             ns = meta.get("namespace") or "default"
             try:
-                self._bind_api(ns, str(meta.get("name")), meta.get("uid"),
-                               str(d.node_name))
+                self._bind_api(ns, str(meta.get("name")), meta.get("uid"), str(d.node_name))
             except BindError as exc:
-                # Bindings are not transactional: what was bound stays bound (the
-                # model counts those pods on their nodes until the watch confirms
-                # them); the rest is retried later.
-                log.warning("gang partially bound (%s): %s",
-                            ", ".join(meta_key for meta_key, _, _ in bound), exc)
-                for _, bound_json, node in bound:
-                    self.model.assume(bound_json, node)
-                self.model.invalidate()
-                self._decided.clear()
-                return GangDecision(Status.ERROR, gang.decisions, str(exc)), []
-            bound.append((d.pod, pod_json, str(d.node_name)))
+                log.warning("gang partially bound (%d of %d members): %s", k,
+                            len(pod_jsons), exc)
+                with self.lock, self.model.lock:  # the rest: the API is the truth again
+                    for rest in pod_jsons[k:]:
+                        self._forget(rest)
+                    for done in pod_jsons[:k]:
+                        self._unconfirmed.discard(_key_of(done))
+                self._write_statuses(statuses)  # the bound members, at write time
+                return GangDecision(Status.ERROR, gang.decisions, str(exc))
+        with self.lock:
+            for pod_json in pod_jsons:
+                self._unconfirmed.discard(_key_of(pod_json))
+        self._write_statuses(statuses)
+        return gang
+
+    def _reserve_gang(self, state: ClusterState, trial: ClusterState, gang: GangDecision,
+                      pod_jsons: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Under the locks: the trial becomes the state, every member is assumed."""
         state.__dict__.update(trial.__dict__)
         self._decided.clear()
         by_node: dict[int, list[ReserveResult]] = {}
         for d, pod_json in zip(gang.decisions, pod_jsons, strict=True):
             self._mark_bound(d.pod, pod_json, str(d.node_name))
+            self._unconfirmed.add(_key_of(pod_json))
             if d.reserve is not None:
                 by_node.setdefault(d.reserve.node, []).append(d.reserve)
-        return gang, self._statuses(state, by_node)
+        return self._statuses(state, by_node)
 
     # -------------------------------------------------------------- records
     def _next_order(self) -> int:
@@ -733,4 +765,5 @@ class Pipeline:
                                order_of=lambda key: self._next_order(),
                                pods=self.model.objects["Pod"], deleted=self.model.deleted_pods,
                                recalculate=recalculate, keep_rotations=True,
-                               config=getattr(self.policy, "config", None))
+                               config=getattr(self.policy, "config", None),
+                               skip=self._unconfirmed)

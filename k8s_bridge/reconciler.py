@@ -174,7 +174,12 @@ class ControllerService:
         return convert.bind_order(self.model.objects["Pod"].get(key) or {})
 
     def reconcile(self) -> int:
-        """One pass; returns the number of objects written (0 when in sync)."""
+        """One pass; returns the number of objects written (0 when in sync).
+
+        The controller is brought up to date under :attr:`lock`; the writes go out
+        without it (each ``compute`` takes the locks and gives up when the
+        controller moved on meanwhile), so reports are not held up by API calls.
+        """
         if not self.leading.is_set():
             return 0
         with self.lock:
@@ -183,8 +188,8 @@ class ControllerService:
             except LookupError:
                 return 0
             self.m_reconciles.inc()
-            writes = 0
             state = ctrl.state
+            todo: list[tuple[int, str]] = []
             for node, n in enumerate(state.cluster.nodes):
                 with self.model.lock:
                     nbw = self.model.objects["NodeBandwidth"].get(n.name)
@@ -192,20 +197,22 @@ class ControllerService:
                 traffic = any(state.placed[k].pod.pattern is not None
                               for k in state.node_pods[node])
                 # nodes without traffic pods and without a record: nothing to write
-                if not traffic and not current.get("pods"):
-                    continue
+                if traffic or current.get("pods"):
+                    todo.append((node, n.name))
+        writes = 0
+        for node, name in todo:
 
-                def compute(cur: Mapping[str, Any], node: int = node) -> dict[str, Any] | None:
-                    with self.lock, self.model.lock:
-                        if self.controller is not ctrl:
-                            return None  # the state moved on: the next pass recomputes
-                        desired = self.desired_status(ctrl, node, cur)
-                    return None if _same(cur, desired) else desired
+            def compute(cur: Mapping[str, Any], node: int = node) -> dict[str, Any] | None:
+                with self.lock, self.model.lock:
+                    if self.controller is not ctrl:
+                        return None  # the state moved on: the next pass recomputes
+                    desired = self.desired_status(ctrl, node, cur)
+                return None if _same(cur, desired) else desired
 
-                if write_status(self.kube, self.model, n.name, compute):
-                    self.m_writes.labels("NodeBandwidth").inc()
-                    writes += 1
-            return writes + self._reconcile_matches()
+            if write_status(self.kube, self.model, name, compute):
+                self.m_writes.labels("NodeBandwidth").inc()
+                writes += 1
+        return writes + self._reconcile_matches()
 
     def _reconcile_matches(self) -> int:
         """``status.matchedPods`` of every PodBandwidth: the live pods it describes."""
@@ -276,7 +283,10 @@ class ControllerService:
                 self.m_actions.labels("pause").inc()
             for update in updates:
                 self.m_actions.labels("pattern_update").inc()
-                self._write_pattern(update)
+                if not self._write_pattern(update):
+                    # applied to the controller's state but not in the API: rebuild
+                    # from the API (the update is dropped; later reports re-detect it)
+                    self.model.invalidate()
             period = pattern.period_ms if pattern is not None else None
             # High-priority jobs are never moved (spec: they run as if alone).
             target = None if ctrl.is_high(job) else ctrl.target_phase(job)
@@ -297,15 +307,16 @@ class ControllerService:
             self.reconcile()
         return answer
 
-    def _write_pattern(self, update: PatternUpdate) -> None:
+    def _write_pattern(self, update: PatternUpdate) -> bool:
+        """Write ``update`` to its PodBandwidth's status; False if it is not there."""
         if self.kube is None:
-            return
+            return True  # no API (tests): the controller's own state is the truth
         with self.model.lock:
             pod_json = self.model.objects["Pod"].get(update.pods[0]) if update.pods else None
             pbws = list(self.model.objects["PodBandwidth"].values())
         pbw = None if pod_json is None else convert.podbandwidth_for(pod_json, pbws)
         if pbw is None:
-            return
+            return False
         meta = pbw.get("metadata") or {}
         status = {"observedPeriodMs": update.new.period_ms,
                   "observedDutyCycle": update.new.duty_cycle}
@@ -314,10 +325,12 @@ class ControllerService:
                                         {"status": status}, namespace=meta.get("namespace"),
                                         sub="status")
         except ApiError as exc:
-            log.warning("writing the pattern update of %s failed: %s", update.job, exc)
-            return
+            log.warning("writing the pattern update of %s failed (dropped): %s", update.job,
+                        exc)
+            return False
         self.m_writes.labels("PodBandwidth").inc()
         self.model.on_event("PodBandwidth", "MODIFIED", obj)
+        return True
 
     def handle_report(self, request: Request) -> Any:
         body = read_json(request, 1 << 20)

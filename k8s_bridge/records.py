@@ -80,7 +80,8 @@ def node_status(state: ClusterState, node: int, current: Mapping[str, Any], *,
                 rotations: Mapping[str, int], base_period_ms: float | None,
                 order_of: Callable[[str], int], pods: Mapping[str, Mapping[str, Any]],
                 deleted: Collection[str] = (), recalculate: bool | None = None,
-                keep_rotations: bool = False, config: Any = None) -> dict[str, Any]:
+                keep_rotations: bool = False, config: Any = None,
+                skip: Collection[str] = ()) -> dict[str, Any]:
     """The NodeBandwidth ``status`` of a node's link: the one builder, for the
     extender (after Reserve) and the controller (after its plans and offsets).
 
@@ -90,11 +91,14 @@ def node_status(state: ClusterState, node: int, current: Mapping[str, Any], *,
     entries of ``current`` that must not be lost (:func:`merge_entries`).
     ``basePeriodMs`` is ``base_period_ms``, else the link's unified period
     (:func:`link_base_period`, 0 with no traffic pod); ``recalculate`` is written
-    only when given.
+    only when given.  Pods in ``skip`` (reserved, but their binding not accepted
+    yet) get no new entry.
     """
     recorded = {entry_key(e): e for e in current.get("pods") or [] if isinstance(e, dict)}
     entries = []
     for key in state.node_pods[node]:
+        if key in skip:
+            continue
         placed = state.placed[key]
         pod = placed.pod
         if pod.pattern is None:
@@ -123,8 +127,10 @@ def merge_entries(desired: Sequence[dict[str, Any]], current: Sequence[Any], nod
     """``desired`` plus the entries of ``current`` that must not be lost, by order.
 
     An entry the writer did not produce is kept unless its pod is known to be gone
-    from this node (deleted, bound elsewhere, or finished), or it is unknown to the
-    cache and older than :data:`GRACE_S` (``order`` is the bind time in µs).
+    from this node (deleted, bound elsewhere, or finished), or it is not bound in the
+    writer's cache (unknown, or still pending) and older than :data:`GRACE_S`
+    (``order`` is the bind time in µs): a binding on its way arrives within the
+    grace, a reservation that was released (its pod stays pending) never does.
     """
     now = time.time() if now_s is None else now_s
     mine = {entry_key(e) for e in desired}
@@ -138,8 +144,10 @@ def merge_entries(desired: Sequence[dict[str, Any]], current: Sequence[Any], nod
             finished = bool(bound_to) and not pod_is_placed(pod)
             if finished or (bound_to and bound_to != node):
                 continue
-            out.append(e)  # pending in the writer's cache: the binding is on its way
-            continue
+            if bound_to:
+                out.append(e)  # bound here: the writer's state will place it
+                continue
+            # pending in the writer's cache: the binding may be on its way (the grace)
         order = e.get("order")
         if isinstance(order, int) and not isinstance(order, bool) \
                 and now - order / 1e6 <= GRACE_S:
