@@ -164,6 +164,9 @@ def pattern(period_ms: Any, duty_cycle: Any, bandwidth_gbps: Any
         if np.ndim(value) == 0:  # a number (or not one: the rule says what it wants)
             arrays.append(np.array([_pattern_value(name, value, low, strict, high)]))
             continue
+        kind = _dtype_of(value).kind
+        if kind in "USVcb":  # text, complex and bools: refused as they are as numbers
+            raise ValueError(f"{name}: expected numbers, got {value!r:.80}")
         try:
             arr = np.asarray(value, dtype=np.float64)
         except (TypeError, ValueError):

@@ -175,9 +175,15 @@ def _user_policy(policy: object) -> bool:
 
 
 def pick_node(scores: NDArray[np.float64], feasible: NDArray[np.bool_]) -> int:
-    """Highest normalized score among feasible nodes; ties: first in node order."""
-    masked = np.where(feasible, scores, -np.inf)
-    return int(np.argmax(masked))  # argmax returns the first maximum
+    """Highest normalized score among feasible nodes; ties: first in node order.
+
+    Only a node of ``feasible`` is ever returned, even when every one of them
+    scores ``-inf`` (an ``argmax`` over the masked scores would then return node 0,
+    feasible or not); ``feasible`` must hold at least one node.
+    """
+    candidates = np.flatnonzero(feasible)
+    # argmax returns the first maximum; candidates are in node order
+    return int(candidates[np.argmax(scores[candidates])])
 
 
 class Scheduler:
@@ -260,7 +266,17 @@ class Scheduler:
             raise PolicyError(f"policy {self.policy.name!r}: normalize_score gave a "
                               "feasible node a NaN score")
         cycle.scores = scores
-        finalists = feasible if cycle.finalists is None else feasible & cycle.finalists
+        finalists = feasible
+        if cycle.finalists is not None:
+            chosen = np.asarray(cycle.finalists)
+            if self._user and (chosen.shape != (n,) or chosen.dtype != np.bool_):
+                raise PolicyError(f"policy {self.policy.name!r}: cycle.finalists must be {n} "
+                                  f"booleans (one per node), got shape {chosen.shape}, "
+                                  f"dtype {chosen.dtype}")
+            finalists = feasible & chosen
+            if not finalists.any():
+                raise PolicyError(f"policy {self.policy.name!r}: normalize_score left no "
+                                  "feasible node among cycle.finalists")
         node = pick_node(cycle.scores, finalists)
         return Decision(Status.SUCCESS, pod.name, node=node,
                         node_name=state.cluster.nodes[node].name, scores=cycle.scores,
@@ -284,6 +300,9 @@ class Scheduler:
         Pods are scheduled one by one on a copy of ``state``; the copy replaces
         the state only if all succeed, so a rejected gang leaves nothing behind.
         """
+        if isinstance(pods, Pod) or not isinstance(pods, Sequence):
+            raise ValueError(f"pods: expected a sequence of tdmcore.model.Pod, got "
+                             f"{type(pods).__name__}")
         if not pods:
             return GangDecision(Status.ERROR, (), "pods: a gang needs at least one pod")
         for p in pods:

@@ -8,7 +8,7 @@ about clusters or front ends; the scheduler pipeline and the CLI both call it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -138,8 +138,13 @@ def plan_link(
         link is one pod's demand: pass one pod per job), or a pod faster than
         the link (Eq. 14).
     """
+    if isinstance(pods, str | bytes) or not isinstance(pods, Sequence):
+        raise ValueError(f"pods: expected a sequence of LinkPod, got {type(pods).__name__}")
     if not pods:
         raise ValueError("pods: at least one pod is required")
+    for i, p in enumerate(pods):
+        if not isinstance(p, LinkPod):
+            raise ValueError(f"pods[{i}]: expected a LinkPod, got {type(p).__name__}")
     names = [p.name for p in pods]
     if len(set(names)) != len(names):
         raise ValueError("pods: pod names must be unique")
@@ -159,10 +164,14 @@ def plan_link(
                 f"pods: {p.name} needs {p.bandwidth_gbps} Gbps, above the link's {cap} Gbps "
                 "(Eq. 14)"
             )
-    check_priorities([p.priority for p in pods], len(pods))
+    ranks = check_priorities([p.priority for p in pods], len(pods))
     gt, et, m_max = check_settings(gt_ms, et_frac, max_multiple)
     if mode not in ("first", "optimal", "compact"):
         raise ValueError(f"mode: expected 'first', 'optimal' or 'compact', got {mode!r}")
+    # the unchecked path takes integer priorities: "high"/"low" (and NumPy integers)
+    # as tdmcore.model.priority_value reads them
+    pods = [p if type(p.priority) is int and p.priority == r else replace(p, priority=int(r))
+            for p, r in zip(pods, ranks.tolist(), strict=True)]
     return _plan_link(pods, cap, n_bins, mode, gt, et, m_max)
 
 

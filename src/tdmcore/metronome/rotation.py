@@ -140,7 +140,8 @@ def search_rotations(
         Link capacity ``B`` > 0.
     limits : array_like of int (k,)
         Allowed rotations per row, ``ceil(N / mul)`` (Eq. 15), each in ``[1, N]``;
-        ``limits[0]`` is ignored (the reference row never rotates).
+        ``limits[0]`` must be an integer >= 1 like the others, and is not used (the
+        reference row never rotates).
     mode : {"first", "optimal"}
         ``first`` (Score phase): the middle of the first perfect-score interval met
         in enumeration order.  ``optimal`` (phase three): among the

@@ -22,7 +22,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..framework import PolicyError
-from ..oasis.admission.base import AdmissionPolicy, Allocation, SlottedCluster, SlotView, ps_count
+from ..oasis.admission.base import (
+    AdmissionPolicy,
+    Allocation,
+    SlotDecision,
+    SlottedCluster,
+    SlotView,
+    ps_count,
+)
 from ..oasis.online import Job, chunks_per_worker_slot, sigmoid_utility, unrunnable_reason
 
 __all__ = ["JobOutcome", "PolicyError", "SlottedRun", "job_class", "run_slotted"]
@@ -101,9 +108,17 @@ def _check(policy: str, t: int, i: int, job: Job, alloc: Allocation,
            cluster: SlottedCluster) -> None:
     if not isinstance(alloc, Allocation):
         raise PolicyError(f"{policy}: slot {t}, job {i}: expected an Allocation")
+    for counts in (alloc.workers, alloc.ps):
+        if not isinstance(counts, np.ndarray) or counts.dtype.kind not in "iuf":
+            raise PolicyError(f"{policy}: slot {t}, job {i}: an allocation's workers and ps "
+                              "must be arrays of task counts")
     if alloc.workers.shape != (cluster.n_workers_servers,) or \
             alloc.ps.shape != (cluster.n_ps_servers,):
         raise PolicyError(f"{policy}: slot {t}, job {i}: allocation has the wrong shape")
+    if not (np.all(np.isfinite(alloc.workers)) and np.all(np.isfinite(alloc.ps))
+            and np.all(alloc.workers == np.round(alloc.workers))
+            and np.all(alloc.ps == np.round(alloc.ps))):
+        raise PolicyError(f"{policy}: slot {t}, job {i}: task counts must be whole numbers")
     if np.any(alloc.workers < 0) or np.any(alloc.ps < 0):
         raise PolicyError(f"{policy}: slot {t}, job {i}: negative task counts")
     y, z = alloc.n_workers, alloc.n_ps
@@ -166,6 +181,9 @@ def run_slotted(policy: AdmissionPolicy, cluster: SlottedCluster,
         tick = time.perf_counter()
         decision = policy.step(view)
         decision_s[t] = time.perf_counter() - tick
+        if not isinstance(decision, SlotDecision):
+            raise PolicyError(f"{policy.name}: slot {t}: step must return a SlotDecision, "
+                              f"got {type(decision).__name__}")
         for i, reason in decision.reject.items():
             if i not in active:
                 raise PolicyError(f"{policy.name}: slot {t}: rejects job {i}, not active")

@@ -1,0 +1,141 @@
+"""The public API refuses what it cannot use and never acts on a node it rejected (a
+library user's review, 2026-11-24): each test failed before its fix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tdmcore
+from tdmcore.framework import PolicyError, ReserveResult, Scheduler, Status
+from tdmcore.metronome.link import LinkPod, plan_link
+from tdmcore.metronome.policies import make_policy
+from tdmcore.metronome.policies.default import resource_fit
+from tdmcore.model import Cluster, ClusterState, Node, Pod, TrafficPattern
+from tdmcore.oasis.admission import Allocation, SlotDecision, SlottedCluster
+from tdmcore.oasis.online import Job
+from tdmcore.sim.slotted import run_slotted
+
+
+def _cluster() -> Cluster:
+    return Cluster([Node(f"n{i}", cpu=32, mem_gib=64, gpu=4, link_gbps=25.0) for i in range(3)])
+
+
+class _Policy:
+    """A user policy whose Filter keeps n1 and n2 only."""
+
+    name = "user"
+
+    def __init__(self, scores=None, finalists=None):
+        self._scores, self._finalists = scores, finalists
+
+    def pre_filter(self, state, cycle):
+        return Status.SUCCESS
+
+    def filter(self, state, cycle):
+        return np.array([False, True, True])
+
+    def score(self, state, cycle):
+        return np.full(3, 50.0)
+
+    def normalize_score(self, state, cycle):
+        if self._finalists is not None:
+            cycle.finalists = self._finalists
+        return cycle.raw_scores if self._scores is None else self._scores
+
+    def reserve(self, state, cycle, node):
+        state.place(cycle.pod, node)
+        return ReserveResult(node, {}, True, ())
+
+
+def test_a_node_filter_dropped_never_wins_when_every_score_is_minus_inf():
+    state = ClusterState(_cluster())
+    d = Scheduler(_Policy(scores=np.full(3, -np.inf))).schedule(state, Pod("a-0", "a", cpu=1))
+    assert d.status is Status.SUCCESS and d.node_name == "n1"
+
+
+def test_finalists_that_exclude_every_feasible_node_are_the_policys_error():
+    state = ClusterState(_cluster())
+    policy = _Policy(finalists=np.array([True, False, False]))
+    with pytest.raises(PolicyError, match="finalists"):
+        Scheduler(policy).schedule(state, Pod("a-0", "a", cpu=1))
+    assert not state.placed
+    with pytest.raises(PolicyError, match="finalists"):
+        Scheduler(_Policy(finalists=np.array([True]))).schedule(state, Pod("a-0", "a", cpu=1))
+
+
+def test_schedule_gang_refuses_an_iterator_instead_of_placing_nothing():
+    state = ClusterState(_cluster())
+    gang = [Pod(f"a-{i}", "a", cpu=1) for i in range(2)]
+    scheduler = Scheduler(make_policy("default"))
+    with pytest.raises(ValueError, match="^pods:"):
+        scheduler.schedule_gang(state, (p for p in gang))
+    with pytest.raises(ValueError, match="^pods:"):
+        scheduler.schedule_gang(state, gang[0])
+    assert not state.placed
+    assert scheduler.schedule_gang(state, tuple(gang)).status is Status.SUCCESS
+
+
+def test_plan_link_takes_high_and_low_priorities_as_unify_periods_does():
+    pods = [LinkPod("a", 422.26, 0.2, 25.0, priority="high"),
+            LinkPod("b", 422.26, 0.2, 25.0, priority="low")]
+    ints = [LinkPod("a", 422.26, 0.2, 25.0, priority=1), LinkPod("b", 422.26, 0.2, 25.0)]
+    assert plan_link(pods, 25.0).shifts_ms == plan_link(ints, 25.0).shifts_ms
+    assert plan_link(pods, 25.0, mode="optimal").jobs == ("a", "b")
+    with pytest.raises(ValueError, match=r"^pods\[1\]:"):
+        plan_link([ints[0], {"name": "b"}], 25.0)  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("bad", [["400"], np.array([400 + 300j]), [True]])
+def test_pattern_arrays_refuse_text_complex_and_bools_as_numbers_do(bad):
+    with pytest.raises(ValueError, match="^period_ms:"):
+        tdmcore.discretize(bad, 0.2, 25.0, 400.0)
+    with pytest.raises(ValueError, match="^duty_cycle:"):
+        tdmcore.discretize(400.0, bad, 25.0, 400.0)
+    with pytest.raises(ValueError, match="^period_ms:"):
+        TrafficPattern(bad, 0.2, 25.0)  # type: ignore[arg-type]
+
+
+def _slotted():
+    job = Job(arrival=0, epochs=1, chunks=4, minibatches=1, tau=0.3, grad_size=0.05,
+              worker_bw=1.0, ps_bw=2.0, worker_res=(1.0, 2.0), ps_res=(1.0, 1.0))
+    cluster = SlottedCluster(np.full((2, 2), 4.0), np.full((2, 2), 4.0), 5,
+                             resources=("gpu", "cpu"))
+    return job, cluster
+
+
+class _Slotted:
+    name = "user-slotted"
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def reset(self, cluster, jobs):
+        pass
+
+    def step(self, view):
+        return self.answer(view)
+
+
+@pytest.mark.parametrize("answer", [
+    lambda v: SlotDecision(run={i: Allocation(np.array([0.5, 0.5]), np.array([0.5, 0.5]))
+                                for i in v.active}),
+    lambda v: SlotDecision(run={i: Allocation([1, 1], [1, 0]) for i in v.active}),
+    lambda v: None,
+])
+def test_run_slotted_refuses_fractional_or_malformed_allocations(answer):
+    job, cluster = _slotted()
+    with pytest.raises(PolicyError):
+        run_slotted(_Slotted(answer), cluster, [job])
+
+
+def test_run_slotted_takes_whole_counts_in_float_arrays():
+    job, cluster = _slotted()
+    ok = _Slotted(lambda v: SlotDecision(run={i: Allocation(np.array([1.0, 1.0]),
+                                                            np.array([1.0, 0.0]))
+                                              for i in v.active}))
+    assert run_slotted(ok, cluster, [job]).finished == 1
+
+
+def test_resource_fit_is_importable_for_the_documented_policy():
+    assert callable(resource_fit)
