@@ -255,6 +255,18 @@ class PlacedPod:
     shift_ms: float = 0.0
 
 
+def _shift_value(whose: str, shift: object) -> float:
+    """The shift (ms) of ``whose`` in ``shifts_ms``: a finite real number (text such
+    as ``"5"`` is refused, not read)."""
+    if isinstance(shift, bool) or not isinstance(shift, int | float | np.integer | np.floating):
+        raise ValueError(f"shifts_ms: the shift of {whose} must be a number of ms, got "
+                         f"{shift!r:.80}")
+    value = float(shift)
+    if not math.isfinite(value):
+        raise ValueError(f"shifts_ms: the shift of {whose} must be finite")
+    return value
+
+
 @dataclass
 class ClusterState:
     """What is placed where, and the resources left (Eqs. 13-14 bookkeeping).
@@ -505,30 +517,31 @@ class ClusterState:
         one pass over the pods instead of a pod-by-pod :meth:`set_shifts`.  Every
         job with a placed pod needs a finite entry; nothing is written otherwise.
         """
+        values: dict[str, float] = {}
         for job in self.job_members:
             shift = shifts_ms.get(job)
             if shift is None:
                 raise ValueError(f"shifts_ms: no shift for job {job!r}")
-            if not math.isfinite(float(shift)):
-                raise ValueError(f"shifts_ms: the shift of job {job!r} must be finite")
+            values[job] = _shift_value(f"job {job!r}", shift)
         out: dict[str, float] = {}
         placed = self.placed
         for job, members in self.job_members.items():
-            shift = shifts_ms[job]
-            value = float(shift)
+            value = values[job]
             for name in members:
-                out[name] = shift
+                out[name] = value
                 placed[name].shift_ms = value
         return out
 
     def set_shifts(self, shifts_ms: Mapping[str, float]) -> None:
+        """Give each named placed pod its shift (ms); every entry is checked before
+        any is written."""
+        values: dict[str, float] = {}
         for name, shift in shifts_ms.items():
             if name not in self.placed:
                 raise ValueError(f"shifts_ms: {name!r} is not placed")
-            if not math.isfinite(float(shift)):
-                raise ValueError(f"shifts_ms: the shift of {name!r} must be finite")
-        for name, shift in shifts_ms.items():
-            self.placed[name].shift_ms = float(shift)
+            values[name] = _shift_value(repr(name), shift)
+        for name, value in values.items():
+            self.placed[name].shift_ms = value
 
     def same_as(self, other: ClusterState) -> bool:
         """Equal placements and bookkeeping (used by tests of rejected gangs)."""

@@ -1046,3 +1046,23 @@ def test_kod2_weight_names_a_bad_total(totals, needle):
     job = ElasticJob("a", "AlexNet", 0.0, 100.0, 1, 2, 1)
     with pytest.raises(ValueError, match=re.escape(needle)):
         kod2_weight(job, *totals)
+
+
+def test_a_plan_refuses_a_string_where_it_takes_names() -> None:
+    """Plan(remove="j1-worker-0") was iterated letter by letter when applied."""
+    with pytest.raises(ValueError, match="^remove: expected a tuple of pod names"):
+        Plan("j1", "scale_down", remove="j1-worker-0")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="^add: expected a tuple of"):
+        Plan("j1", "scale_up", add=(("x", 0),))  # type: ignore[arg-type]
+    plan = Plan("j1", "scale_down", remove=["j1-worker-0"])  # type: ignore[arg-type]
+    assert plan.remove == ("j1-worker-0",)
+
+
+def test_the_utility_refuses_what_job_refuses() -> None:
+    from tdmcore.oasis.online import sigmoid_utility
+
+    assert sigmoid_utility(2, 10.0, 0.0, 0.0) == pytest.approx(5.0)
+    for args, field in (((float("nan"), 1.0, 0.0, 0.0), "delay"), ((1, "3", 0.0, 0.0), "g1"),
+                        ((1, -1.0, 0.0, 0.0), "g1")):
+        with pytest.raises(ValueError, match=f"^{field}"):
+            sigmoid_utility(*args)  # type: ignore[arg-type]

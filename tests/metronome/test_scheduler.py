@@ -173,6 +173,10 @@ def test_set_job_shifts_writes_every_pod_of_each_job_or_nothing() -> None:
         state.set_job_shifts({"a": 1.0})
     with pytest.raises(ValueError, match="^shifts_ms: the shift of job 'a' must be finite"):
         state.set_job_shifts({"b": 1.0, "a": float("inf")})
+    with pytest.raises(ValueError, match="^shifts_ms: the shift of job 'a' must be a number"):
+        state.set_job_shifts({"b": 1.0, "a": "7"})  # was taken, and returned as '7'
+    with pytest.raises(ValueError, match="^shifts_ms: the shift of 'a-0' must be a number"):
+        state.set_shifts({"a-0": "5"})
     assert state.same_as(before)  # nothing written
 
 

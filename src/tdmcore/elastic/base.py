@@ -56,6 +56,17 @@ class Plan:
         if self.action not in ACTIONS:
             raise ValueError(f"action: expected one of {', '.join(ACTIONS)}, got "
                              f"{self.action!r}")
+        # a string would be taken letter by letter; a list is kept as a tuple
+        if isinstance(self.remove, str | bytes) or not isinstance(self.remove, tuple | list) \
+                or not all(isinstance(name, str) for name in self.remove):
+            raise ValueError(f"remove: expected a tuple of pod names, got {self.remove!r:.80}")
+        if isinstance(self.add, str | bytes) or not isinstance(self.add, tuple | list) \
+                or not all(isinstance(a, tuple | list) and len(a) == 2
+                           and isinstance(a[0], Pod) for a in self.add):
+            raise ValueError(f"add: expected a tuple of (Pod, node index) pairs, got "
+                             f"{self.add!r:.80}")
+        object.__setattr__(self, "remove", tuple(self.remove))
+        object.__setattr__(self, "add", tuple((pod, node) for pod, node in self.add))
         for pod, _ in self.add:
             if pod.job != self.job:
                 raise ValueError(f"add: pod {pod.name!r} belongs to {pod.job!r}, not "

@@ -46,7 +46,12 @@ def sigmoid_utility(delay: float, g1: float, g2: float, g3: float) -> float:
     """``f(t) = g1 / (1 + exp(g2 (t - g3)))`` (docs/oasis.md): g1 priority, g2 decay
     (0: time-insensitive), g3 target completion delay; 0 once ``g2 (t - g3)`` passes
     700 (:func:`tdmcore._kernels.oasis_dp.sigmoid`, which the DP uses too)."""
-    return float(sigmoid(float(delay), float(g1), float(g2), float(g3)))
+    t = v.real_number("delay", delay)
+    g = [v.real_number(name, x) for name, x in (("g1", g1), ("g2", g2), ("g3", g3))]
+    if min(g) < 0:
+        raise ValueError("g1, g2, g3: priority, decay and target must be >= 0 (Job.utility's "
+                         f"rule), got {tuple(g)}")
+    return float(sigmoid(t, *g))
 
 
 @dataclass(frozen=True)
