@@ -3,7 +3,6 @@ reported and retried once, the cache, the comparison columns, the shipped specs.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import math
@@ -669,40 +668,6 @@ def test_a_scenario_file_is_kept_as_an_absolute_path(tmp_path, monkeypatch) -> N
     assert cache.key(one.tasks[0]) == cache.key(two.tasks[0])
     monkeypatch.chdir(folder.parent.parent)  # a worker started elsewhere
     assert task_scenario(one.tasks[0]).jobs
-
-
-def test_ctrl_c_while_the_local_cluster_starts_closes_it(monkeypatch) -> None:
-    # taken inside LocalCluster(...), the KeyboardInterrupt left a half-started
-    # cluster, which failed to close at exit: "Exception ignored in atexit callback
-    # ... AssertionError: Status.init"
-    import asyncio
-    import os
-    import signal
-
-    import distributed
-    from distributed.core import Status
-
-    created: list[Any] = []
-
-    class Interrupted(distributed.LocalCluster):  # Ctrl-C while it starts
-        async def _start(self) -> Any:
-            created.append(self)
-            os.kill(os.getpid(), signal.SIGINT)
-            await asyncio.sleep(0.2)
-            return await super()._start()
-
-    monkeypatch.setattr(distributed, "LocalCluster", Interrupted)
-    spec = sweep.parse_spec({**SMALL, "groups": ["S2"], "seeds": [0], "grid": {}})
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            sweep.run_tasks(spec.tasks, workers=1)
-        [cluster] = created
-        assert cluster.status == Status.closed
-    finally:
-        for cluster in created:  # the old code's half-started one
-            cluster.shutdown_on_close = False
-            with contextlib.suppress(Exception):
-                cluster.close(timeout=10)
 
 
 EXITS = '''

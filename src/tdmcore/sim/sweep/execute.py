@@ -24,9 +24,7 @@ import hashlib
 import json
 import logging
 import os
-import signal
 import tempfile
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -299,56 +297,20 @@ def _client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
             client.close()
         return
     # Ctrl-C reaches the whole process group: the workers ignore it (their preload,
-    # tdmcore.sim.sweep.worker_setup) and this process closes them.  While the
-    # cluster starts, a Ctrl-C here waits (_sigint_deferred): taken inside the start,
-    # it left a half-started cluster that failed to close at exit, with a traceback.
-    with _sigint_deferred() as release:
-        cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1,
-                               threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=None,
-                               silence_logs=logging.CRITICAL,  # failures: on_retry, Outcome
-                               preload=["tdmcore.sim.sweep.worker_setup"])
-        try:
-            release()  # a Ctrl-C pressed meanwhile is raised here: the cluster closes
-            client = Client(cluster, set_as_default=False)
-            try:
-                yield client
-            finally:
-                client.close()
-        finally:
-            cluster.close()
-
-
-@contextlib.contextmanager
-def _sigint_deferred() -> Iterator[Callable[[], None]]:
-    """Until the ``release`` it yields is called (or the block ends), a Ctrl-C
-    (SIGINT) is only noted; ``release`` restores the handler and raises
-    :class:`KeyboardInterrupt` if one was.
-
-    Python runs signal handlers in the main thread, so only there, and only over
-    a Python handler (the default one raises KeyboardInterrupt; an ignored SIGINT
-    stays ignored).
-    """
-    previous = signal.getsignal(signal.SIGINT)
-    if threading.current_thread() is not threading.main_thread() \
-            or not callable(previous):
-        yield lambda: None
-        return
-    noted: list[int] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
-    pending = [True]
-
-    def release() -> None:
-        if pending[0]:
-            pending[0] = False
-            signal.signal(signal.SIGINT, previous)
-            if noted:
-                raise KeyboardInterrupt
-
+    # tdmcore.sim.sweep.worker_setup) and this process closes them.
+    cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1,
+                           threads_per_worker=1, processes=True, host="127.0.0.1",
+                           dashboard_address=None,
+                           silence_logs=logging.CRITICAL,  # failures: on_retry, Outcome
+                           preload=["tdmcore.sim.sweep.worker_setup"])
     try:
-        yield release
+        client = Client(cluster, set_as_default=False)
+        try:
+            yield client
+        finally:
+            client.close()
     finally:
-        release()
+        cluster.close()
 
 
 def _network_schemes() -> tuple[str, ...]:
