@@ -137,11 +137,9 @@ class Pod:
         if self.workload is not None:
             _name("workload", self.workload)
         _validation.boolean("spread", self.spread)
-        if self.gang_size is not None and (
-                isinstance(self.gang_size, bool) or not isinstance(self.gang_size, int)
-                or self.gang_size < 1):
-            raise ValueError(f"gang_size: expected an integer >= 1 or None, "
-                             f"got {self.gang_size!r}")
+        if self.gang_size is not None:  # a NumPy integer is kept as an int
+            object.__setattr__(self, "gang_size",
+                               _validation.whole("gang_size", self.gang_size))
 
     @property
     def low_comm(self) -> bool:

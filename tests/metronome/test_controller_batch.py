@@ -121,3 +121,14 @@ def test_set_watch_state_refuses_counters_outside_the_rings() -> None:
         ctrl.set_watch_state(pod, bad._replace(counters=bad.counters.astype(np.int32)))
     ctrl.set_watch_state(pod, Watch.empty(ctrl.config))  # a consistent one is taken
     assert ctrl.report_iteration(pod, PERIOD, PERIOD) == []
+
+
+def test_per_job_questions_name_an_unknown_job() -> None:
+    _, ctrl = two_jobs()
+    for ask in (ctrl.reference, ctrl.target_phase, ctrl.phase_period_ms, ctrl.is_high,
+                ctrl.idle_ms, ctrl.thresholds):
+        with pytest.raises(ValueError, match="^job: 'ghost' has no placed pod"):
+            ask("ghost")
+    with pytest.raises(ValueError, match="^job: 'ghost'"):
+        ctrl.pause_ms("ghost", 0.0)
+    assert ctrl.is_high("a") and not ctrl.is_high("b")

@@ -478,6 +478,12 @@ class Controller:
         self._mark_synced()
         return state.set_job_shifts(offsets)
 
+    def _known(self, job: str) -> None:
+        """A ValueError naming ``job`` unless it has a placed pod (the public
+        per-job questions below ask it first; a KeyError said nothing)."""
+        if job not in self.state.job_members:
+            raise ValueError(f"job: {job!r} has no placed pod")
+
     def _priority(self, job: str) -> int:
         return self.state.placed[self.state.job_members[job][0]].pod.priority
 
@@ -497,6 +503,7 @@ class Controller:
         """The job whose reported iterations ``job``'s target follows: its BFS
         parent (:attr:`parents`), the job it shares a planned link with; ``None``
         for a component's reference job or a job on no contended link."""
+        self._known(job)
         return self.parents.get(job)
 
     def target_phase(self, job: str) -> float | None:
@@ -517,6 +524,7 @@ class Controller:
         ``None`` when the job has no reference or the reference has not reported
         yet (then nothing needs aligning).
         """
+        self._known(job)
         ref = self.parents.get(job)
         if ref is None or ref not in self.anchors_ms:
             return None
@@ -531,6 +539,7 @@ class Controller:
         """The pause after an iteration of ``job`` ending at ``end_ms`` that puts its
         next start on :meth:`target_phase` (its offset when it has none) plus a
         multiple of :meth:`phase_period_ms`: the one rule of a readjustment's length."""
+        self._known(job)
         target = self.target_phase(job)
         if target is None:
             target = self.offsets_ms.get(job, 0.0)
@@ -565,6 +574,7 @@ class Controller:
         arrangement under shifts by either's unit spacing, so the smallest such
         shift, :meth:`_lattice_ms`, is used.
         """
+        self._known(job)
         found = self.phase_periods_ms.get(job)
         return found if found is not None else self._period(job)
 
@@ -586,6 +596,7 @@ class Controller:
         priorities (§III-B).  Without this, jobs of equal priority would all be
         "high" and a collision between them would never be regulated.
         """
+        self._known(job)
         rank = self._rank(job)
         for plan in self.links.values():
             if job in plan.jobs and any(self._rank(j) > rank for j in plan.jobs):
@@ -611,6 +622,7 @@ class Controller:
     def idle_ms(self, job: str) -> float:
         """Idle injected into ``job``'s compute phase: the most any of its links'
         plans injects (base period unification, docs/traffic-circle.md step 2)."""
+        self._known(job)
         idle = 0.0
         for plan in self.links.values():
             for pod, value in zip(plan.pods, plan.base.idle_ms, strict=True):
@@ -637,6 +649,7 @@ class Controller:
         stretches communication, not computation, so it is regulated (pauses)
         and never taken for a new pattern.
         """
+        self._known(job)
         pattern = self._pattern(job)
         if pattern is None:
             return None
@@ -692,6 +705,7 @@ class Controller:
         controller do nothing, given ``watch`` (its pod's windows; None: empty);
         None when the windows themselves rule that out.  Unbounded when nothing is
         regulated (no monitor, or a LowComm job)."""
+        self._known(job)
         limits = self.thresholds(job)
         if not self.config.monitor or limits is None:
             return -np.inf, np.inf, np.inf

@@ -18,6 +18,7 @@ from ..._kernels.node_score import ScoreSettings, WaitingPod, score_nodes_kernel
 from ...framework import CycleState, ReserveResult, Status
 from ...model import ClusterState, Pod
 from ..affinity import AffinityGraph, loop_free_nodes
+from ..base_period import check_settings
 from ..link import LinkPlan, LinkPod, _plan_link
 from ..scoring import PERFECT_RTOL
 from .default import resource_fit
@@ -48,12 +49,12 @@ class MetronomeConfig:
 
     def __post_init__(self) -> None:
         v.bins_count(self.bins)
-        if v.real_number("gt_ms", self.gt_ms) < 0:
-            raise ValueError("gt_ms: must be >= 0")
-        if v.real_number("et_frac", self.et_frac) < 0:
-            raise ValueError("et_frac: must be >= 0")
-        if not isinstance(self.max_multiple, int) or self.max_multiple < 1:
-            raise ValueError("max_multiple: expected an integer >= 1")
+        # base-period unification's one check of its settings (a NumPy integer M is
+        # kept as an int; a bool is refused)
+        gt, et, m_max = check_settings(self.gt_ms, self.et_frac, self.max_multiple)
+        object.__setattr__(self, "gt_ms", gt)
+        object.__setattr__(self, "et_frac", et)
+        object.__setattr__(self, "max_multiple", m_max)
         for name in ("phase_three", "monitor", "exact_scores"):
             v.boolean(name, getattr(self, name))
 
