@@ -139,3 +139,21 @@ def test_run_slotted_takes_whole_counts_in_float_arrays():
 
 def test_resource_fit_is_importable_for_the_documented_policy():
     assert callable(resource_fit)
+
+
+def test_a_hand_made_base_period_is_checked_as_unify_periods_makes_it() -> None:
+    """NaN idle drew empty rows, fractional multiples were truncated, a list of
+    multiples was a TypeError; each is a ValueError naming base now."""
+    from dataclasses import replace
+
+    base = tdmcore.unify_periods([200.0, 185.0], [1, 0])
+    args = ([200.0, 185.0], [0.2, 0.2], [10.0, 10.0])
+    tdmcore.discretize_unified(base, *args)  # as made: accepted
+    for bad in (replace(base, idle_ms=np.array([0.0, np.nan])),
+                replace(base, multiples=np.array([1.5, 1.0])),
+                replace(base, multiples=[1, 1]),
+                replace(base, period_ms=float("nan")),
+                replace(base, period_ms=-1.0),
+                replace(base, compatible="yes")):
+        with pytest.raises(ValueError, match="^base: "):
+            tdmcore.discretize_unified(bad, *args)

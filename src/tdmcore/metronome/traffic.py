@@ -5,6 +5,7 @@ Metronome paper Eqs. (1)-(4); docs/traffic-circle.md (ConversionToDelay).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -152,9 +153,25 @@ def discretize_unified(
     k = periods.shape[0]
     from .base_period import BasePeriod
 
-    if not isinstance(base, BasePeriod) or np.any(base.multiples < 1) \
-            or np.any(base.multiples > MAX_MULTIPLE) or np.any(base.idle_ms < 0):
+    if not isinstance(base, BasePeriod):
         raise ValueError("base: expected a BasePeriod from tdmcore.unify_periods")
+    mult, idle = base.multiples, base.idle_ms
+    # a hand-made one is checked as unify_periods makes it: whole multiples in
+    # [1, MAX_MULTIPLE], finite idle >= 0, a finite period > 0 (NaN idle drew empty
+    # rows and fractional multiples were truncated)
+    if not (isinstance(mult, np.ndarray) and mult.dtype.kind in "iu"
+            and isinstance(idle, np.ndarray) and idle.dtype.kind == "f"):
+        raise ValueError("base: multiples must be an integer array and idle_ms a float "
+                         "array, as tdmcore.unify_periods makes them")
+    if np.any(mult < 1) or np.any(mult > MAX_MULTIPLE) \
+            or not np.all(np.isfinite(idle)) or np.any(idle < 0) \
+            or isinstance(base.period_ms, bool) \
+            or not isinstance(base.period_ms, int | float | np.integer | np.floating) \
+            or not (math.isfinite(base.period_ms) and base.period_ms > 0) \
+            or not isinstance(base.compatible, bool | np.bool_):
+        raise ValueError(f"base: expected multiples in [1, {MAX_MULTIPLE}], finite idle "
+                         ">= 0, a finite period > 0 and a bool compatible, as "
+                         "tdmcore.unify_periods makes them")
     if base.multiples.shape != (k,) or base.idle_ms.shape != (k,):
         raise ValueError(
             f"base: describes {base.multiples.shape[0]} pods but {k} patterns were given"
