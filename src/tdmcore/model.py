@@ -253,18 +253,6 @@ class PlacedPod:
     shift_ms: float = 0.0
 
 
-def _shift_value(whose: str, shift: object) -> float:
-    """The shift (ms) of ``whose`` in ``shifts_ms``: a finite real number (text such
-    as ``"5"`` is refused, not read)."""
-    if isinstance(shift, bool) or not isinstance(shift, int | float | np.integer | np.floating):
-        raise ValueError(f"shifts_ms: the shift of {whose} must be a number of ms, got "
-                         f"{shift!r:.80}")
-    value = float(shift)
-    if not math.isfinite(value):
-        raise ValueError(f"shifts_ms: the shift of {whose} must be finite")
-    return value
-
-
 @dataclass
 class ClusterState:
     """What is placed where, and the resources left (Eqs. 13-14 bookkeeping).
@@ -520,7 +508,7 @@ class ClusterState:
             shift = shifts_ms.get(job)
             if shift is None:
                 raise ValueError(f"shifts_ms: no shift for job {job!r}")
-            values[job] = _shift_value(f"job {job!r}", shift)
+            values[job] = _validation.real_number(f"shifts_ms: the shift of job {job!r}", shift)
         out: dict[str, float] = {}
         placed = self.placed
         for job, members in self.job_members.items():
@@ -537,7 +525,7 @@ class ClusterState:
         for name, shift in shifts_ms.items():
             if name not in self.placed:
                 raise ValueError(f"shifts_ms: {name!r} is not placed")
-            values[name] = _shift_value(repr(name), shift)
+            values[name] = _validation.real_number(f"shifts_ms: the shift of {name!r}", shift)
         for name, value in values.items():
             self.placed[name].shift_ms = value
 

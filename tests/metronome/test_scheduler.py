@@ -171,11 +171,11 @@ def test_set_job_shifts_writes_every_pod_of_each_job_or_nothing() -> None:
     before = state.copy()
     with pytest.raises(ValueError, match="^shifts_ms: no shift for job 'b'"):
         state.set_job_shifts({"a": 1.0})
-    with pytest.raises(ValueError, match="^shifts_ms: the shift of job 'a' must be finite"):
+    with pytest.raises(ValueError, match="^shifts_ms: the shift of job 'a': must be finite"):
         state.set_job_shifts({"b": 1.0, "a": float("inf")})
-    with pytest.raises(ValueError, match="^shifts_ms: the shift of job 'a' must be a number"):
+    with pytest.raises(ValueError, match="^shifts_ms: the shift of job 'a': expected a number"):
         state.set_job_shifts({"b": 1.0, "a": "7"})  # was taken, and returned as '7'
-    with pytest.raises(ValueError, match="^shifts_ms: the shift of 'a-0' must be a number"):
+    with pytest.raises(ValueError, match="^shifts_ms: the shift of 'a-0': expected a number"):
         state.set_shifts({"a-0": "5"})
     assert state.same_as(before)  # nothing written
 

@@ -539,7 +539,6 @@ class Controller:
         """The pause after an iteration of ``job`` ending at ``end_ms`` that puts its
         next start on :meth:`target_phase` (its offset when it has none) plus a
         multiple of :meth:`phase_period_ms`: the one rule of a readjustment's length."""
-        self._known(job)
         target = self.target_phase(job)
         if target is None:
             target = self.offsets_ms.get(job, 0.0)
@@ -705,7 +704,6 @@ class Controller:
         controller do nothing, given ``watch`` (its pod's windows; None: empty);
         None when the windows themselves rule that out.  Unbounded when nothing is
         regulated (no monitor, or a LowComm job)."""
-        self._known(job)
         limits = self.thresholds(job)
         if not self.config.monitor or limits is None:
             return -np.inf, np.inf, np.inf
