@@ -7,18 +7,21 @@ the tdmcore extender, in the same run (a benchmark, not a test).
 
 Starts etcd + kube-apiserver + two kube-schedulers from ``$KUBEBUILDER_ASSETS`` (see
 ``k8s_bridge/envtest.py``): one with the shipped configuration calling the extender
-(profile ``tdmcore-scheduler``), one plain (profile ``plain-scheduler``, no extender, the
-same client QPS).  ``--nodes`` fake 8-GPU nodes; each round creates ``--pods`` 1-GPU
+(profile ``tdmcore-scheduler``), one plain (profile ``plain-scheduler``, no extender,
+the same client QPS). ``--nodes`` fake 8-GPU nodes; each round creates ``--pods`` 1-GPU
 pods (jobs of 10 pods, each job with a PodBandwidth, so the extender plans links and
-writes NodeBandwidth status) for each mode in turn, from 8 client threads, and times
-the first create to the last pod bound.  The extender's own ``bind`` latency comes from
-its ``/metrics`` histogram, and its peer, plain kube-scheduler's own binding (the Bind
-extension point: its DefaultBinder's POST of pods/binding), from kube-scheduler's
-``/metrics``, both in the same round (bucket bounds: p50 / p99 are "at most"
-figures).  Each round also records the machine's 1-minute load average and the CPU
-time per pod of kube-scheduler (the one serving the mode), kube-apiserver, etcd and the
-extender, from the first create to the last pod bound, and the API server's requests
-per pod by verb and resource (``apiserver_request_total``, everyone's).
+writes NodeBandwidth status) for each mode in turn, from 8 client threads, and times the
+first create to the last pod bound (seen on a watch of the namespace's pods, not by
+polling). The extender's own ``bind`` latency comes from its ``/metrics`` histogram, and
+its peer, plain kube-scheduler's own binding (the Bind extension point: its
+DefaultBinder's POST of pods/binding), from kube-scheduler's ``/metrics``, both in the
+same round (bucket bounds: p50 / p99 are "at most" figures). Each round also records the
+machine's 1-minute load average and the CPU time per pod of kube-scheduler (the one
+serving the mode), kube-apiserver, etcd and the extender, from the first create to the
+last pod bound, and the API server's requests per pod by verb and resource
+(``apiserver_request_total``, everyone's). ``--apiserver-profile DIR`` also records
+kube-apiserver's own CPU profile in each round and prints its CPU per pod by kind of
+request (``benchmarks/apiserver_profile.py``).
 Modes: ``plain``, ``extender``
 (status written behind the bind, the default), ``extender-sync`` (``--sync-status``:
 the write inside the bind, as before), ``extender-decides`` (``--decide-in-filter``:
@@ -47,14 +50,91 @@ from typing import Any
 
 import yaml
 
+from benchmarks.apiserver_profile import by_request, read
 from k8s_bridge.cache import ClusterModel
 from k8s_bridge.envtest import ControlPlane, Proc, assets_dir, free_port, wait_until
+from k8s_bridge.kube import RESOURCES, Kube
 from k8s_bridge.pipeline import Pipeline
 from tests.e2e.e2e_env import DEPLOY, PODGROUP_CRD, SCHEDULER, Component, Env, wait_known
 
 PLAIN = "plain-scheduler"
 FLOOR = "floor-scheduler"
 JOB = "training.kubeflow.org/job-name"
+
+
+class BoundWatch:
+    """The moment the last of ``count`` pods of ``namespace`` is bound, from one watch
+    stream opened before the first create.
+
+    Polling a LIST every 50 ms would cost the API server and this process CPU in
+    proportion to the round's length (on 2 cores, taken from the mode being timed) and
+    would round each time up to the poll's interval; the watch costs one event per
+    change and times the binding to the event."""
+
+    def __init__(self, kube: Kube, namespace: str, count: int, timeout_s: float) -> None:
+        self.count = count
+        self.bound: dict[str, str] = {}
+        self.at: float | None = None
+        self.error: BaseException | None = None
+        self._done = threading.Event()
+        self._stopped = False
+        self._stream: Any = None
+        listed = kube.list("Pod", namespace)
+        for pod in listed["items"]:
+            self._see(pod)
+        rv = listed["metadata"]["resourceVersion"]
+        self._thread = threading.Thread(target=self._run, daemon=True, args=(
+            kube, RESOURCES["Pod"].path(namespace), rv, timeout_s))
+        self._thread.start()
+
+    def _see(self, pod: dict[str, Any]) -> None:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            self.bound[pod["metadata"]["name"]] = node
+        if len(self.bound) >= self.count and self.at is None:
+            self.at = time.monotonic()
+            self._done.set()
+
+    def _opened(self, stream: Any) -> None:
+        self._stream = stream
+
+    def _run(self, kube: Kube, path: str, rv: str, timeout_s: float) -> None:
+        try:
+            for event in kube.watch(path, {"resourceVersion": rv}, timeout_s,
+                                    opened=self._opened):
+                if event.get("type") in ("ADDED", "MODIFIED"):
+                    self._see(event["object"])
+                if self._done.is_set():
+                    break
+        except BaseException as exc:  # noqa: BLE001 - reported by wait()
+            if not self._done.is_set() and not self._stopped:
+                self.error = exc
+        finally:
+            self._done.set()
+
+    def wait(self, timeout_s: float) -> float:
+        """The monotonic time the last pod was bound; TimeoutError if not by then."""
+        finished = self._done.wait(timeout_s)
+        self.stop()
+        if self.at is not None:
+            return self.at
+        if not finished:
+            raise TimeoutError(f"{len(self.bound)} of {self.count} pods bound "
+                               f"after {timeout_s:g} s")
+        if self.error is not None:
+            raise RuntimeError(f"the watch of bound pods failed: {self.error}") from self.error
+        raise RuntimeError(f"the watch ended with {len(self.bound)} of {self.count} "
+                           "pods bound")
+
+    def stop(self) -> None:
+        self._stopped = True
+        stream = self._stream
+        if stream is not None:
+            try:
+                stream.shutdown()  # unblocks the reading thread
+            except Exception:  # noqa: BLE001 - already closed is fine
+                pass
+        self._thread.join(5)
 
 
 class FloorExtender:
@@ -190,19 +270,49 @@ def quantile(before: dict[float, float], after: dict[float, float], q: float) ->
     return float("inf")
 
 
-def api_requests(plane: ControlPlane) -> dict[str, float]:
-    """kube-apiserver's request counts so far, by ``VERB resource[/subresource]``
-    (``apiserver_request_total``; watches counted when they open)."""
+def admin_get(plane: ControlPlane, path: str, timeout_s: float) -> bytes:
+    """GET ``path`` of the envtest kube-apiserver with the admin token."""
     import ssl
     import urllib.request
 
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE  # the envtest serving certificate
-    request = urllib.request.Request(f"{plane.url}/metrics", headers={
+    request = urllib.request.Request(f"{plane.url}{path}", headers={
         "Authorization": f"Bearer {plane.ADMIN_TOKEN}"})
-    with urllib.request.urlopen(request, context=context, timeout=10) as resp:
-        text = resp.read().decode()
+    with urllib.request.urlopen(request, context=context, timeout=timeout_s) as resp:
+        data: bytes = resp.read()
+    return data
+
+
+class ApiserverProfile:
+    """kube-apiserver's CPU profile over the ``seconds`` from now, written to ``out``
+    (a thread waits for it; :meth:`join` before the next round's work)."""
+
+    def __init__(self, plane: ControlPlane, seconds: int, out: Path) -> None:
+        self.error: BaseException | None = None
+
+        def fetch() -> None:
+            try:
+                out.write_bytes(admin_get(
+                    plane, f"/debug/pprof/profile?seconds={seconds}", seconds + 30))
+            except BaseException as exc:  # noqa: BLE001 - reported by join()
+                self.error = exc
+
+        self._thread = threading.Thread(target=fetch, daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        self._thread.join()
+        if self.error is not None:
+            raise RuntimeError(f"kube-apiserver's profile failed: {self.error}") \
+                from self.error
+
+
+def api_requests(plane: ControlPlane) -> dict[str, float]:
+    """kube-apiserver's request counts so far, by ``VERB resource[/subresource]``
+    (``apiserver_request_total``; watches counted when they open)."""
+    text = admin_get(plane, "/metrics", 10).decode()
     from prometheus_client.parser import text_string_to_metric_families
 
     out: dict[str, float] = {}
@@ -225,9 +335,13 @@ def cpu_s(pid: int) -> float:
 
 
 def run_round(env: Env, mode: str, pods: int, round_no: int,
-              ext: Component | None, plain: Proc | None = None) -> dict[str, Any]:
+              ext: Component | None, plain: Proc | None = None,
+              profile: tuple[Path, int] | None = None) -> dict[str, Any]:
     """One round of ``mode``: through ``ext`` (the extender modes) or ``plain`` (a
-    kube-scheduler that binds itself: modes ``plain`` and ``floor``)."""
+    kube-scheduler that binds itself: modes ``plain`` and ``floor``).  With ``profile``
+    (a folder and a number of seconds) kube-apiserver's CPU profile over that many
+    seconds from the first create is written there, ``MODE-ROUND.pb.gz``; the round's
+    clean-up waits for it."""
     ns = env.namespace(f"bench-{mode}-{round_no}")
     scheduler = {"plain": PLAIN, "floor": FLOOR}.get(mode, SCHEDULER)
     jobs = max(1, pods // 10)
@@ -254,12 +368,17 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
     def create(name: str) -> None:
         env.pod(ns, name, gpu=1, labels={JOB: f"j{int(name[1:]) % jobs}"}, scheduler=scheduler)
 
+    watch = BoundWatch(env.kube, ns, pods, 300)
+    profiler = None if profile is None else ApiserverProfile(
+        env.plane, profile[1], profile[0] / f"{mode}-{round_no}.pb.gz")
     t0 = time.monotonic()
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(create, names))
-    created = time.monotonic() - t0
-    env.wait_bound(ns, pods, 300)
-    took = time.monotonic() - t0
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(create, names))
+        created = time.monotonic() - t0
+        took = watch.wait(300) - t0
+    finally:
+        watch.stop()
     cpu_ms = {name: round((cpu_s(pid) - cpu_before[name]) * 1e3 / pods, 2)
               for name, pid in procs.items()}
     requests_after = api_requests(env.plane)
@@ -282,6 +401,10 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
         result["model_rebuilds"] = ext.metric("tdmcore_model_rebuilds") - rebuilds
         result["decisions_per_pod"] = round(
             (ext.metric("tdmcore_pipeline_decisions") - decisions) / pods, 2)
+    if profiler is not None:
+        profiler.join()
+        assert profile is not None
+        result["apiserver_profile"] = str(profile[0] / f"{mode}-{round_no}.pb.gz")
     env.clean(ns, [])
     return result
 
@@ -297,12 +420,29 @@ def main() -> int:
                              "(one string, split on spaces), e.g. "
                              "'--status-max-delay-seconds 2'.")
     parser.add_argument("--json", type=Path, default=None, help="Also write the results here.")
+    parser.add_argument("--apiserver-profile", type=Path, default=None, metavar="DIR",
+                        help="Profile kube-apiserver in each round (its Go CPU profile "
+                             "over --profile-seconds from the first create, into DIR) "
+                             "and print its CPU per pod by kind of request, per mode.")
+    parser.add_argument("--profile-seconds", type=int, default=3,
+                        help="The length of each round's profile (default 3 s: the "
+                             "same window for every mode, long enough for the slowest "
+                             "round to end in it, the status writes after the burst "
+                             "included).")
     parser.add_argument("--keep", type=Path, default=None,
                         help="Keep certificates, data and logs in this (empty) folder.")
     args = parser.parse_args()
     modes = [m for m in args.modes.split(",") if m]
     ext_args = args.extender_args.split()
-    plane = ControlPlane(args.keep, keep=True) if args.keep else ControlPlane()
+    if args.profile_seconds < 1:
+        parser.error("--profile-seconds: must be at least 1")
+    profile = None
+    if args.apiserver_profile is not None:
+        args.apiserver_profile.mkdir(parents=True, exist_ok=True)
+        profile = (args.apiserver_profile, args.profile_seconds)
+    profiling = profile is not None
+    plane = ControlPlane(args.keep, keep=True, profiling=profiling) if args.keep \
+        else ControlPlane(profiling=profiling)
     plane.start()
     env: Env | None = None
     try:
@@ -344,7 +484,7 @@ def main() -> int:
                     current = mode
                 own = {"plain": plain, "floor": floor[1] if floor else None}
                 res = run_round(env, mode, args.pods, r, None if mode in own else ext,
-                                own.get(mode))
+                                own.get(mode), profile)
                 results.append(res)
                 print(json.dumps(res), flush=True)
         wait_until(plain.alive, 1, "the plain kube-scheduler still running")
@@ -354,8 +494,20 @@ def main() -> int:
             for m in modes:
                 if m != "plain":
                     print(f"{m}: {best[m] / best['plain']:.2f} x plain kube-scheduler")
+        summary: dict[str, dict[str, float]] = {}
+        if profile is not None:
+            for m in modes:
+                shares = by_request([read(Path(x["apiserver_profile"])) for x in results
+                                     if x["mode"] == m], args.pods)
+                summary[m] = {k: round(v, 3) for k, v in shares.items()}
+            kinds = list(dict.fromkeys(k for m in modes for k in summary[m]))
+            print("kube-apiserver CPU ms per pod by kind (its profile, mean of rounds):")
+            print(f"{'':22s}" + "".join(f"{m:>18s}" for m in modes))
+            for k in kinds:
+                print(f"{k:22s}" + "".join(f"{summary[m].get(k, 0.0):18.2f}" for m in modes))
         if args.json is not None:
-            args.json.write_text(json.dumps({"results": results, "best": best}, indent=1))
+            args.json.write_text(json.dumps({"results": results, "best": best,
+                                             "apiserver_cpu_ms_per_pod": summary}, indent=1))
         plain.stop()
         if floor is not None:
             floor[1].stop()

@@ -236,16 +236,21 @@ class ControlPlane:
         default, removed by :meth:`stop` unless ``keep``).
     keep : bool
         Keep ``workdir`` after :meth:`stop` (for debugging).
+    profiling : bool
+        Serve kube-apiserver's Go profiles (``/debug/pprof/``, to the admin token);
+        off by default, as in a cluster that does not ask for them.
     """
 
     ADMIN_TOKEN = "tdmcore-envtest-admin"
 
-    def __init__(self, workdir: Path | None = None, *, keep: bool = False) -> None:
+    def __init__(self, workdir: Path | None = None, *, keep: bool = False,
+                 profiling: bool = False) -> None:
         self.assets = assets_dir(("etcd", "kube-apiserver"))
         self._tmp = None if workdir is not None else tempfile.TemporaryDirectory(
             prefix="tdmcore-envtest-")
         self.dir = workdir if workdir is not None else Path(self._tmp.name)  # type: ignore[union-attr]
         self.keep = keep
+        self.profiling = profiling
         self.pki = self.dir / "pki"
         self.logs = self.dir / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -317,7 +322,7 @@ class ControlPlane:
             "--requestheader-extra-headers-prefix", "X-Remote-Extra-",
             "--proxy-client-cert-file", str(p / "front-proxy-client.crt"),
             "--proxy-client-key-file", str(p / "front-proxy-client.key"),
-            "--profiling=false", "--v", "0"], self.logs)
+            f"--profiling={str(self.profiling).lower()}", "--v", "0"], self.logs)
         wait_until(self.ready, timeout_s, "kube-apiserver /readyz")
 
     def _check(self, what: str, proc: Proc | None) -> None:

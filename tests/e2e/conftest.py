@@ -24,7 +24,9 @@ def plane() -> Iterator[ControlPlane]:
     except EnvtestUnavailable as exc:
         pytest.skip(f"e2e: {exc}")
     keep = os.environ.get("TDMCORE_E2E_KEEP")  # a folder: keep certs, data and logs there
-    cp = ControlPlane(Path(keep), keep=True) if keep else ControlPlane()
+    # profiling: test_k8s_e2e_benchmark reads kube-apiserver's own CPU profile
+    cp = ControlPlane(Path(keep), keep=True, profiling=True) if keep \
+        else ControlPlane(profiling=True)
     try:
         try:
             cp.start()
