@@ -486,6 +486,23 @@ cdef inline void _progress(Eng* e, i64 lk, double t) noexcept nogil:
         e.lf[LX(e, L_T, lk)] = t
 
 
+cdef inline double _unflushed(Eng* e, i64 p, double t) noexcept nogil:
+    """What pod ``p`` has sent since its link was last brought up to date, when that
+    is not done at ``t`` by :meth:`FlowEngine.flush`: a transfer alone on a link has
+    no link event (its end is its job's event), so flush leaves it where its link
+    was last updated, and it sends at its constant rate, capped at what it has left.
+    0 for any other pod.  The one owner of that rule for the readers of sent volumes
+    (``pod_sent_at``, ``link_sent_at``)."""
+    cdef i64 lk = e.pi[PX(e, P_LINK, p)]
+    cdef double dt
+    if lk < 0 or e.pi[PX(e, P_ACTIVE, p)] == 0 or e.ev_t[e.ns + lk] < INFINITY:
+        return 0.0
+    dt = t - e.lf[LX(e, L_T, lk)]
+    if dt <= 0.0:
+        return 0.0
+    return min(e.pf[PX(e, P_RATE, p)] * 1e-3 * dt, e.pf[PX(e, P_LEFT, p)])
+
+
 cdef inline void _relink(Eng* e, i64 lk) noexcept nogil:
     """New rates on link ``lk`` (already advanced); schedule its next completion."""
     _schedule(e, e.ns + lk, _waterfill(e, lk))
@@ -1172,22 +1189,14 @@ cdef class FlowEngine:
 
     def pod_sent_at(self, j, double t):
         """Gbit each of its pods has sent by ``t`` (after :meth:`flush` at ``t``):
-        :meth:`pod_sent` plus, for a transfer alone on a link without a pending
-        event (its end is its job's event), what it has sent at its constant rate
-        since its link was last brought up to date.  Changes nothing."""
+        :meth:`pod_sent` plus what a transfer alone on its link has sent since
+        (:func:`_unflushed`).  Changes nothing."""
         cdef Eng* e = &self.e
-        cdef i64 p, lk
-        cdef double dt, moved
+        cdef i64 p
         sl = self.pods(j)
         out = self.pf[P_SENT, sl].copy()
         for k, p in enumerate(range(sl.start, sl.stop)):
-            lk = e.pi[PX(e, P_LINK, p)]
-            if lk < 0 or e.pi[PX(e, P_ACTIVE, p)] == 0 or e.ev_t[e.ns + lk] < INFINITY:
-                continue
-            dt = t - e.lf[LX(e, L_T, lk)]
-            if dt > 0.0:
-                moved = e.pf[PX(e, P_RATE, p)] * 1e-3 * dt
-                out[k] += min(moved, e.pf[PX(e, P_LEFT, p)])
+            out[k] += _unflushed(e, p, t)
         return out
 
     # ------------------------------------------------------------ links
@@ -1201,6 +1210,19 @@ cdef class FlowEngine:
     def link_sent(self):
         """Gbit each link has carried (a copy)."""
         return self.lf[L_SENT].copy()
+
+    def link_sent_at(self, double t):
+        """Gbit each link has carried by ``t`` (after :meth:`flush` at ``t``):
+        :meth:`link_sent` plus what the transfers alone on their links have sent
+        since (:func:`_unflushed`).  Changes nothing."""
+        cdef Eng* e = &self.e
+        cdef i64 p, lk
+        out = self.lf[L_SENT].copy()
+        for p in range(e.npods):
+            lk = e.pi[PX(e, P_LINK, p)]
+            if lk >= 0:
+                out[lk] += _unflushed(e, p, t)
+        return out
 
     # ------------------------------------------------------------ regulation
     def set_regulation(self, j, bint monitored, bint high, limits, double target_ms,

@@ -227,17 +227,9 @@ def simulate_flows(jobs: Sequence[FlowJob], link_capacity_gbps: Sequence[float],
         durations = engine.take_samples(j)
         ends.append(job.start_ms + np.cumsum(durations) if durations.size
                     else np.zeros(0))
-    # flush leaves a transfer alone on its link (no link event: its job's event ends
-    # it) where it was when it started; pod_sent_at adds what it has sent since
-    link_sent = engine.link_sent()
-    per_pod = []
-    for run, j in zip(runs, slots, strict=True):
-        at = engine.pod_sent_at(j, t)
-        for link, extra in zip(run.links, at - engine.pod_sent(j), strict=True):
-            if link >= 0:
-                link_sent[link] += extra
-        per_pod.append(at)
-    pod_sent = np.concatenate(per_pod)
+    # the *_at readers add what a transfer alone on its link has sent since flush
+    link_sent = engine.link_sent_at(t)
+    pod_sent = np.concatenate([engine.pod_sent_at(j, t) for j in slots])
     done = np.array([len(e) for e in ends], dtype=np.float64)
     volumes = np.concatenate([np.full(len(run.links), run.volume_gbit) for run in runs])
     per_pod_done = np.concatenate([np.full(len(job.links), done[i])
