@@ -25,6 +25,9 @@ Semantics (client-go's, which kube-scheduler and kube-controller-manager use):
 and logs at INFO on every renewal.  Logging here: INFO when leadership is won or
 released, WARNING once when the API starts failing (one line, no traceback) and when
 leadership is lost, INFO when the API answers again; per-attempt details at DEBUG.
+An unexpected error (not an API error: an answer that is not a Lease, say) is a
+failed attempt too, logged once with its traceback; whatever ends the loop clears
+``leading``.
 """
 
 from __future__ import annotations
@@ -89,14 +92,30 @@ class Election:
 
     # ----------------------------------------------------------------- loop
     def _run(self) -> None:
+        try:
+            self._campaign()
+        finally:  # however the loop ends, this replica no longer knows it leads
+            if self.leading.is_set():
+                self.leading.clear()
+                self._release()
+
+    def _campaign(self) -> None:
         failing = False
         last_renew = 0.0
         while not self._stopped.is_set():
-            error: ApiError | None = None
+            error: Exception | None = None
             try:
                 ok = self._try_acquire_or_renew()
             except ApiError as exc:
                 ok, error = False, exc
+            except Exception as exc:  # noqa: BLE001 - e.g. an answer not shaped as a Lease
+                # a failed attempt like any other, not the end of the loop: a dead
+                # loop would keep ``leading`` set while the Lease expires and another
+                # replica takes it (two leaders)
+                ok, error = False, exc
+                if not failing:
+                    log.warning("lease %s/%s: unexpected error", self.namespace, self.name,
+                                exc_info=True)
             now = time.monotonic()
             if error is None and failing:
                 failing = False
@@ -120,9 +139,6 @@ class Election:
                 log.warning("%s lost the lease %s/%s: no renewal for %d s", self.identity,
                             self.namespace, self.name, self.renew_deadline_s)
             self._stopped.wait(self.retry_s)
-        if self.leading.is_set():
-            self.leading.clear()
-            self._release()
 
     def _observe(self, spec: dict[str, Any]) -> None:
         record = (spec.get("holderIdentity"), spec.get("renewTime"),
@@ -184,7 +200,7 @@ class Election:
         try:
             self.kube.replace("Lease", body)
             log.info("%s released the lease %s/%s", self.identity, self.namespace, self.name)
-        except ApiError as exc:  # it expires on its own
+        except Exception as exc:  # noqa: BLE001 - it expires on its own
             log.warning("releasing the lease %s/%s failed: %s", self.namespace, self.name, exc)
 
 

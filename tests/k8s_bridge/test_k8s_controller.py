@@ -471,3 +471,37 @@ def test_a_report_from_a_clock_ahead_is_refused_and_changes_nothing():
             assert status == 200  # within the minute's allowance
         finally:
             server.stop()
+
+
+class _OddKube(Kube):
+    """A client whose Lease reads answer something that is not a Lease while
+    :attr:`odd` is set (a bug or a proxy in the way: not an :class:`ApiError`)."""
+
+    odd = threading.Event()
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+        if self.odd.is_set() and kind == "Lease":
+            return {"spec": "not a mapping"}  # dict(...) of it raises ValueError
+        return super().get(kind, name, namespace)
+
+
+def test_an_unexpected_error_is_a_failed_renewal_not_a_dead_loop(caplog):
+    """Before, any error but an ApiError ended the election's thread with ``leading``
+    still set: the replica went on acting as leader while the Lease expired."""
+    caplog.set_level(logging.DEBUG, logger="k8s_bridge.leader")
+    with cluster(objects()) as (fake, kube, model, informers):
+        odd = _OddKube(Kube.connect(host=fake.url).api_client)
+        odd.odd = threading.Event()
+        election = start_election(odd, "tdmcore-controller", "tdmcore-system", "r1",
+                                  lease_s=6, renew_deadline_s=4, retry_s=1)
+        try:
+            wait_for(election.leading.is_set, 10, "r1 leads")
+            odd.odd.set()
+            wait_for(lambda: not election.leading.is_set(), 15, "leadership lost")
+            assert election._thread.is_alive()  # still campaigning
+            odd.odd.clear()
+            wait_for(election.leading.is_set, 15, "r1 leads again")
+        finally:
+            election.stop()
+    tracebacks = [r for r in caplog.records if r.name == "k8s_bridge.leader" and r.exc_info]
+    assert len(tracebacks) == 1  # once per spell of failures, not once per retry
