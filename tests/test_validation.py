@@ -162,3 +162,128 @@ def test_a_bad_priority_is_refused_alike(priority) -> None:
         Pod("p", "j", priority=priority)
     with pytest.raises(ValueError, match=r"^priorities\[0\]: "):
         tdmcore.unify_periods([100.0], [priority])
+
+
+def _link_pods():
+    from tdmcore.metronome.link import LinkPod
+
+    return [LinkPod("a", 100.0, 0.3, 5.0, priority=1), LinkPod("b", 50.0, 0.2, 5.0)]
+
+
+def _bins_calls(bins):
+    """Every public entry point that takes the discretization precision ``bins``."""
+    from tdmcore.metronome.link import plan_link
+    from tdmcore.metronome.policies.metronome import MetronomeConfig
+
+    base = tdmcore.unify_periods([100.0, 50.0], ["high", "low"])
+    return [
+        lambda: tdmcore.discretize(100.0, 0.5, 1.0, 100.0, bins=bins),
+        lambda: tdmcore.discretize_unified(base, [100.0, 50.0], [0.3, 0.2], [5.0, 5.0],
+                                           bins=bins),
+        lambda: tdmcore.comm_midpoints(2, 0.5, bins=bins),
+        lambda: tdmcore.rotations_to_shifts([1], 100.0, bins=bins),
+        lambda: plan_link(_link_pods(), 25.0, bins=bins),
+        lambda: MetronomeConfig(bins=bins),
+    ]
+
+
+@pytest.mark.parametrize("bins", [3601, 10**12, np.int64(10**15)])
+@pytest.mark.parametrize("which", range(6))
+def test_bins_has_one_upper_bound_checked_before_any_allocation(bins, which) -> None:
+    """Di-Pre is 8 to 3,600 in the library as on the command line (tdmcore link
+    --bins): a huge ``bins`` is a ValueError naming it, raised before the circle's
+    rows are allocated (it ran out of memory, or ran for minutes)."""
+    import tracemalloc
+
+    call = _bins_calls(bins)[which]
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=r"^bins: expected an integer in \[8, 3,600\], got "):
+            call()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak
+
+
+@pytest.mark.parametrize("which", range(6))
+def test_the_largest_bins_is_accepted(which) -> None:
+    _bins_calls(3600)[which]()
+
+
+def test_the_cli_bounds_bins_with_the_library_constant() -> None:
+    from tdmcore import _validation
+    from tdmcore.app import cli
+
+    assert (_validation.MIN_BINS, _validation.MAX_BINS) == (8, 3600)
+    link = cli.cli.commands["link"]
+    option = next(p for p in link.params if p.name == "bins")
+    assert (option.type.min, option.type.max) == (_validation.MIN_BINS, _validation.MAX_BINS)
+
+
+@pytest.mark.parametrize("m", [3601, 10**12, np.int64(2**62)])
+def test_max_multiple_has_an_upper_bound_checked_before_the_kernel(m, monkeypatch) -> None:
+    """``M`` is 1 to 3,600: a huge one raised MemoryError in the unification kernel
+    (its candidate buffers take 16 M (k + 1) words) instead of a ValueError."""
+    from tdmcore.metronome import base_period
+    from tdmcore.metronome.link import plan_link
+    from tdmcore.metronome.policies.metronome import MetronomeConfig
+
+    def kernel(*args):
+        raise AssertionError("the unification kernel ran (and allocated) first")
+
+    monkeypatch.setattr(base_period, "unify_kernel", kernel)
+    needle = r"^max_multiple: expected an integer in \[1, 3,600\], got "
+    for call in (lambda: tdmcore.unify_periods([100.0, 50.0], ["high", "low"], max_multiple=m),
+                 lambda: plan_link(_link_pods(), 25.0, max_multiple=m),
+                 lambda: MetronomeConfig(max_multiple=m)):
+        with pytest.raises(ValueError, match=needle):
+            call()
+
+
+def test_the_largest_max_multiple_is_accepted() -> None:
+    from tdmcore.metronome.base_period import MAX_M
+    from tdmcore.metronome.policies.metronome import MetronomeConfig
+
+    assert MAX_M == 3600
+    base = tdmcore.unify_periods([100.0, 50.0], ["high", "low"], max_multiple=MAX_M)
+    assert base.multiples.tolist() == [1, 2]
+    assert MetronomeConfig(max_multiple=np.int64(MAX_M)).max_multiple == MAX_M
+
+
+def test_one_integer_rule() -> None:
+    """tdmcore._validation.whole: a Python or NumPy integer (not a bool) in a range,
+    as an int; the message names the argument and the range."""
+    from tdmcore._validation import whole, whole_pair
+
+    assert whole("n", np.int64(3)) == 3 and type(whole("n", np.int64(3))) is int
+    assert whole("n", -5, None) == -5
+    for value, low, high, message in [
+        (True, 1, None, "n: expected an integer >= 1, got True"),
+        (np.bool_(True), 1, None, "n: expected an integer >= 1, got "),
+        (2.0, 1, None, "n: expected an integer >= 1, got 2.0"),
+        (0, 1, None, "n: expected an integer >= 1, got 0"),
+        (10**7, 1, 10**6, "n: expected an integer in [1, 1,000,000], got 10000000"),
+        ("3", None, None, "n: expected an integer, got '3'"),
+    ]:
+        with pytest.raises(ValueError, match="^" + re.escape(message)):
+            whole("n", value, low, high)
+    assert whole_pair("r", [2, np.int64(5)]) == (2, 5)
+    for pair in [(3, 2), (0, 2), (1.0, 2), (True, 2), (1, 2, 3), "12"]:
+        with pytest.raises(ValueError, match=r"^r: expected a \(low, high\) pair of integers "):
+            whole_pair("r", pair)
+
+
+def test_numpy_integers_are_integers_everywhere() -> None:
+    """Arguments that took only Python ints now take NumPy integers as well (one
+    rule), and keep them as ints."""
+    from tdmcore.metronome.controller import ControllerConfig
+    from tdmcore.sim.cluster import SimJob
+
+    cfg = ControllerConfig(window=np.int64(20), o_t=np.int32(5))
+    assert (cfg.window, cfg.o_t) == (20, 5) and type(cfg.window) is int
+    job = SimJob("j", "ResNet50", None, workers=np.int64(2), iterations=np.int64(10),
+                 iteration_ms=100.0)
+    assert type(job.workers) is int and type(job.iterations) is int
+    with pytest.raises(ValueError, match=r"^iterations: expected an integer in \[1, "):
+        SimJob("j", "ResNet50", None, workers=2, iterations=True, iteration_ms=100.0)

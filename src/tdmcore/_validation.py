@@ -16,7 +16,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+#: The discretization precision Di-Pre (bins on a traffic circle): at least 8
+#: (docs/traffic-circle.md) ...
 MIN_BINS = 8
+#: ... and at most 3,600, 0.1-degree bins.  The rotation search is exact and compiled
+#: (it cannot be interrupted) and its time grows fast with the bins: a million bins
+#: ran for minutes and gigabytes.  ``tdmcore link --bins`` takes the same range.
+MAX_BINS = 3600
 
 
 def _dtype_of(value: Any) -> np.dtype[Any]:
@@ -97,30 +103,56 @@ def boolean(name: str, value: Any) -> bool:
 MAX_SEED = (1 << 63) - 1
 
 
-def whole(name: str, value: Any, low: int = 1) -> int:
-    """``value`` as an ``int`` >= ``low`` (a Python or NumPy integer, not a bool)."""
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer) \
-            or value < low:
-        raise ValueError(f"{name}: expected an integer >= {low}, got {value!r}")
+def is_integer(value: Any) -> bool:
+    """Whether ``value`` is a Python or NumPy integer and not a bool: the one test
+    behind every integer argument (:func:`whole`, :func:`seed`, :func:`bins_count`)."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
+def _integer_range(low: int | None, high: int | None) -> str:
+    if low is None and high is None:
+        return "an integer"
+    if high is None:
+        return f"an integer >= {low:,}"
+    if low is None:
+        return f"an integer <= {high:,}"
+    return f"an integer in [{low:,}, {high:,}]"
+
+
+def whole(name: str, value: Any, low: int | None = 1, high: int | None = None) -> int:
+    """``value`` as an ``int`` in ``[low, high]`` (a Python or NumPy integer, not a
+    bool); ``None`` leaves that side open.
+
+    The message names the range: ``n: expected an integer >= 1, got 0``, ``n:
+    expected an integer in [1, 3,600], got 5000``.
+    """
+    if not is_integer(value) or (low is not None and value < low) \
+            or (high is not None and value > high):
+        raise ValueError(f"{name}: expected {_integer_range(low, high)}, got {value!r:.80}")
     return int(value)
+
+
+def whole_pair(name: str, value: Any, low: int = 1) -> tuple[int, int]:
+    """A ``(low, high)`` range of integers, a tuple or list of two, with
+    ``low <= value[0] <= value[1]``."""
+    if not isinstance(value, tuple | list) or len(value) != 2 \
+            or not all(is_integer(x) for x in value) or not low <= value[0] <= value[1]:
+        raise ValueError(f"{name}: expected a (low, high) pair of integers with "
+                         f"{low} <= low <= high, got {value!r:.60}")
+    return int(value[0]), int(value[1])
 
 
 def seed(value: Any, name: str = "seed") -> int:
     """A random seed: an integer in ``[0, MAX_SEED]``."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) \
-            or not 0 <= int(value) <= MAX_SEED:
+    if not is_integer(value) or not 0 <= int(value) <= MAX_SEED:
         raise ValueError(f"{name}: expected an integer in [0, 2^63 - 1], got {value!r}")
     return int(value)
 
 
 def bins_count(value: Any, name: str = "bins") -> int:
-    """The discretization precision Di-Pre: an integer >= 8 (docs/traffic-circle.md)."""
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name}: expected an integer >= {MIN_BINS}, got {value!r:.80}")
-    n = int(value)
-    if n < MIN_BINS:
-        raise ValueError(f"{name}: expected an integer >= {MIN_BINS}, got {n}")
-    return n
+    """The discretization precision Di-Pre: an integer in [:data:`MIN_BINS`,
+    :data:`MAX_BINS`] = [8, 3,600] (docs/traffic-circle.md)."""
+    return whole(name, value, MIN_BINS, MAX_BINS)
 
 
 #: The traffic-pattern rule (docs/traffic-circle.md): each field's lower bound,

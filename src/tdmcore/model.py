@@ -428,10 +428,7 @@ class ClusterState:
         network-unaware baseline may put a 25 Gbps pod behind a 10 Gbps link.
         """
         self.check_pod(pod)
-        if isinstance(node, bool) or not isinstance(node, int | np.integer) \
-                or not 0 <= node < len(self.cluster):
-            raise ValueError(f"node: expected a node index in [0, {len(self.cluster)}), "
-                             f"got {node!r}")
+        node = _validation.whole("node", node, 0, len(self.cluster) - 1)  # a node index
         eps = 1e-9
         if (pod.cpu > self.cluster.cpu[node] - self.used_cpu[node] + eps
                 or pod.mem_gib > self.cluster.mem_gib[node] - self.used_mem[node] + eps

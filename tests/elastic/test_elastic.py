@@ -1024,8 +1024,8 @@ def test_make_elastic_policy(name: str) -> None:
 @pytest.mark.parametrize(("args", "needle"), [
     ((2, 1, 0.0), "link_gbps: must be > 0"),
     ((2, 1, -0.01), "link_gbps: must be > 0"),
-    ((2, 5, 1.0), "remote_workers: expected an integer in [0, workers]"),
-    ((2, -1, 1.0), "remote_workers: expected an integer in [0, workers]"),
+    ((2, 5, 1.0), "remote_workers: expected an integer in [0, 2], got 5"),
+    ((2, -1, 1.0), "remote_workers: expected an integer in [0, 2], got -1"),
 ])
 def test_rate_names_a_bad_argument(args, needle):
     from tdmcore.elastic import ElasticJob

@@ -27,7 +27,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from .._validation import MAX_SEED, MIN_BINS, did_you_mean, read_error
+from .._validation import MAX_BINS, MAX_SEED, MIN_BINS, did_you_mean, read_error
 from ..framework import PolicyError
 from ..metronome.link import LinkPlan, LinkPod, plan_link
 from ..metronome.scoring import average_bandwidth_utilization
@@ -43,9 +43,6 @@ EXIT_INTERRUPTED = 130
 #: Exit status after SIGTERM (128 + SIGTERM).
 EXIT_TERMINATED = 143
 LOG_LEVELS = ("debug", "info", "warning", "error")
-#: ``tdmcore link --bins`` at most: 0.1 degree bins.  The compiled search cannot be
-#: interrupted, and at a million bins one run took minutes and gigabytes.
-MAX_LINK_BINS = 3600
 
 log = logging.getLogger("tdmcore")
 
@@ -215,9 +212,9 @@ def scenarios_cmd(ctx: click.Context) -> None:
 @click.option("--capacity", "capacity_gbps", type=FiniteFloat(min=0, min_open=True),
               default=None,
               help="Link capacity in Gbps (default: the scenario's, or 25 with --pod).")
-@click.option("--bins", type=click.IntRange(MIN_BINS, MAX_LINK_BINS), default=72,
+@click.option("--bins", type=click.IntRange(MIN_BINS, MAX_BINS), default=72,
               show_default=True,
-              help=f"Di-Pre: bins on the traffic circle ({MIN_BINS} to {MAX_LINK_BINS:,}; "
+              help=f"Di-Pre: bins on the traffic circle ({MIN_BINS} to {MAX_BINS:,}; "
                    "the search is exact, so its time grows fast with the bins).")
 @click.option("--out", "out_dir", type=OutDir(),
               default=Path("report"), show_default=True,

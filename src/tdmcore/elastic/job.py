@@ -139,9 +139,7 @@ class ElasticJob:
             raise ValueError(f"arrival_s: must be >= 0, got {self.arrival_s}")
         v.positive_float("steps", self.steps)
         for key in ("min_workers", "max_workers", "workers", "n_ps"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-                raise ValueError(f"{key}: expected an integer >= 1, got {value!r}")
+            object.__setattr__(self, key, v.whole(key, getattr(self, key)))
         if not self.min_workers <= self.workers <= self.max_workers:
             raise ValueError(f"workers: expected min_workers <= workers <= max_workers, got "
                              f"{self.min_workers} <= {self.workers} <= {self.max_workers}")
@@ -167,12 +165,8 @@ class ElasticJob:
     def rate(self, workers: int, remote_workers: int = 0, link_gbps: float = math.inf) -> float:
         """Images/s with ``workers``, of which ``remote_workers`` are off the PS nodes
         (``link_gbps``: the PS nodes' link, > 0; ``inf``: no network cost)."""
-        if isinstance(workers, bool) or not isinstance(workers, int | np.integer):
-            raise ValueError(f"workers: expected an integer, got {workers!r}")
-        if isinstance(remote_workers, bool) or not isinstance(remote_workers, int | np.integer) \
-                or not 0 <= remote_workers <= max(workers, 0):
-            raise ValueError(f"remote_workers: expected an integer in [0, workers], got "
-                             f"{remote_workers!r}")
+        workers = v.whole("workers", workers, None)
+        remote_workers = v.whole("remote_workers", remote_workers, 0, max(workers, 0))
         link = v.real_number("link_gbps", link_gbps) if link_gbps != math.inf else math.inf
         if not link > 0:
             raise ValueError(f"link_gbps: must be > 0, got {link_gbps!r}")

@@ -22,6 +22,12 @@ from ..model import priority_value
 
 __all__ = ["BasePeriod", "unify_periods"]
 
+#: The largest ``max_multiple`` (``M``) accepted: :data:`tdmcore._validation.MAX_BINS`,
+#: 3,600.  A pod with more comm units per circle than the finest circle has bins
+#: would draw units narrower than one bin even at a duty cycle of 1, and the
+#: unification kernel's candidate buffers take ``16 M (k + 1)`` words (0.46 MB per
+#: pod at this bound); a huge ``M`` ran out of memory instead of raising.
+MAX_M = v.MAX_BINS
 
 
 @dataclass(frozen=True)
@@ -50,19 +56,15 @@ class BasePeriod:
 
 
 def check_settings(gt_ms: Any, et_frac: Any, max_multiple: Any) -> tuple[float, float, int]:
-    """``G_T`` (ms, >= 0), ``E_T`` as a fraction (>= 0) and ``M`` (an integer >= 1)."""
+    """``G_T`` (ms, >= 0), ``E_T`` as a fraction (>= 0) and ``M`` (an integer in
+    [1, :data:`MAX_M`])."""
     gt = v.real_number("gt_ms", gt_ms)
     if gt < 0:
         raise ValueError(f"gt_ms: must be >= 0, got {gt}")
     et = v.real_number("et_frac", et_frac)
     if et < 0:
         raise ValueError(f"et_frac: must be >= 0, got {et}")
-    if isinstance(max_multiple, bool) or not isinstance(max_multiple, int | np.integer):
-        raise ValueError(f"max_multiple: expected an integer >= 1, got {max_multiple!r}")
-    m_max = int(max_multiple)
-    if m_max < 1:
-        raise ValueError(f"max_multiple: expected an integer >= 1, got {m_max}")
-    return gt, et, m_max
+    return gt, et, v.whole("max_multiple", max_multiple, 1, MAX_M)
 
 
 def check_priorities(priorities: Any, k: int) -> NDArray[np.int64]:
@@ -105,7 +107,8 @@ def unify_periods(
         ``E_T`` as a fraction of each low-priority pod's own period: the largest gap
         to the high-priority pods' multiple that idle injection may close.
     max_multiple : int, default 8
-        ``M``: largest multiple considered **[decision, docs/traffic-circle.md]**.
+        ``M``: largest multiple considered **[decision, docs/traffic-circle.md]**;
+        1 to :data:`MAX_M` (3,600).
 
     Returns
     -------

@@ -68,9 +68,7 @@ class ControllerConfig:
 
     def __post_init__(self) -> None:
         for name in ("window", "o_t", "readjust_limit", "readjust_horizon"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
+            object.__setattr__(self, name, v.whole(name, getattr(self, name)))
         if self.o_t >= self.window:
             raise ValueError("o_t: must be below the window length (more than o_t of "
                              "window iterations trigger)")
@@ -720,8 +718,7 @@ class Controller:
         is larger).  The result is what ``count`` calls of :meth:`report_iteration`
         would leave.
         """
-        if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 0:
-            raise ValueError(f"count: expected an integer >= 0, got {count!r}")
+        count = v.whole("count", count, 0)
         starts = v.as_float_array("starts_ms", starts_ms, ndim=1)
         durations = v.as_float_array("durations_ms", durations_ms, ndim=1)
         if starts.shape != durations.shape or durations.size > count:

@@ -73,7 +73,7 @@ def discretize(
         The circle's perimeter ``T``; must be an integer multiple of every period
         within a relative tolerance of 1e-6.
     bins : int, default 72
-        Di-Pre, the number of bins (>= 8).
+        Di-Pre, the number of bins (8 to 3,600: :data:`tdmcore._validation.MAX_BINS`).
 
     Returns
     -------
@@ -87,7 +87,8 @@ def discretize(
     ------
     ValueError
         Naming the argument: NaN/inf, period <= 0, duty cycle outside [0, 1],
-        negative bandwidth, bins < 8, or a base period that is not a multiple.
+        negative bandwidth, bins outside [8, 3,600], or a base period that is not a
+        multiple.
     """
     periods, duty, bandwidth, scalar = v.pattern(period_ms, duty_cycle, bandwidth_gbps)
     base = v.positive_float("base_period_ms", base_period_ms)

@@ -76,14 +76,9 @@ class Job:
     utility: tuple[float, float, float] = (1.0, 0.0, 0.0)
 
     def __post_init__(self) -> None:
-        for name in ("arrival",):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
-                raise ValueError(f"{name}: expected an integer slot >= 0, got {value!r}")
-        for name in ("epochs", "chunks", "minibatches"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-                raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
+        # arrival is a slot (>= 0); the counts are >= 1
+        for name, low in (("arrival", 0), ("epochs", 1), ("chunks", 1), ("minibatches", 1)):
+            object.__setattr__(self, name, v.whole(name, getattr(self, name), low))
         if v.real_number("tau", self.tau) <= 0:
             raise ValueError(f"tau: must be > 0, got {self.tau}")
         if v.real_number("grad_size", self.grad_size) < 0:
@@ -212,9 +207,7 @@ def best_schedule(
     n_slots = price.shape[0]
     ps_p, ps_cap = _prices("ps_price", "ps_free", ps_price, ps_free, job.ps_res, n_slots)
     start = job.arrival if now is None else now
-    if isinstance(start, bool) or not isinstance(start, int | np.integer) or start < 0:
-        raise ValueError(f"now: expected an integer slot >= 0, got {now!r}")
-    start = max(int(start), job.arrival)
+    start = max(v.whole("now", start, 0), job.arrival)  # a slot
     if job.arrival >= n_slots:
         raise ValueError(f"job: arrives at slot {job.arrival}, past the {n_slots} slots given")
     c = chunks_per_worker_slot(job)

@@ -156,8 +156,9 @@ def calibrate(fit: Sequence[str] = ("S1", "S2", "S3"), check: Sequence[str] = ("
     if not etas:
         raise ValueError("grid: give at least one eta")
     seeds = tuple(seeds)
-    if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
+    if not seeds:
         raise ValueError(f"seeds: expected integers >= 0, got {seeds!r}")
+    seeds = tuple(v.whole(f"seeds[{i}]", s, 0) for i, s in enumerate(seeds))
     if not float(window_s) > 0:
         raise ValueError(f"window_s: expected a duration > 0, got {window_s!r}")
     ideal: dict[tuple[str, int], dict[str, float]] = {}

@@ -115,9 +115,7 @@ class SimJob:
                                  "pattern carries its own period_ms")
             v.positive_float("iteration_ms", self.iteration_ms)
         for key, most in (("workers", MAX_WORKERS), ("iterations", MAX_ITERATIONS)):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
-                raise ValueError(f"{key}: expected an integer in [1, {most:,}], got {value!r}")
+            object.__setattr__(self, key, v.whole(key, getattr(self, key), 1, most))
         if not 0 <= v.real_number("arrival_s", self.arrival_s) <= MAX_ARRIVAL_S:
             raise ValueError(f"arrival_s: must lie in [0, {MAX_ARRIVAL_S:g}], got "
                              f"{self.arrival_s}")

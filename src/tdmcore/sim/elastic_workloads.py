@@ -34,8 +34,7 @@ DRAGON_TABLE1 = (
 
 def gpu_cluster(n_nodes: int, gpus: float, cpus: float, mem_gib: float,
                 link_gbps: float) -> Cluster:
-    if isinstance(n_nodes, bool) or not isinstance(n_nodes, int) or n_nodes < 1:
-        raise ValueError(f"n_nodes: expected an integer >= 1, got {n_nodes!r}")
+    n_nodes = v.whole("n_nodes", n_nodes)
     return Cluster([Node(f"node-{i}", cpus, mem_gib, gpus, link_gbps) for i in range(n_nodes)])
 
 
@@ -55,8 +54,7 @@ MAX_GAP_S = 1e9
 def dragon_poisson(n_jobs: int = 100, mean_gap_s: float = 200.0,
                    seed: int = 0) -> tuple[Cluster, tuple[ElasticJob, ...]]:
     """DRAGON §4.1's simulation: Poisson arrivals on 4 nodes x 8 GPUs."""
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1:
-        raise ValueError(f"n_jobs: expected an integer >= 1, got {n_jobs!r}")
+    n_jobs = v.whole("n_jobs", n_jobs)
     mean_gap_s = v.positive_float("mean_gap_s", mean_gap_s)
     if mean_gap_s > MAX_GAP_S:  # beyond it, arrival + run times overflow the clock
         raise ValueError(f"mean_gap_s: at most {MAX_GAP_S:g} s (about 32 years), got "

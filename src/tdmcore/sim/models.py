@@ -185,8 +185,7 @@ def model_pattern(model: str, workers: int, link_gbps: float = 25.0,
     if not isinstance(model, str) or model not in MODELS:
         raise ValueError(f"model: unknown model {model!r}{v.did_you_mean(model, MODELS)}; "
                          f"choose from {', '.join(MODELS)}")
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
+    workers = v.whole("workers", workers)
     link = v.positive_float("link_gbps", link_gbps)
     n = max(workers, 2)
     grad_mb, table6 = MODELS[model]

@@ -95,11 +95,7 @@ def oasis_jobs(n_jobs: int = 100, n_slots: int = 200, seed: int = 0,
     lo, hi = (v.real_number("priority", x) for x in priority)
     if not 0 < lo <= hi:
         raise ValueError(f"priority: expected 0 < low <= high, got {priority!r}")
-    for name, pair in (("epochs", epochs), ("chunks", chunks)):
-        if not isinstance(pair, tuple | list) or len(pair) != 2 or not all(
-                isinstance(x, int) and not isinstance(x, bool) for x in pair) \
-                or not 1 <= pair[0] <= pair[1]:
-            raise ValueError(f"{name}: expected integers 1 <= low <= high, got {pair!r:.60}")
+    epochs, chunks = v.whole_pair("epochs", epochs), v.whole_pair("chunks", chunks)
     slot_s = v.positive_float("slot_s", slot_s)
     rng = np.random.default_rng([as_seed("seed", seed), 2])
     names = list(GRADIENT_MB)

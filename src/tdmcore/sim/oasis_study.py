@@ -93,8 +93,7 @@ def performance_ratio_study(
     split ``servers // 2`` worker servers, the rest PS servers.
     """
     for servers in server_counts:
-        if isinstance(servers, bool) or not isinstance(servers, int) or servers < 2:
-            raise ValueError(f"server_counts: expected integers >= 2, got {servers!r}")
+        v.whole("server_counts", servers, 2)
     for high in priority_highs:
         if v.real_number("priority_highs", high) < 1:
             raise ValueError(f"priority_highs: expected numbers >= 1, got {high!r}")

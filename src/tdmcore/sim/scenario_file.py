@@ -199,9 +199,10 @@ def _number(path: str, value: Any, *, low: float = 0.0, strict: bool = False,
 
 
 def _integer(path: str, value: Any, *, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+    # the library's integer test; the message shows the value as the file spells it
+    if not v.is_integer(value) or value < low:
         _fail(path, f"expected an integer >= {low}, got {_show(value)}")
-    return value
+    return int(value)
 
 
 def _names(names: Sequence[str], limit: int = 12) -> str:

@@ -222,11 +222,7 @@ def metronome_snapshots(window_s: float = 600.0, workers: int = 2
     """
     window_s = window_seconds(window_s)
     most = len(testbed().cluster.nodes)
-    if isinstance(workers, bool) or not isinstance(workers, int | np.integer) \
-            or not 1 <= workers <= most:
-        raise ValueError(f"workers: expected an integer in 1..{most} (one worker per "
-                         f"node of the testbed), got {workers!r}")
-    workers = int(workers)
+    workers = v.whole("workers", workers, 1, most)  # one worker per node of the testbed
     out = {}
     periods = snapshot_periods()
     for sid, (title, members, congested) in SNAPSHOTS.items():
@@ -402,10 +398,8 @@ def philly(n_jobs: int = 200, n_nodes: int = 16, start: int = 0, seed: int = 0,
     """
     from .traces import read_trace, trace_scenario
 
-    for name, value, lo in (("n_jobs", n_jobs, 1), ("n_nodes", n_nodes, 1),
-                            ("start", start, 0), ("seed", seed, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-            raise ValueError(f"{name}: expected an integer >= {lo}, got {value!r}")
+    n_jobs, n_nodes = v.whole("n_jobs", n_jobs), v.whole("n_nodes", n_nodes)
+    start, seed = v.whole("start", start, 0), v.whole("seed", seed, 0)
     with open_data(PHILLY_TRACE) as f:
         rows = read_trace(PHILLY_TRACE, PHILLY_COLUMNS, text=f)
     return trace_scenario(rows, name="philly", title=f"Philly jobs {start}-"

@@ -73,8 +73,7 @@ def sharing_state(jobs: int, seed: int = 0) -> tuple[ClusterState, Pod]:
     and the spare.  Job 0 is high priority, the others and the new job low.
     Patterns are seeded (:func:`_pattern`).
     """
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 0:
-        raise ValueError(f"jobs: expected an integer >= 0, got {jobs!r}")
+    jobs = v.whole("jobs", jobs, 0)
     v.seed(seed)
     rng = np.random.default_rng([seed, jobs])
     # The hub's CPU and memory keep the pods' 1:4 ratio, so its shares stay balanced:
@@ -127,8 +126,7 @@ def scheduler_time(policy: Policy, jobs: int, seed: int = 0, repeat: int = 20
         object that lacks an extension point.
     """
     check_policy(policy)
-    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
-        raise ValueError(f"repeat: expected an integer >= 1, got {repeat!r}")
+    repeat = v.whole("repeat", repeat)
     state, pod = sharing_state(jobs, seed)
     scheduler = Scheduler(policy)
     first = scheduler.schedule(state.copy(), pod)  # loads the kernels, untimed

@@ -268,12 +268,10 @@ def trace_scenario(rows: list[TraceRow], *, name: str = "trace", title: str | No
     -------
     Scenario
     """
-    for arg, value, lo in (("n_nodes", n_nodes, 1), ("start", start, 0), ("seed", seed, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-            raise ValueError(f"{arg}: expected an integer >= {lo}, got {value!r}")
-    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int)
-                               or n_jobs < 1):
-        raise ValueError(f"n_jobs: expected an integer >= 1, got {n_jobs!r}")
+    n_nodes = v.whole("n_nodes", n_nodes)
+    start, seed = v.whole("start", start, 0), v.whole("seed", seed, 0)
+    if n_jobs is not None:
+        n_jobs = v.whole("n_jobs", n_jobs)
     if max_duration_s is not None and not float(max_duration_s) > 0:
         raise ValueError(f"max_duration_s: expected a duration > 0, got {max_duration_s!r}")
     ordered = sorted(rows, key=lambda r: r.submit)

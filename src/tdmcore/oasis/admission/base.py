@@ -64,10 +64,7 @@ class SlottedCluster:
         if self.worker_capacity.shape[1] != self.ps_capacity.shape[1]:
             raise ValueError("ps_capacity: must list the same resource types as "
                              "worker_capacity")
-        if (isinstance(self.n_slots, bool) or not isinstance(self.n_slots, int | np.integer)
-                or self.n_slots < 1):
-            raise ValueError(f"n_slots: expected an integer >= 1, got {self.n_slots!r}")
-        object.__setattr__(self, "n_slots", int(self.n_slots))
+        object.__setattr__(self, "n_slots", v.whole("n_slots", self.n_slots))
         if len(self.resources) != self.worker_capacity.shape[1]:
             raise ValueError(f"resources: expected {self.worker_capacity.shape[1]} names, "
                              f"got {len(self.resources)}")
@@ -185,10 +182,7 @@ def dominant_share(job: Job, workers: int, ps: int, total: NDArray[np.float64]) 
 
 def worker_range(value: Any) -> tuple[int, int]:
     """A ``(low, high)`` worker-count range with ``1 <= low <= high``."""
-    if not isinstance(value, tuple | list) or len(value) != 2:
-        raise ValueError(f"workers: expected a (low, high) pair of integers, got {value!r:.60}")
-    fixed_worker_counts((), value[0], value[1], seed=0)
-    return int(value[0]), int(value[1])
+    return v.whole_pair("workers", value)
 
 
 def fixed_worker_counts(jobs: tuple[Job, ...], low: int, high: int,
@@ -199,10 +193,7 @@ def fixed_worker_counts(jobs: tuple[Job, ...], low: int, high: int,
     we draw each uniformly in ``[low, high]`` from ``seed`` (same draw for FIFO and
     RRH) and cap it at the job's chunk count ``N_i`` (constraint (3)).
     """
-    if isinstance(low, bool) or not isinstance(low, int) or low < 1:
-        raise ValueError(f"workers: expected integers 1 <= low <= high, got low={low!r}")
-    if isinstance(high, bool) or not isinstance(high, int) or high < low:
-        raise ValueError(f"workers: expected integers 1 <= low <= high, got high={high!r}")
+    low, high = v.whole_pair("workers", (low, high))
     rng = np.random.default_rng(seed)
     draw = rng.integers(low, high + 1, size=len(jobs))
     return np.array([min(int(d), j.chunks) for d, j in zip(draw, jobs, strict=True)],
@@ -285,6 +276,5 @@ def fits_empty(job: Job, workers: int, ps: int, cluster: SlottedCluster) -> bool
 
 
 def as_seed(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
-        raise ValueError(f"{name}: expected an integer >= 0, got {value!r}")
-    return int(value)
+    """A seed of the OASiS settings: any integer >= 0 (numpy's generators take them all)."""
+    return v.whole(name, value, 0)

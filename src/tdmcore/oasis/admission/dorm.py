@@ -57,9 +57,7 @@ class DormPolicy:
         self.theta = v.real_number("theta", theta)
         if self.theta < 0:
             raise ValueError(f"theta: must be >= 0, got {theta}")
-        if isinstance(max_adjust, bool) or not isinstance(max_adjust, int) or max_adjust < 0:
-            raise ValueError(f"max_adjust: expected an integer >= 0, got {max_adjust!r}")
-        self.max_adjust = max_adjust
+        self.max_adjust = v.whole("max_adjust", max_adjust, 0)
         self.time_limit_s = v.positive_float("time_limit_s", time_limit_s)
 
     def reset(self, cluster: SlottedCluster, jobs: tuple[Job, ...]) -> None:

@@ -128,18 +128,15 @@ class FlowJob:
         if not isinstance(self.links, tuple) or not self.links:
             raise ValueError("links: expected a non-empty tuple (one entry per pod)")
         seen: set[int] = set()
-        for link in self.links:
+        for i, link in enumerate(self.links):
             if link is None:
                 continue
-            if isinstance(link, bool) or not isinstance(link, int | np.integer) or link < 0:
-                raise ValueError(f"links: expected link indices >= 0 or None, got {link!r}")
+            v.whole(f"links[{i}]", link, 0)  # a link index, or None
             if int(link) in seen:
                 raise ValueError(f"links: link {link} appears twice; a job crosses each "
                                  f"node's host link once (one ring segment per node)")
             seen.add(int(link))
-        if isinstance(self.iterations, bool) or not isinstance(self.iterations, int) \
-                or self.iterations < 0:
-            raise ValueError(f"iterations: expected an integer >= 0, got {self.iterations!r}")
+        object.__setattr__(self, "iterations", v.whole("iterations", self.iterations, 0))
         if v.real_number("start_ms", self.start_ms) < 0:
             raise ValueError(f"start_ms: must be >= 0, got {self.start_ms}")
         if v.real_number("idle_ms", self.idle_ms) < 0:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ... import _validation as v
 from . import tasks as _tasks
 from .spec import Task, canonical, policy_source
 from .tasks import code_digest, run_task, tdmcore_version
@@ -228,9 +229,8 @@ def run_tasks(tasks: Sequence[Task], *, cache: ResultCache | None = None,
     failed, here and on Dask alike (:func:`~.tasks.run_task`); Ctrl-C
     (:class:`KeyboardInterrupt`) stops the sweep.
     """
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
-                                or workers < 1):
-        raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
+    if workers is not None:
+        workers = v.whole("workers", workers)
     if cache is not None:
         cache.check_writable()
     done: dict[int, Outcome] = {}
