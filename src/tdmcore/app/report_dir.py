@@ -48,7 +48,9 @@ class ReportDir:
     Parameters
     ----------
     out_dir : Path
-        The report folder (created if missing; existing files of other reports stay).
+        The report folder (created if missing).  The report replaces the previous
+        run of the same ``stem`` there whole: the files that run wrote and this one
+        does not are removed (:meth:`_previous_files`); files of other reports stay.
     stem : str
         The report's name: the run record is ``<stem>-run.json``.
     command : str
@@ -110,11 +112,46 @@ class ReportDir:
             record = self.record(written)
             (staging / f"{self.stem}-run.json").write_text(
                 json.dumps(record, indent=2) + "\n", "utf-8")
+            stale = self._previous_files()
             for name in [*written, f"{self.stem}-run.json"]:
                 os.replace(staging / name, self.out_dir / name)
+            for path in stale:
+                if path.name not in written:
+                    with contextlib.suppress(OSError):
+                        path.unlink()
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         self.files = [*written, f"{self.stem}-run.json"]
+
+    def _previous_files(self) -> list[Path]:
+        """The files the previous run of this report wrote and no one has rewritten
+        since: those its ``<stem>-run.json`` lists, plain names in the folder no
+        newer than that record.  A report replaces its previous run whole, so a
+        folder never mixes two runs of one report (plots of policies the new run
+        did not ask for, say); files of other reports, and a file another report
+        rewrote since, stay.  Nothing when there is no readable record."""
+        record_path = self.out_dir / f"{self.stem}-run.json"
+        try:
+            recorded = json.loads(record_path.read_text("utf-8"))
+            stamp = record_path.stat().st_mtime
+        except (OSError, UnicodeDecodeError, ValueError):
+            return []
+        names = recorded.get("files") if isinstance(recorded, dict) else None
+        if not isinstance(names, list):
+            return []
+        out = []
+        for name in names:
+            if not isinstance(name, str) or not name or name != Path(name).name \
+                    or name in (".", "..") or name == record_path.name:
+                continue
+            path = self.out_dir / name
+            try:
+                if path.is_file() and not path.is_symlink() \
+                        and path.stat().st_mtime <= stamp:
+                    out.append(path)
+            except OSError:
+                continue
+        return out
 
     def record(self, files: list[str]) -> dict[str, Any]:
         """The run record: what made this report."""
