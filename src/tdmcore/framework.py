@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from ._equality import ValueEquality
 from .model import ClusterState, Pod
 from .snapshot import Snapshot
 
@@ -55,8 +56,8 @@ class Status(enum.Enum):
     ERROR = "Error"
 
 
-@dataclass
-class CycleState:
+@dataclass(eq=False)
+class CycleState(ValueEquality):
     """What one scheduling cycle computes and caches between extension points."""
 
     pod: Pod
@@ -90,8 +91,8 @@ class ReserveResult:
     plan: LinkPlan | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(frozen=True)
-class Decision:
+@dataclass(frozen=True, eq=False)
+class Decision(ValueEquality):
     """One pod's scheduling decision."""
 
     status: Status

@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import _validation
+from ._equality import ValueEquality
 
 __all__ = [
     "Cluster",
@@ -253,8 +254,8 @@ class PlacedPod:
     shift_ms: float = 0.0
 
 
-@dataclass
-class ClusterState:
+@dataclass(eq=False)
+class ClusterState(ValueEquality):
     """What is placed where, and the resources left (Eqs. 13-14 bookkeeping).
 
     Pods of a node are kept in deploy order.  :meth:`copy` is cheap enough for

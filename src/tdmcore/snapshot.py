@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from ._equality import ValueEquality
 from ._kernels._snapshot import fill_pod_table
 from ._kernels.node_score import PodTable
 from .model import ClusterState
@@ -20,8 +21,8 @@ from .model import ClusterState
 __all__ = ["Snapshot"]
 
 
-@dataclass(frozen=True)
-class Snapshot:
+@dataclass(frozen=True, eq=False)
+class Snapshot(ValueEquality):
     """Plain arrays of one :class:`~tdmcore.model.ClusterState` version.
 
     Node arrays have one entry per node (cluster order).  The link rows form a

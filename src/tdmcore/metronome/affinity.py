@@ -10,6 +10,7 @@ from numpy.typing import NDArray
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
+from .._equality import ValueEquality
 from .._kernels.affinity import loop_filter_kernel
 from ..snapshot import Snapshot
 
@@ -75,8 +76,8 @@ def bfs_order(adjacent: Adjacency, root_job: int) -> list[tuple[int, int, int]]:
     return out
 
 
-@dataclass(frozen=True)
-class AffinityGraph:
+@dataclass(frozen=True, eq=False)
+class AffinityGraph(ValueEquality):
     """Bipartite graph: job ids ``0..J-1`` and links (= nodes) ``0..N-1``.
 
     ``edges`` lists ``(job_id, node)`` for every job with a row on a contended

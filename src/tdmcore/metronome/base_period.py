@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import _validation as v
+from .._equality import ValueEquality
 from .._kernels.base_period import STEP_INCOMPATIBLE, unify_kernel
 from ..model import priority_value
 
@@ -30,8 +31,8 @@ __all__ = ["BasePeriod", "unify_periods"]
 MAX_M = v.MAX_BINS
 
 
-@dataclass(frozen=True)
-class BasePeriod:
+@dataclass(frozen=True, eq=False)
+class BasePeriod(ValueEquality):
     """A link's unified base period.
 
     Attributes

@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import _validation as v
+from .._equality import ValueEquality
 from .._kernels.circle import reference_first, strict_ranks
 from .._kernels.node_score import INCOMPATIBLE_MAX_SCORE
 from .base_period import BasePeriod, check_priorities, check_settings, unify
@@ -49,8 +50,8 @@ class LinkPod:
         return self.job if self.job is not None else self.name
 
 
-@dataclass(frozen=True)
-class LinkPlan:
+@dataclass(frozen=True, eq=False)
+class LinkPlan(ValueEquality):
     """The rotations and time shifts chosen for the pods on one link.
 
     Attributes

@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import _validation as v
+from .._equality import ValueEquality
 from .._kernels.circle import excess_and_carried
 from .._kernels.rotation_search import (
     MODE_FIRST,
@@ -33,8 +34,8 @@ _MODES = {"first": MODE_FIRST, "optimal": MODE_OPTIMAL}
 _INT32_MAX = int(np.iinfo(np.int32).max)
 
 
-@dataclass(frozen=True)
-class RotationResult:
+@dataclass(frozen=True, eq=False)
+class RotationResult(ValueEquality):
     """Outcome of :func:`search_rotations`.
 
     Attributes

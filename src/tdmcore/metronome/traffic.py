@@ -13,6 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import _validation as v
+from .._equality import ValueEquality
 from .._kernels.circle import discretize_rows, draw_circle
 
 if TYPE_CHECKING:
@@ -109,8 +110,8 @@ def discretize(
     return demand[0] if scalar else demand
 
 
-@dataclass(frozen=True)
-class CircleRows:
+@dataclass(frozen=True, eq=False)
+class CircleRows(ValueEquality):
     """Per-pod rows of a link's traffic circle on a unified base period.
 
     Attributes

@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import _validation as v
+from .._equality import ValueEquality
 from .._kernels.oasis_dp import best_schedule_kernel, ps_needed, sigmoid
 from ._milp import solve_integer_program
 
@@ -130,8 +131,8 @@ def unrunnable_reason(job: Job, n_slots: int) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class Schedule:
+@dataclass(frozen=True, eq=False)
+class Schedule(ValueEquality):
     """A job's schedule: workers ``(T, H)`` and PSs ``(T, K)`` per slot and server."""
 
     end_slot: int

@@ -37,6 +37,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .. import _validation as v
+from .._equality import ValueEquality
 from ..framework import QUEUES, Policy, check_policy
 from ..metronome.controller import Controller, ControllerConfig
 from ..metronome.link import LinkPlan
@@ -145,8 +146,8 @@ class SimJob:
         return float(self.iteration_ms) if self.iteration_ms is not None else 1000.0
 
 
-@dataclass(frozen=True)
-class SimCluster:
+@dataclass(frozen=True, eq=False)
+class SimCluster(ValueEquality):
     """Nodes (with their latency matrix and workloads) and the network's congestion.
 
     ``background_gbps[n]``: steady background traffic on node n's host link (the
@@ -176,8 +177,8 @@ class SimCluster:
         object.__setattr__(self, "latency_ms", lat)
 
 
-@dataclass
-class JobResult:
+@dataclass(eq=False)
+class JobResult(ValueEquality):
     """What one job did: placement, times (ms) and its iteration durations."""
 
     name: str
@@ -227,8 +228,8 @@ class JobResult:
         return np.asarray(np.percentile(d, [5, 25, 50, 75, 95]), dtype=np.float64)
 
 
-@dataclass
-class RunResult:
+@dataclass(eq=False)
+class RunResult(ValueEquality):
     """One policy on one scenario."""
 
     policy: str

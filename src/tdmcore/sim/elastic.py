@@ -33,6 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import _validation as v
+from .._equality import ValueEquality
 from ..elastic.base import ElasticPolicy, ElasticView, Plan, apply_plan, free_matrix, pack
 from ..elastic.job import ElasticJob, check_jobs
 from ..framework import PolicyError
@@ -74,8 +75,8 @@ class ElasticOutcome:
         return self.finish_s - self.start_s - self.scaling_s
 
 
-@dataclass(frozen=True)
-class ElasticRun:
+@dataclass(frozen=True, eq=False)
+class ElasticRun(ValueEquality):
     policy: str
     outcomes: tuple[ElasticOutcome, ...]
     times_s: NDArray[np.float64]        # event times

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from .._equality import ValueEquality
 from ..framework import PolicyError
 from ..oasis.admission.base import (
     AdmissionPolicy,
@@ -66,8 +67,8 @@ class JobOutcome:
         return None if self.finish is None else self.finish - self.arrival
 
 
-@dataclass(frozen=True)
-class SlottedRun:
+@dataclass(frozen=True, eq=False)
+class SlottedRun(ValueEquality):
     """One policy's run: per-job outcomes and per-run metrics."""
 
     policy: str

@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ... import _validation as v
+from ..._equality import ValueEquality
 from ..._kernels.oasis_dp import ps_needed
 from ..online import Job, chunks_per_worker_slot, unrunnable_reason
 
@@ -44,8 +45,8 @@ RESOURCES = ("gpu", "cpu", "mem_gb", "storage_gb", "bw_gbps")
 _EPS = 1e-9
 
 
-@dataclass(frozen=True)
-class SlottedCluster:
+@dataclass(frozen=True, eq=False)
+class SlottedCluster(ValueEquality):
     """Worker servers ``(H, R)`` and PS servers ``(K, R)`` over ``n_slots`` slots."""
 
     worker_capacity: NDArray[np.float64]
@@ -91,8 +92,8 @@ class SlottedCluster:
                              f"cluster {self.worker_capacity.shape[1]}")
 
 
-@dataclass(frozen=True)
-class Allocation:
+@dataclass(frozen=True, eq=False)
+class Allocation(ValueEquality):
     """One job's tasks in one slot: workers per worker server, PSs per PS server."""
 
     workers: NDArray[np.int64]
@@ -120,8 +121,8 @@ class SlotDecision:
     reject: dict[int, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class SlotView:
+@dataclass(frozen=True, eq=False)
+class SlotView(ValueEquality):
     """Read-only state of the run at the start of slot ``t``.
 
     ``done[i]`` is the chunks job i has trained so far; ``arrived`` are the jobs

@@ -36,6 +36,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ... import _validation as v
+from ..._equality import ValueEquality
 from ._flow import STOP_IDLE, STOP_TIME, FlowEngine
 
 __all__ = ["CONTENTION_EFFICIENCY", "EngineJob", "FlowEngine", "FlowJob", "FlowResult",
@@ -151,8 +152,8 @@ class FlowJob:
                             self.tail_ms)
 
 
-@dataclass(frozen=True)
-class FlowResult:
+@dataclass(frozen=True, eq=False)
+class FlowResult(ValueEquality):
     """Iteration end times per job, and what every pod and link carried."""
 
     iteration_end_ms: tuple[NDArray[np.float64], ...]  # per job, the iterations it finished
