@@ -128,12 +128,7 @@ class BoundWatch:
 
     def stop(self) -> None:
         self._stopped = True
-        stream = self._stream
-        if stream is not None:
-            try:
-                stream.shutdown()  # unblocks the reading thread
-            except Exception:  # noqa: BLE001 - already closed is fine
-                pass
+        Kube.abort_watch(self._stream)
         self._thread.join(5)
 
 

@@ -141,12 +141,7 @@ class Informer:
             self._abort()
 
     def _abort(self) -> None:
-        stream = self._stream
-        if stream is not None:
-            try:
-                stream.shutdown()  # unblocks the reading thread
-            except Exception:  # noqa: BLE001 - already closed is fine
-                pass
+        Kube.abort_watch(self._stream)
 
     def _emit(self, kind: str, obj: dict[str, Any]) -> None:
         if self.handler is None:

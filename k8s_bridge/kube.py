@@ -232,6 +232,18 @@ class Kube:
             resp.release_conn()
 
     @staticmethod
+    def abort_watch(stream: urllib3.BaseHTTPResponse | None) -> None:
+        """End a watch stream that :meth:`watch` handed to its ``opened`` callback,
+        from another thread: the reading thread's :meth:`watch` then raises
+        :class:`ApiError` (status 0).  An already closed stream is fine."""
+        if stream is None:
+            return
+        try:
+            stream.shutdown()  # unblocks the reading thread
+        except Exception:  # noqa: BLE001 - already closed is fine
+            pass
+
+    @staticmethod
     def _event(line: bytes) -> dict[str, Any] | None:
         if not line.strip():
             return None
