@@ -237,8 +237,9 @@ class ControlPlane:
     keep : bool
         Keep ``workdir`` after :meth:`stop` (for debugging).
     profiling : bool
-        Serve kube-apiserver's Go profiles (``/debug/pprof/``, to the admin token);
-        off by default, as in a cluster that does not ask for them.
+        Serve kube-apiserver's Go profiles (``/debug/pprof/``, to the admin token).
+        Off by default here (kube-apiserver's own default is on); the e2e suite
+        and ``benchmarks.k8s_bind --apiserver-profile`` turn it on.
     """
 
     ADMIN_TOKEN = "tdmcore-envtest-admin"

@@ -111,11 +111,13 @@ class Election:
             except Exception as exc:  # noqa: BLE001 - e.g. an answer not shaped as a Lease
                 # a failed attempt like any other, not the end of the loop: a dead
                 # loop would keep ``leading`` set while the Lease expires and another
-                # replica takes it (two leaders)
+                # replica takes it (two leaders); the one WARNING of the spell carries
+                # the traceback
                 ok, error = False, exc
                 if not failing:
-                    log.warning("lease %s/%s: unexpected error", self.namespace, self.name,
-                                exc_info=True)
+                    failing = True
+                    log.warning("lease %s/%s: unexpected error (retrying every %d s)",
+                                self.namespace, self.name, self.retry_s, exc_info=True)
             now = time.monotonic()
             if error is None and failing:
                 failing = False

@@ -3,10 +3,12 @@
 A dataclass's generated ``__eq__`` compares its fields as a tuple, and ``==`` of two
 arrays is an array, so comparing two results (two runs with one seed, say) raised
 "The truth value of an array ... is ambiguous".  :class:`ValueEquality` is the one
-rule: fields equal one by one, arrays by shape, dtype kind and values, containers
-element by element, and NaN equal to NaN (a run that leaves a job unfinished
-reports NaN, and two runs of it are still equal).  Classes that take it are declared
-``@dataclass(eq=False)`` so that the dataclass does not generate its own.
+rule: fields equal one by one (those declared ``field(compare=False)``, such as
+wall-clock timings, left out), arrays by shape and values, containers element by
+element, and NaN equal to NaN (a run that leaves a job unfinished reports NaN, and
+two runs of it are still equal).  Other objects compare with their own ``==`` (for
+most, identity).  Classes that take it are declared ``@dataclass(eq=False)`` so
+that the dataclass does not generate its own.
 """
 
 from __future__ import annotations
@@ -51,8 +53,9 @@ def values_equal(x: Any, y: Any) -> bool:
 
 class ValueEquality:
     """``==`` by value for a dataclass with array fields (:func:`values_equal` on
-    each field); instances of different classes are never equal.  Such objects are
-    unhashable, as a mutable or array-holding value should be."""
+    each field but those declared ``field(compare=False)``); instances of different
+    classes are never equal.  Such objects are unhashable, as a mutable or
+    array-holding value should be."""
 
     __slots__ = ()
 
@@ -60,6 +63,7 @@ class ValueEquality:
         if type(other) is not type(self):
             return NotImplemented
         return all(values_equal(getattr(self, f.name), getattr(other, f.name))
-                   for f in dataclasses.fields(self))  # type: ignore[arg-type]
+                   for f in dataclasses.fields(self)  # type: ignore[arg-type]
+                   if f.compare)
 
     __hash__ = None  # type: ignore[assignment]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 from tdmcore.app.report_dir import ReportDir
@@ -18,35 +17,33 @@ def _run(out: Path, stem: str, files: dict[str, str]) -> ReportDir:
     return report
 
 
-def _age(folder: Path, seconds: float) -> None:
-    """Every file of ``folder`` dated ``seconds`` ago (one instant for all)."""
-    stamp = time.time() - seconds
-    for path in folder.iterdir():
-        if path.is_file():
-            os.utime(path, (stamp, stamp))
-
-
 def test_a_new_run_replaces_the_previous_run_of_the_report_whole(tmp_path: Path) -> None:
     _run(tmp_path, "r", {"r.csv": "1", "r-a.png": "a", "r-b.png": "b"})
     (tmp_path / "notes.txt").write_text("mine")  # not a report's file
-    _age(tmp_path, 10)
     report = _run(tmp_path, "r", {"r.csv": "2", "r-c.png": "c"})  # policies a, b gone
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "notes.txt", "r-c.png", "r-run.json", "r.csv"]
     assert (tmp_path / "r.csv").read_text() == "2"
     assert report.files == ["r.csv", "r-c.png", "r-run.json"]
-    assert json.loads((tmp_path / "r-run.json").read_text())["files"] == ["r.csv", "r-c.png"]
+    record = json.loads((tmp_path / "r-run.json").read_text())
+    assert record["files"] == ["r.csv", "r-c.png"]
+    assert sorted(record["file_stamps"]) == ["r-c.png", "r.csv"]
 
 
-def test_files_of_other_reports_and_rewritten_files_stay(tmp_path: Path) -> None:
-    _run(tmp_path, "r", {"r.csv": "1", "shared.png": "r"})
+def test_files_of_other_reports_and_changed_files_stay(tmp_path: Path) -> None:
+    _run(tmp_path, "r", {"r.csv": "1", "shared.png": "r", "r-a.png": "a"})
     _run(tmp_path, "s", {"s.csv": "1"})
-    _age(tmp_path, 10)
     (tmp_path / "shared.png").write_text("rewritten since by someone else")
+    # a user's file moved over a listed name, keeping an old modification time
+    mine = tmp_path / "mine.png"
+    mine.write_text("b")  # the same size as the report's "a"
+    os.utime(mine, (0, 0))
+    os.replace(mine, tmp_path / "r-a.png")
     _run(tmp_path, "r", {"r.csv": "2"})
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["r-run.json", "r.csv", "s-run.json", "s.csv", "shared.png"]
+    assert names == ["r-a.png", "r-run.json", "r.csv", "s-run.json", "s.csv", "shared.png"]
     assert (tmp_path / "shared.png").read_text() == "rewritten since by someone else"
+    assert (tmp_path / "r-a.png").read_text() == "b"
 
 
 def test_a_record_that_cannot_be_trusted_removes_nothing(tmp_path: Path) -> None:
@@ -57,14 +54,20 @@ def test_a_record_that_cannot_be_trusted_removes_nothing(tmp_path: Path) -> None
     outside.write_text("o")
     out = tmp_path / "out"
     out.mkdir()
-    (out / "keep.png").write_text("k")
-    for record in ("not json", json.dumps(["keep.png"]), json.dumps({"files": "keep.png"}),
-                   json.dumps({"files": ["../outside.png", "sub/x.png", "", ".", 3,
-                                         "r-run.json"]})):
+    keep = out / "keep.png"
+    keep.write_text("k")
+    st = keep.stat()
+    stamp = [st.st_size, st.st_mtime_ns]
+    for record in ("not json", json.dumps(["keep.png"]),
+                   json.dumps({"files": ["keep.png"]}),  # an older record: no stamps
+                   json.dumps({"file_stamps": ["keep.png"]}),
+                   json.dumps({"file_stamps": {"keep.png": "x"}}),
+                   json.dumps({"file_stamps": {"../outside.png": stamp, "sub/x.png": stamp,
+                                               "": stamp, ".": stamp, "r-run.json": stamp,
+                                               "keep.png": [stamp[0], stamp[1] + 1]}})):
         (out / "r-run.json").write_text(record)
-        _age(out, 10)
         _run(out, "r", {"r.csv": "1"})
-        assert (out / "keep.png").exists() and outside.exists() and (sub / "x.png").exists()
+        assert keep.exists() and outside.exists() and (sub / "x.png").exists()
         assert (out / "r-run.json").exists()
 
 

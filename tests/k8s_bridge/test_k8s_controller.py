@@ -503,5 +503,8 @@ def test_an_unexpected_error_is_a_failed_renewal_not_a_dead_loop(caplog):
             wait_for(election.leading.is_set, 15, "r1 leads again")
         finally:
             election.stop()
-    tracebacks = [r for r in caplog.records if r.name == "k8s_bridge.leader" and r.exc_info]
-    assert len(tracebacks) == 1  # once per spell of failures, not once per retry
+    records = [r for r in caplog.records if r.name == "k8s_bridge.leader"]
+    assert len([r for r in records if r.exc_info]) == 1  # once per spell, not per retry
+    warnings = [r.getMessage() for r in records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2, warnings  # the error (with its traceback); the lease lost
+    assert "unexpected error" in warnings[0] and "lost the lease" in warnings[1]

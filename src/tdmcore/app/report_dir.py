@@ -42,6 +42,12 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _stamp(path: Path) -> list[int]:
+    """A file's size and modification time (ns): what says it is unchanged."""
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns]
+
+
 class ReportDir:
     """Stage a command's report files and move them into ``out_dir`` on success.
 
@@ -110,6 +116,10 @@ class ReportDir:
         try:
             written = [n for n in self.files if (staging / n).exists()]
             record = self.record(written)
+            # each file's size and modification time (os.replace keeps both): the
+            # next run of this report removes a file it does not write only if it is
+            # still exactly this one
+            record["file_stamps"] = {n: _stamp(staging / n) for n in written}
             (staging / f"{self.stem}-run.json").write_text(
                 json.dumps(record, indent=2) + "\n", "utf-8")
             stale = self._previous_files()
@@ -124,32 +134,32 @@ class ReportDir:
         self.files = [*written, f"{self.stem}-run.json"]
 
     def _previous_files(self) -> list[Path]:
-        """The files the previous run of this report wrote and no one has rewritten
-        since: those its ``<stem>-run.json`` lists, plain names in the folder no
-        newer than that record.  A report replaces its previous run whole, so a
-        folder never mixes two runs of one report (plots of policies the new run
-        did not ask for, say); files of other reports, and a file another report
-        rewrote since, stay.  Nothing when there is no readable record."""
+        """The files the previous run of this report wrote that are still exactly as
+        it wrote them: those its ``<stem>-run.json`` lists with their size and
+        modification time (``file_stamps``), regular files of the folder with the
+        same size and time to the nanosecond.  A report replaces its previous run
+        whole, so a folder does not mix two runs of one report (plots of policies
+        the new run did not ask for, say); any other file stays: other reports',
+        the user's, and one rewritten or moved there since.  Nothing when there is
+        no readable record with stamps (a record of an older tdmcore has none)."""
         record_path = self.out_dir / f"{self.stem}-run.json"
         try:
             recorded = json.loads(record_path.read_text("utf-8"))
-            stamp = record_path.stat().st_mtime
         except (OSError, UnicodeDecodeError, ValueError):
             return []
-        names = recorded.get("files") if isinstance(recorded, dict) else None
-        if not isinstance(names, list):
+        stamps = recorded.get("file_stamps") if isinstance(recorded, dict) else None
+        if not isinstance(stamps, dict):
             return []
         out = []
-        for name in names:
-            if not isinstance(name, str) or not name or name != Path(name).name \
-                    or name in (".", "..") or name == record_path.name:
+        for name, stamp in stamps.items():
+            if not name or name != Path(name).name or name in (".", "..") \
+                    or name == record_path.name or not isinstance(stamp, list):
                 continue
             path = self.out_dir / name
             try:
-                if path.is_file() and not path.is_symlink() \
-                        and path.stat().st_mtime <= stamp:
+                if path.is_file() and not path.is_symlink() and _stamp(path) == stamp:
                     out.append(path)
-            except OSError:
+            except (OSError, ValueError):
                 continue
         return out
 

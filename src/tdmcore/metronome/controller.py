@@ -20,7 +20,6 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .. import _validation as v
-from .._equality import ValueEquality
 from .._kernels import regulation as R
 from ..framework import ReserveResult
 from ..model import ClusterState, TrafficPattern
@@ -162,8 +161,8 @@ class Watch(NamedTuple):
         return [float(buf[(pos - n + k) % size]) for k in range(n)]
 
 
-@dataclass(frozen=True, eq=False)
-class Thresholds(ValueEquality):
+@dataclass(frozen=True)
+class Thresholds:
     """One pod's regulation thresholds under the current plans (ms).
 
     ``slow``: an iteration above is slow (``a_t x baseline``); ``own_lo``/``own_hi``:

@@ -24,7 +24,8 @@ PERFECT_RTOL = 1e-9
 
 
 def check_demand(demand: Any, name: str = "demand") -> NDArray[np.float64]:
-    """A (k, bins) array of non-negative finite demands with k >= 1, bins >= 8."""
+    """A (k, bins) array of non-negative finite demands with k >= 1 and
+    8 <= bins <= 3,600 (:data:`tdmcore._validation.MIN_BINS`, ``MAX_BINS``)."""
     arr = v.as_float_array(name, demand)
     if arr.ndim == 1:
         arr = arr[None, :]
@@ -32,8 +33,9 @@ def check_demand(demand: Any, name: str = "demand") -> NDArray[np.float64]:
         raise ValueError(f"{name}: expected shape (k, bins), got {arr.shape}")
     if arr.shape[0] < 1:
         raise ValueError(f"{name}: needs at least one row")
-    if arr.shape[1] < v.MIN_BINS:
-        raise ValueError(f"{name}: needs at least {v.MIN_BINS} bins, got {arr.shape[1]}")
+    if not v.MIN_BINS <= arr.shape[1] <= v.MAX_BINS:
+        raise ValueError(f"{name}: needs {v.MIN_BINS:,} to {v.MAX_BINS:,} bins, "
+                         f"got {arr.shape[1]:,}")
     if np.any(arr < 0):
         raise ValueError(f"{name}: demands must be >= 0")
     return np.ascontiguousarray(arr)

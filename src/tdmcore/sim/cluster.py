@@ -241,11 +241,13 @@ class RunResult(ValueEquality):
     link_sent_gbit: NDArray[np.float64]
     util_t_ms: NDArray[np.float64]  # sample times
     util_gbps: NDArray[np.float64]  # (samples, links): mean rate since the previous sample
-    decision_s: NDArray[np.float64]
+    #: wall time of each decision (not compared by ``==``, as ``wall_s``)
+    decision_s: NDArray[np.float64] = field(compare=False)
     recalculations: int
     pattern_updates: int
-    wall_s: float
-    controller: Controller | None = None
+    wall_s: float = field(compare=False)
+    #: the run's controller, live (not compared by ``==``)
+    controller: Controller | None = field(default=None, compare=False)
     #: node name -> the latest link plan the controller made for it during the run
     link_plans: dict[str, LinkPlan] = field(default_factory=dict)
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -82,8 +82,8 @@ class ElasticRun(ValueEquality):
     times_s: NDArray[np.float64]        # event times
     busy_gpus: NDArray[np.float64]      # GPUs of training workers from each event on
     total_gpus: float
-    decision_s: NDArray[np.float64]
-    wall_s: float
+    decision_s: NDArray[np.float64] = field(compare=False)  # wall clock: not in ==
+    wall_s: float = field(compare=False)
 
     @property
     def finished(self) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -76,8 +76,8 @@ class SlottedRun(ValueEquality):
     outcomes: tuple[JobOutcome, ...]
     worker_utilization: NDArray[np.float64]  # (T, R) used / capacity of the worker pool
     ps_utilization: NDArray[np.float64]      # (T, R) of the PS pool
-    decision_s: NDArray[np.float64]          # wall time of each policy step
-    wall_s: float
+    decision_s: NDArray[np.float64] = field(compare=False)  # wall time of each step
+    wall_s: float = field(compare=False)                     # (neither is in ==)
 
     @property
     def total_utility(self) -> float:
