@@ -39,7 +39,7 @@ def priority_value(priority: Any, name: str = "priority") -> int:
         if key in _PRIORITY_NAMES:
             return _PRIORITY_NAMES[key]
         raise ValueError(f"{name}: expected 'high', 'low' or an integer, got {priority!r}")
-    if isinstance(priority, bool) or not isinstance(priority, int | np.integer):
+    if not _validation.is_integer(priority):
         raise ValueError(f"{name}: expected 'high', 'low' or an integer, got {priority!r}")
     if not -(1 << 31) <= int(priority) < (1 << 31):
         raise ValueError(f"{name}: expected an integer in [-2^31, 2^31), got {priority!r}")
