@@ -857,6 +857,51 @@ def test_weighted_starts_one_job_per_invocation() -> None:
     assert [(p.job, p.action) for p in decide(WeightedPolicy(), view)] == [("a", "start")]
 
 
+def test_weighted_starts_only_the_head_after_a_scale_down() -> None:
+    # Scheduling lines 17-22 after a ScaleDown (found by a review, 2026-11-24): the
+    # freed room starts h, the first in W, and the algorithm returns; s, which fits
+    # the residual capacity all along, waits for the next round (it started too)
+    r = job("r", workers=4, lo=2, hi=4, utility=(1.0, 0.0, 0.0))
+    h = job("h", workers=2, utility=(5.0, 0.0, 0.0), arrival=1.0)
+    s = job("s", workers=1, utility=(2.0, 0.0, 0.0), arrival=2.0,
+            worker=TaskRequest(1.0, 1.0, 0.0))
+    view = view_of(nodes(4.0), [r, h, s], {"r": {"ps": [0], "w": [0, 0, 0, 0]}}, now=10.0,
+                   waiting=("h", "s"))
+    assert [(p.job, p.action) for p in decide(WeightedPolicy(), view)] == [
+        ("r", "scale_down"), ("h", "start")]
+
+
+def test_kod2_keeps_a_starved_job_above_every_running_job_at_every_decision() -> None:
+    # c and d starve together and are raised alike; c starts, d does not fit. Later g
+    # starves too. Before (a review, 2026-11-24), d's raise was set once, so g was
+    # raised above it, started first and then blocked it; now d is raised again above
+    # the running c and keeps its place (g, equal, comes after it in arrival order)
+    r = job("r", workers=2)  # min = max = 2: nothing to scale in
+    c = job("c", workers=1, arrival=0.0)
+    d = job("d", workers=3, worker=LARGE, arrival=1.0)
+    g = job("g", workers=1, worker=LARGE, arrival=20.0)
+    jobs = {j.name: j for j in (r, c, d, g)}
+    state = ClusterState(nodes(4.0))
+    for pod in (r.ps_pod(0), r.worker_pod(0), r.worker_pod(1)):
+        state.place(pod, 0)
+    policy = Kod2Policy()
+    policy.reset(jobs)
+    running, waiting = ["r"], ["c", "d", "g"]
+    since = {"c": 0.0, "d": 1.0, "g": 20.0}
+    started = []
+    for now in (310.0, 330.0):
+        plans = policy.decide(ElasticView(now, state, jobs, tuple(waiting), tuple(running),
+                                          dict(since)))
+        for p in plans:
+            apply_plan(state, p)
+            if p.action == "start":
+                waiting.remove(p.job)
+                running.append(p.job)
+                started.append(p.job)
+    assert started == ["c"]  # g does not overtake d
+    assert all(policy.weight("d") > policy.weight(j) for j in running)
+    assert policy.weight("d") >= policy.weight("g")
+
 def test_expected_utility_by_hand() -> None:
     # AlexNet 1 worker: 38.09 images/s; steps 38.09 x 600 / 64 -> 600 s; utility
     # (10, 1/600, 600): 10 / (1 + e^0) = 5; target 1200: 10 / (1 + e^-1) = 7.311

@@ -101,10 +101,13 @@ class Kod2Policy:
         for name in (*view.waiting, *view.running):
             if name not in self.base:
                 self.base[name] = kod2_weight(self.jobs[name], total_cpu, total_mem)
+        # a starved job's weight is above every running job's at every decision, not
+        # only when it first starves: a job that started since with an equal or
+        # higher weight (one starved with it, or later) would otherwise block it
+        top = max((self.weight(j) for j in view.running), default=0.0)
         for name in view.waiting:
-            if name not in self.raised and \
-                    view.now_s - view.waiting_since_s[name] > self.starve_limit_s:
-                top = max((self.weight(j) for j in view.running), default=0.0)
+            if view.now_s - view.waiting_since_s[name] > self.starve_limit_s \
+                    and self.raised.get(name, -math.inf) <= top:
                 self.raised[name] = max(top, self.base[name]) + 1.0
         plans: list[Plan] = []
         waiting = list(view.waiting)

@@ -134,7 +134,11 @@ class WeightedPolicy:
                 head = self.queue[0]
                 if not self._try_start(head, work, plans, running):
                     scaled_down = self._scale_down(view, head, work, running, plans)
-        if head is None or scaled_down:
+        if scaled_down:
+            # the ScaleDown freed room for h, the first in W: lines 18-22 start it
+            # (done by _scale_down) and return; no second job starts this round
+            return plans
+        if head is None:
             for name in list(self.queue):
                 if self._try_start(name, work, plans, running):
                     return plans  # line 22: return (no ScaleUp in this round)
