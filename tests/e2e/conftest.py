@@ -57,6 +57,19 @@ def env(plane: ControlPlane) -> Iterator[Env]:
         e.stop()
 
 
+@pytest.fixture
+def space(env: Env, request: pytest.FixtureRequest) -> Iterator[tuple[str, list[str]]]:
+    """A namespace of the test's own and a list for the nodes it adds; both are
+    cleaned when the test ends."""
+    name = "e2e-" + request.node.name.removeprefix("test_").replace("_", "-")[:40]
+    ns = env.namespace(name)
+    nodes: list[str] = []
+    try:
+        yield ns, nodes
+    finally:
+        env.clean(ns, nodes)
+
+
 @pytest.fixture(scope="session")
 def extender(env: Env) -> Component:
     """The extender (ServiceAccount tdmcore-scheduler) and kube-scheduler calling it."""

@@ -39,6 +39,8 @@ DEPLOY = Path(__file__).resolve().parents[2] / "k8s_bridge" / "deploy"
 NS = "tdmcore-system"
 SCHEDULER = "tdmcore-scheduler"
 GPU = "nvidia.com/gpu"
+#: the label a test puts on the nodes it adds, so its pods select only those
+TEST = "e2e.tdmcore.io/test"
 
 #: scheduler-plugins' PodGroup CRD, reduced to what the bridge reads (the suite's own:
 #: tdmcore does not ship it)

@@ -10,25 +10,12 @@ from collections.abc import Iterator
 import pytest
 
 from k8s_bridge.envtest import wait_until
-from tests.e2e.e2e_env import NS, Component, Env, wait_known
+from tests.e2e.e2e_env import NS, TEST, Component, Env, wait_known
 
 pytestmark = pytest.mark.e2e
 
 GROUP = "scheduling.x-k8s.io/pod-group"
-TEST = "e2e.tdmcore.io/test"
 STANDALONE = "tdmcore-standalone"
-
-
-@pytest.fixture
-def space(env: Env, request: pytest.FixtureRequest) -> Iterator[tuple[str, list[str]]]:
-    """A namespace of the test's own; the nodes it adds are cleaned with it."""
-    name = "e2e-" + request.node.name.removeprefix("test_").replace("_", "-")[:40]
-    ns = env.namespace(name)
-    nodes: list[str] = []
-    try:
-        yield ns, nodes
-    finally:
-        env.clean(ns, nodes)
 
 
 def _refused(extender: Component) -> float:

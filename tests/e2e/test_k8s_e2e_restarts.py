@@ -4,28 +4,15 @@ leader go away and come back; nothing is lost and pods keep being bound."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from k8s_bridge.envtest import wait_until
-from tests.e2e.e2e_env import NS, Component, Env, wait_known
+from tests.e2e.e2e_env import NS, TEST, Component, Env, wait_known
 
 pytestmark = pytest.mark.e2e
 
-TEST = "e2e.tdmcore.io/test"
 JOB = "training.kubeflow.org/job-name"
-
-
-@pytest.fixture
-def space(env: Env, request: pytest.FixtureRequest) -> Iterator[tuple[str, list[str]]]:
-    name = "e2e-" + request.node.name.removeprefix("test_").replace("_", "-")[:40]
-    ns = env.namespace(name)
-    nodes: list[str] = []
-    try:
-        yield ns, nodes
-    finally:
-        env.clean(ns, nodes)
 
 
 def _tried(env: Env, ns: str, names: list[str]) -> bool:
