@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
-import json
 import logging
 import math
 import os
@@ -35,7 +34,7 @@ from ..sim.elastic_workloads import MAX_GAP_S
 from ..sim.scenarios import MAX_WINDOW_S, MIN_WINDOW_S
 from .catalog import link_scenarios, load_link_file, parse_pod
 from .plot_pool import PlotPool
-from .report_dir import ReportDir
+from .report_dir import ReportDir, json_text
 
 EXIT_INTERNAL = 70
 #: Exit status after Ctrl-C (128 + SIGINT), as shells report it.
@@ -262,8 +261,7 @@ def link_cmd(scenario: str | None, pod_specs: tuple[str, ...], pod_file: Path | 
         raise click.ClickException(str(exc)) from None
     console = Console()
     with _report_dir(out_dir, f"link-{name}") as report:
-        report.path(f"link-{name}.json").write_text(
-            json.dumps(_report(plans, timings), indent=2) + "\n", "utf-8")
+        report.path(f"link-{name}.json").write_text(json_text(_report(plans, timings)), "utf-8")
         _print_plans(console, name, title, plans, timings)
         if not no_plot:
             from .circle_plot import plot_traffic_circle
@@ -398,7 +396,7 @@ def _write_rows(report: ReportDir, stem: str, rows: list[dict[str, Any]]) -> Non
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    report.path(f"{stem}.json").write_text(json.dumps(rows, indent=2) + "\n", "utf-8")
+    report.path(f"{stem}.json").write_text(json_text(rows), "utf-8")
 
 
 def _num(value: Any, digits: int = 1) -> str:

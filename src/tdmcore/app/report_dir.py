@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["PARTIAL_PREFIX", "ReportDir"]
+__all__ = ["PARTIAL_PREFIX", "ReportDir", "json_text"]
 
 #: The name prefix of a staging folder: a report that was never finished.
 PARTIAL_PREFIX = ".tdmcore-partial-"
@@ -40,6 +40,27 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     return value
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, tuple | list):
+        return [_finite(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return value
+
+
+def json_text(value: Any) -> str:
+    """``value`` as standard JSON (RFC 8259), indented, with a final newline.
+
+    A report's tables hold NaN where a figure does not exist (a ratio to a missing
+    baseline) and infinity where it is unbounded; JSON has neither, so both are
+    written ``null`` (the terminal table shows ``-``), and any JSON parser reads
+    the file.  Anything else JSON cannot hold raises ``TypeError`` (a bug).
+    """
+    return json.dumps(_finite(value), indent=2, allow_nan=False) + "\n"
 
 
 def _stamp(path: Path) -> list[int]:
@@ -121,7 +142,7 @@ class ReportDir:
             # still exactly this one
             record["file_stamps"] = {n: _stamp(staging / n) for n in written}
             (staging / f"{self.stem}-run.json").write_text(
-                json.dumps(record, indent=2) + "\n", "utf-8")
+                json_text(record), "utf-8")
             stale = self._previous_files()
             for name in [*written, f"{self.stem}-run.json"]:
                 os.replace(staging / name, self.out_dir / name)
