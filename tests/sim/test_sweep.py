@@ -208,6 +208,24 @@ def test_a_malformed_scheduler_address_is_refused_before_any_client(address, cap
     assert not (tmp_path / "r").exists()
 
 
+
+def test_a_malformed_scheduler_address_is_refused_when_every_task_is_cached(
+        capsys, tmp_path) -> None:
+    # docs/sweeps.md: refused at once, before any connection -- even when the
+    # cache answers every task and no scheduler would be needed
+    spec = _write(tmp_path / "s.yaml", {**SMALL, "groups": ["S2"], "seeds": [0]})
+    cache = tmp_path / "cache"
+    main_args = ["sweep", str(spec), "--cache", str(cache), "--no-plots"]
+    main([*main_args, "--serial", "--out", str(tmp_path / "a")])
+    assert "3 tasks: 0 from the cache" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:
+        main([*main_args, "--scheduler", "inproc://x", "--out", str(tmp_path / "b")])
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"Error: scheduler: {'inproc://x'!r} is not a Dask scheduler address"
+                   + err[0].split("address", 1)[1]], err
+    assert not (tmp_path / "b").exists()
+
 FLAKY = '''
 from pathlib import Path
 from tdmcore.metronome.policies import DefaultPolicy

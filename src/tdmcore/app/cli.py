@@ -341,7 +341,12 @@ class _PipeSafeStdout(io.TextIOBase):
                 self._break()
 
     def isatty(self) -> bool:
-        return bool(self._stream.isatty())
+        # a stream closed after the command (an embedding program's, a test's
+        # capture) is no terminal: asked at exit (colorama's atexit) it must not raise
+        try:
+            return bool(self._stream.isatty())
+        except ValueError:
+            return False
 
     def fileno(self) -> int:
         return int(self._stream.fileno())

@@ -231,6 +231,8 @@ def run_tasks(tasks: Sequence[Task], *, cache: ResultCache | None = None,
     """
     if workers is not None:
         workers = v.whole("workers", workers)
+    if scheduler is not None:  # refused whether or not a task needs it (all cached)
+        _check_address(scheduler)
     if cache is not None:
         cache.check_writable()
     done: dict[int, Outcome] = {}
