@@ -109,7 +109,7 @@ def unify_kernel(
     et_frac x t``, 10 % of its own period): idle ``(gap - G_T) / m`` per iteration
     brings the gap to ``G_T`` (the smallest such gap is taken).  Then ``T`` is the
     mean of every pod's ``m_p (t_p + idle_p)``, as in step 1.  High-priority pods
-    are never stretched.
+    never get idle.
     """
     k = periods.shape[0]
     bases = np.empty(16 * max_multiple)
@@ -134,7 +134,7 @@ def unify_kernel(
             multiples[i] = mults[best, i]
         return bases[best], STEP_COMMON
 
-    # Step 2: T from the high-priority pods alone; stretch low-priority pods only.
+    # Step 2: T from the high-priority pods alone; only low-priority pods get idle.
     top = priorities.max()
     n_high = 0
     for i in range(k):

@@ -117,7 +117,7 @@ def strict_ranks(priorities: np.ndarray, order: np.ndarray, out: np.ndarray) -> 
     **[decision]** What base-period unification takes as priorities: jobs rank as
     the controller ranks them (the paper's "jobs deployed earlier have higher
     priority", §IV-A), so a later job of equal priority, which the controller
-    pauses, may also have idle injected; only the reference is never stretched.
+    pauses, may also have idle injected; only the reference never gets idle.
     """
     k = priorities.shape[0]
     rank = np.empty(k, dtype=np.int64)

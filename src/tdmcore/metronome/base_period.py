@@ -100,8 +100,8 @@ def unify_periods(
         The scheduler and the controller pass *strict ranks* instead
         (:func:`tdmcore._kernels.circle.strict_ranks`: priority, then deploy order),
         so that on a link only the reference job counts as high and a later job of
-        equal priority may be stretched (**[decision]**, docs/traffic-circle.md);
-        given equal priorities as such, this function stretches none of them.
+        equal priority may get idle (**[decision]**, docs/traffic-circle.md);
+        given equal priorities as such, this function gives none of them idle.
     gt_ms : float, default 5.0
         ``G_T``: how far a multiple may sit from the common period (ms).
     et_frac : float, default 0.10

@@ -125,7 +125,7 @@ def snapshot_periods(et_frac: float = 0.10) -> dict[str, tuple[tuple[float | Non
 
     The paper's Table VI was measured *under Metronome*: a low-priority job's
     time includes its pauses and injected idle, so it is not an ideal period; a
-    high-priority job is never paused or stretched and runs within 2 % of ideal
+    high-priority job is never paused, never gets idle and runs within 2 % of ideal
     (§IV-B1), so its Table VI time is the best available ideal period.  The
     paper says S1-S5 are compatible (§IV-B1) and S0 is not; the derivation keeps
     that true under the paper's own thresholds (``G_T`` 5 ms, ``E_T`` 10 %):
