@@ -31,7 +31,7 @@ CASES = [("first", 4, 72), ("optimal", 5, 72), ("first", 5, 72), ("optimal", 4, 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--decision", action="store_true",
                         help="also time one pod's full decision on 10..10,000 nodes "

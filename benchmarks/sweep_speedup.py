@@ -8,12 +8,14 @@ same run (a benchmark, not a test).
 The tasks: ``metronome-trace`` over ``--hours`` at load ``--load`` for seeds 0 ..
 ``--seeds - 1`` (each seed its own trace) under ``default`` and ``diktyo``: about a
 second of simulation each on an idle core, so that the cluster's start-up (spawning
-worker processes that import tdmcore) does not hide the work.  The serial
-run goes first in this process (which also loads the compiled kernels), then the same
-tasks on a ``LocalCluster`` of ``--workers`` processes, timed from its start to its
-close; both tables must agree on every metric that is not a wall-clock time.  Prints
-the two wall times, their ratio, the cluster's start-and-close time alone, and the
-load average (the machine may be shared: the ratio is the figure to compare).
+worker processes that import tdmcore) does not hide the work.  One untimed task
+loads the compiled kernels first.  Each of ``--rounds`` rounds runs the tasks
+serially in this process and on a ``LocalCluster`` of ``--workers`` processes (timed
+from its start to its close), the serial run first in even rounds and second in odd
+ones; every table must agree with the first on every metric that is not a wall-clock
+time.  Prints each round's two wall times and their ratio, the median ratio, the
+cluster's start-and-close time alone, and the load average (the machine may be
+shared: the ratio is the figure to compare).
 """
 
 from __future__ import annotations
@@ -40,7 +42,9 @@ def _plain(outcomes: list[sweep.Outcome]) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="More in the module's docstring and docs/sweeps.md.")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seeds", type=int, default=18)
     parser.add_argument("--hours", type=float, default=24.0)
