@@ -47,6 +47,13 @@ def test_list_scenarios_and_policies() -> None:
     for name in (SNAPSHOT, "metronome-trace", "philly", "dragon-testbed", "oasis", "s1"):
         assert name in scenarios.output
     assert CliRunner().invoke(cli, ["scenarios"]).output == scenarios.output
+    # a scenario only a sweep runs is listed with the command that runs it, and
+    # `simulate` names that command instead of calling the name unknown
+    row = next(line for line in scenarios.output.splitlines() if "period-gap" in line)
+    assert "tdmcore sweep" in row
+    refused = CliRunner().invoke(cli, ["simulate", "period-gap"])
+    assert refused.exit_code == 1
+    assert "tdmcore sweep --example period-gap" in refused.output
     policies = CliRunner().invoke(cli, ["list", "policies"])
     assert policies.exit_code == 0
     for name in ("metronome-no-monitor", "ideal", "dragon", "kod2", "oasis", "dorm"):

@@ -154,7 +154,11 @@ def list_group() -> None:
 
 
 def _scenario_rows() -> list[tuple[str, str, str]]:
+    from ..sim.sweep import SWEEP_ONLY_SCENARIOS
+
     rows = [(name, "tdmcore simulate", title) for name, title in CLUSTER_SCENARIO_TITLES.items()]
+    rows += [(name, "tdmcore sweep (a spec's scenario)", title)
+             for name, title in SWEEP_ONLY_SCENARIOS.items()]
     rows += [(name, "tdmcore link", sc.title) for name, sc in link_scenarios().items()]
     return rows
 
@@ -1156,6 +1160,11 @@ def _cluster_scenarios(scenario: str, seed: int, window_s: float, hours: float, 
                 raise
             raise ValueError(f"{path}: {str(exc).removeprefix('file: ')}") from exc
         return {loaded.name: loaded}, loaded.name
+    from ..sim.sweep import SWEEP_ONLY_SCENARIOS
+
+    if scenario in SWEEP_ONLY_SCENARIOS:
+        raise ValueError(f"scenario: {scenario!r} is a sweep's scenario: run it with "
+                         f"`tdmcore sweep --example {scenario}` or a spec that names it")
     raise ValueError(f"scenario: unknown scenario {scenario!r}"
                      f"{did_you_mean(scenario, (*CLUSTER_SCENARIOS, *OTHER_SCENARIOS))}; "
                      f"choose from {', '.join(CLUSTER_SCENARIOS + OTHER_SCENARIOS)}, "

@@ -100,6 +100,12 @@ SCENARIO_BUILDERS: dict[str, Callable[..., Any]] = {
     "philly": sc.philly,
     "period-gap": sc.period_gap,
 }
+#: The shipped scenarios only a sweep runs (``tdmcore simulate`` does not take them),
+#: with what each one is: ``tdmcore list scenarios`` shows them.
+SWEEP_ONLY_SCENARIOS: dict[str, str] = {
+    "period-gap": "S3 with WideResNet101's period a given gap below twice VGG19's "
+                  "(scenario.gap_ms; the shipped period-gap sweep)",
+}
 #: ``run_cluster`` options a sweep sets itself (the seed axis, the controller namespace).
 _RUN_OWN = ("seed", "progress", "controller")
 _SCENARIO_FILE_SUFFIXES = (".yaml", ".yml", ".json")
