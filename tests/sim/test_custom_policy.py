@@ -22,7 +22,7 @@ POLICY = code_block(PAGE, "A policy in 30 lines")
 
 
 def test_the_docs_policy_is_30_lines_and_runs_beside_the_built_ins() -> None:
-    assert len(POLICY.strip().splitlines()) <= 32
+    assert len([line for line in POLICY.splitlines() if line.strip()]) <= 30  # blanks aside
     namespace: dict[str, object] = {}
     exec(compile(POLICY, "custom-policy.md", "exec"), namespace)
     exec(compile(code_block(PAGE, "Run it beside the built-in policies"),

@@ -333,6 +333,7 @@ def test_kubeflow_deadlocks_where_gang_schedulers_finish() -> None:
     assert state.free_gpu.tolist() == [0.0, 0.0]
     held = [sum(p.pod.gpu for p in state.job_pods(j.name)) for j in jobs]
     assert sum(held) == 8.0 and all(0 < h < 4 for h in held)
+    assert held == [3.0, 2.0, 2.0, 1.0]  # docs/elastic.md
     assert rec.last.now_s <= 3600.0 + 5.0  # nothing changed for stall_s = 1 h: stop
     for name in ("dragon", "locality", "kod2", "weighted"):
         run = run_elastic(make_elastic_policy(name), cluster, jobs)
