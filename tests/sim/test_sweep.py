@@ -335,6 +335,32 @@ def test_local_workers_leave_ctrl_c_to_the_sweep(tmp_path, monkeypatch, capfd) -
     assert "KeyboardInterrupt" not in capfd.readouterr().err  # nothing from the worker
 
 
+
+def test_workers_are_started_with_sigint_ignored(monkeypatch) -> None:
+    # A worker still importing its modules when Ctrl-C reaches the process group
+    # printed a traceback (its preload had not run yet).  The cluster is started
+    # with SIGINT ignored, a disposition the worker processes inherit; the sweep's
+    # own handler is back once the cluster is up.
+    import signal
+
+    import distributed
+
+    seen: list[Any] = []
+
+    class Started(Exception):
+        pass
+
+    def fake_cluster(**kw: Any) -> Any:
+        seen.append(signal.getsignal(signal.SIGINT))
+        raise Started
+
+    monkeypatch.setattr(distributed, "LocalCluster", fake_cluster)
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(Started), execute._client(None, 1):
+        pass
+    assert seen == [signal.SIG_IGN]
+    assert signal.getsignal(signal.SIGINT) is before
+
 # ------------------------------------------------------------------------------- cache
 def test_the_cache_skips_finished_tasks(tmp_path, monkeypatch) -> None:
     spec = sweep.parse_spec(SMALL)

@@ -298,13 +298,19 @@ def _client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
         finally:
             client.close()
         return
-    # Ctrl-C reaches the whole process group: the workers ignore it (their preload,
-    # tdmcore.sim.sweep.worker_setup) and this process closes them.
-    cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1,
-                           threads_per_worker=1, processes=True, host="127.0.0.1",
-                           dashboard_address=None,
-                           silence_logs=logging.CRITICAL,  # failures: on_retry, Outcome
-                           preload=["tdmcore.sim.sweep.worker_setup"])
+    # Ctrl-C reaches the whole process group, and this process closes the workers.
+    # A worker process that took it while still importing its modules would print a
+    # traceback, so SIGINT is ignored while the cluster starts: processes inherit
+    # that disposition (not a handler, nor a blocked mask), so the workers start
+    # ignoring it.  A Ctrl-C in those 1-3 s is lost; one after them stops the
+    # sweep here.  A worker started later ignores SIGINT by its preload
+    # (tdmcore.sim.sweep.worker_setup) once its modules are imported.
+    with _sigint_ignored():
+        cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1,
+                               threads_per_worker=1, processes=True, host="127.0.0.1",
+                               dashboard_address=None,
+                               silence_logs=logging.CRITICAL,  # failures: on_retry, Outcome
+                               preload=["tdmcore.sim.sweep.worker_setup"])
     try:
         client = Client(cluster, set_as_default=False)
         try:
@@ -313,6 +319,23 @@ def _client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
             client.close()
     finally:
         cluster.close()
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """Ignore SIGINT in this process for the block (the main thread only: elsewhere
+    Python cannot change a signal's disposition, and nothing is changed)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def _network_schemes() -> tuple[str, ...]:
