@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tdmcore.framework import Scheduler
@@ -549,3 +550,26 @@ def test_equal_priorities_unify_as_the_controller_ranks_them():
         assert plan.base.compatible and plan.base.idle_ms.tolist() == [0.0, 8.0]
         assert plan.result.score == 100.0
         assert not ctl.is_high("l") and ctl.is_high("h")
+
+
+@pytest.mark.parametrize("case", ["not quiet", "bad comms_ms"])
+def test_a_refused_absorb_quiet_changes_nothing(case: str) -> None:
+    # A review found the pattern re-measured (not quiet) and the report counter
+    # raised (a bad comms_ms) before the call raised ValueError.
+    state = ClusterState(Cluster([Node("n0", 8, 64, 8, 25.0), Node("n1", 8, 64, 8, 25.0)]))
+    state.place(Pod("p", "j", pattern=TrafficPattern(100.0, 0.3, 10.0)), 0)
+    ctl = Controller(state)
+    ctl.update_offsets()
+    ctl.report_iteration("p", 0.0, 100.0)  # a watch exists
+    before = (state.placed["p"].pod.pattern, ctl.watch_state("p"), dict(ctl.anchors_ms))
+    if case == "not quiet":  # 300 ms iterations of a 100 ms pattern: a drift
+        args: tuple = (50, np.arange(50) * 300.0 + 100.0, np.full(50, 300.0))
+        match = "durations_ms: these reports are not quiet"
+    else:
+        args = (100, np.arange(50) * 100.0 + 100.0, np.full(50, 100.0), np.full(50, -1.0))
+        match = "comms_ms"
+    with pytest.raises(ValueError, match=match):
+        ctl.absorb_quiet("p", *args)
+    after = (state.placed["p"].pod.pattern, ctl.watch_state("p"), dict(ctl.anchors_ms))
+    assert after[0] == before[0] and after[2] == before[2]
+    assert all(np.array_equal(a, b) for a, b in zip(after[1], before[1], strict=True))

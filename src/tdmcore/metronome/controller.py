@@ -728,13 +728,32 @@ class Controller:
         entry = self.state.placed.get(pod)
         if entry is None:
             raise ValueError(f"pod: {pod!r} is not placed")
+        comms = None
+        if comms_ms is not None:
+            comms = v.as_float_array("comms_ms", comms_ms, ndim=1)
+            if comms.shape != starts.shape or np.any(comms < 0) or np.any(comms > durations):
+                raise ValueError("comms_ms: expected one value in [0, duration] per start")
+        if np.any(durations <= 0):
+            raise ValueError("durations_ms: must be > 0")
         skipped = count - durations.size
-        if skipped and self.config.monitor and entry.pod.pattern is not None:
+        regulated = self.config.monitor and entry.pod.pattern is not None
+        if regulated:
+            # a dry run on a copy first: reports that are not quiet change nothing
+            limits = self.thresholds(entry.pod.job)
+            assert limits is not None
+            trial = (self._watch[pod].copy() if pod in self._watch
+                     else Watch.empty(self.config))
+            trial.counters[R.REPORTS] += skipped
+            own = durations - (comms if comms is not None else limits.comm)
+            quiet = R.take_quiet(*trial, limits.as_limits(), self.rules, durations, own,
+                                 self._is_high(entry.pod.job))
+            if quiet < durations.size:
+                raise ValueError(f"durations_ms: these reports are not quiet (report "
+                                 f"{quiet} of {durations.size} would act)")
             # reports counted, their marks pruned by the reports below
             self._new_watch(pod).counters[R.REPORTS] += skipped
-        actions = self.report_iterations(pod, starts, durations, comms_ms)
-        if actions:
-            raise ValueError(f"durations_ms: these reports are not quiet ({actions[0][1]})")
+        actions = self.report_iterations(pod, starts, durations, comms)
+        assert not actions, actions  # the dry run above took the same reports
 
     def _new_watch(self, pod: str) -> Watch:
         watch = self._watch.get(pod)
