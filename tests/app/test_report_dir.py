@@ -7,7 +7,10 @@ import json
 import os
 from pathlib import Path
 
-from tdmcore.app.report_dir import ReportDir
+import pytest
+
+from tdmcore.app import report_dir
+from tdmcore.app.report_dir import PARTIAL_PREFIX, ReportDir
 
 
 def _run(out: Path, stem: str, files: dict[str, str]) -> ReportDir:
@@ -80,3 +83,39 @@ def test_a_failed_run_leaves_the_previous_run_in_place(tmp_path: Path) -> None:
     except KeyboardInterrupt:
         pass
     assert (tmp_path / "r.csv").read_text() == "1" and (tmp_path / "r-a.png").exists()
+
+
+def _contents(folder: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in folder.iterdir() if p.is_file()}
+
+
+def test_a_folder_in_the_way_moves_nothing(tmp_path: Path) -> None:
+    # A review found the report's CSV moved in before the JSON met a folder of its
+    # name: half a report.
+    _run(tmp_path, "r", {"r.csv": "1", "r.json": "1"})
+    before = _contents(tmp_path)
+    (tmp_path / "r.json").unlink()
+    (tmp_path / "r.json").mkdir()
+    del before["r.json"]
+    with pytest.raises(IsADirectoryError):
+        _run(tmp_path, "r", {"r.csv": "2", "r.json": "2"})
+    assert _contents(tmp_path) == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(PARTIAL_PREFIX)]
+
+
+def test_a_failed_move_puts_the_previous_run_back(tmp_path: Path, monkeypatch) -> None:
+    _run(tmp_path, "r", {"r.csv": "1", "r.json": "1"})
+    before = _contents(tmp_path)
+    real = os.replace
+
+    def failing(src: object, dst: object) -> None:
+        # the new r.json's move in fails (putting the old one back does not)
+        if Path(str(dst)) == tmp_path / "r.json" and ".previous" not in str(src):
+            raise OSError(28, "No space left on device")
+        real(src, dst)
+
+    monkeypatch.setattr(report_dir.os, "replace", failing)
+    with pytest.raises(OSError, match="No space"):
+        _run(tmp_path, "r", {"r.csv": "2", "r.json": "2", "r-new.png": "n"})
+    assert _contents(tmp_path) == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(PARTIAL_PREFIX)]

@@ -12,6 +12,7 @@ outright (SIGKILL) leaves only the staging folder, whose name says what it is.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -144,8 +145,7 @@ class ReportDir:
             (staging / f"{self.stem}-run.json").write_text(
                 json_text(record), "utf-8")
             stale = self._previous_files()
-            for name in [*written, f"{self.stem}-run.json"]:
-                os.replace(staging / name, self.out_dir / name)
+            self._commit(staging, [*written, f"{self.stem}-run.json"])
             for path in stale:
                 if path.name not in written:
                     with contextlib.suppress(OSError):
@@ -153,6 +153,40 @@ class ReportDir:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         self.files = [*written, f"{self.stem}-run.json"]
+
+    def _commit(self, staging: Path, names: list[str]) -> None:
+        """Move the staged files ``names`` into the report folder, all or none.
+
+        A folder in the way of one of them is refused before anything moves; any
+        other failure part-way puts back what was there (each replaced file waits in
+        the staging folder until every move has succeeded) and removes what had
+        moved in, then raises.
+        """
+        for name in names:
+            dest = self.out_dir / name
+            if dest.is_dir() and not dest.is_symlink():
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(dest))
+        backup = staging / ".previous"
+        backup.mkdir()
+        moved: list[str] = []
+        saved: list[str] = []
+        try:
+            for name in names:
+                dest = self.out_dir / name
+                if dest.exists() or dest.is_symlink():
+                    os.replace(dest, backup / name)
+                    saved.append(name)
+                os.replace(staging / name, dest)
+                moved.append(name)
+        except BaseException:
+            for name in moved:
+                with contextlib.suppress(OSError):
+                    (self.out_dir / name).unlink()
+            for name in saved:
+                with contextlib.suppress(OSError):
+                    os.replace(backup / name, self.out_dir / name)
+            self._remove_created()
+            raise
 
     def _previous_files(self) -> list[Path]:
         """The files the previous run of this report wrote that are still exactly as
