@@ -101,6 +101,9 @@ def boolean(name: str, value: Any) -> bool:
 
 #: The largest seed: the engine's counter-based noise draws take it as an int64.
 MAX_SEED = (1 << 63) - 1
+#: The most jobs a workload builder draws (``dragon_poisson``, ``oasis_jobs``): beyond
+#: it the list alone is gigabytes, a mistake rather than a workload.
+MAX_JOBS = 1_000_000
 
 
 def is_integer(value: Any) -> bool:

@@ -90,6 +90,15 @@ def test_node_names_with_mathtext_characters_are_drawn_not_parsed(tmp_path, caps
     (["simulate", "--example", "--policies", "json:loads"], "policies: json:loads() failed"),
     (["elastic", "table1", "--jobs", "5"], "--jobs applies to the poisson workload only"),
     (["elastic", "deadlock", "--gap", "10"], "--gap applies to the poisson workload only"),
+    # sizes that ran out of memory (an internal error) or hung: bounded
+    (["elastic", "poisson", "--jobs", str(10**12)], "'--jobs'"),
+    (["oasis", "--jobs", str(10**12)], "'--jobs'"),
+    (["oasis", "--slots", str(10**20), "--jobs", "2"], "'--slots'"),
+    (["oasis", "--worker-servers", "90000", "--slots", "90000", "--jobs", "2"],
+     "more than 25,000,000"),
+    (["oasis-ratio", "--servers", str(10**11)], "--servers"),
+    (["oasis-ratio", "--slots", "1000"], "'--slots'"),
+    (["oasis-ratio", "--priorities", "1e308"], "--priorities"),
 ])
 def test_cli_options_that_were_internal_errors_or_ignored(args, needle, tmp_path, capsys,
                                                           monkeypatch):

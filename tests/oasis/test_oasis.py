@@ -547,3 +547,19 @@ def test_the_kernels_utility_and_chunks_equal_the_specs(seed: int) -> None:
         job = Job(0, 1, 2, int(rng.integers(1, 6)), float(rng.choice([0.05, 0.1, 1 / 3])),
                   float(rng.choice([0.0, 0.01, 0.05])), 1.0, 1.0, (1.0,), (1.0,))
         assert online.chunks_per_worker_slot(job) == chunks_per_worker_slot(job)
+
+
+def test_sizes_beyond_memory_are_refused_by_name() -> None:
+    # A review found MemoryError (an internal error in the CLI) for these sizes.
+    from tdmcore.sim.elastic_workloads import dragon_poisson
+    from tdmcore.sim.oasis_setting import oasis_cluster, oasis_jobs
+
+    bounds = PriceBounds((1.0,) * 5, 1.0, (1.0,) * 5, 1.0)
+    with pytest.raises(ValueError, match=r"^n_slots: .* more than 25,000,000"):
+        OnlineScheduler(np.ones((2, 5)), np.ones((2, 5)), 10**9, bounds)
+    with pytest.raises(ValueError, match=r"^n_jobs: "):
+        dragon_poisson(10**20)
+    with pytest.raises(ValueError, match=r"^n_jobs: "):
+        oasis_jobs(10**12)
+    with pytest.raises(ValueError, match=r"^n_worker_servers: "):
+        oasis_cluster(10**12)

@@ -26,11 +26,13 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from .._validation import MAX_BINS, MAX_SEED, MIN_BINS, did_you_mean, read_error
+from .._validation import MAX_BINS, MAX_JOBS, MAX_SEED, MIN_BINS, did_you_mean, read_error
 from ..framework import PolicyError
 from ..metronome.link import LinkPlan, LinkPod, plan_link
 from ..metronome.scoring import average_bandwidth_utilization
 from ..sim.elastic_workloads import MAX_GAP_S
+from ..sim.oasis_setting import MAX_SERVERS, MAX_SLOTS
+from ..sim.oasis_study import RATIO_MAX, RATIO_MAX_PRIORITY
 from ..sim.scenarios import MAX_WINDOW_S, MIN_WINDOW_S
 from .catalog import link_scenarios, load_link_file, parse_pod
 from .plot_pool import PlotPool
@@ -533,10 +535,14 @@ def calibrate_cmd(fit: str, check: str, seeds: str, window_s: float, out_dir: Pa
 
 
 @cli.command("oasis")
-@click.option("--jobs", "n_jobs", type=click.IntRange(min=1), default=250, show_default=True)
-@click.option("--worker-servers", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--ps-servers", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--slots", "n_slots", type=click.IntRange(min=1), default=200, show_default=True)
+@click.option("--jobs", "n_jobs", type=click.IntRange(1, MAX_JOBS), default=250,
+              show_default=True)
+@click.option("--worker-servers", type=click.IntRange(1, MAX_SERVERS), default=20,
+              show_default=True)
+@click.option("--ps-servers", type=click.IntRange(1, MAX_SERVERS), default=20,
+              show_default=True)
+@click.option("--slots", "n_slots", type=click.IntRange(1, MAX_SLOTS), default=200,
+              show_default=True)
 @click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True)
 @click.option("--policies", default="oasis,fifo,drf,rrh,dorm", show_default=True,
               help="Comma-separated policy names.")
@@ -607,8 +613,10 @@ def _oasis_table(console: Console, rows: list[dict[str, Any]], n_jobs: int,
 @click.option("--scales", default="0.25,0.5,1,2,4", show_default=True,
               help="Estimates of U and L as fractions of their values.")
 @click.option("--seeds", default="0,1,2", show_default=True)
-@click.option("--jobs", "n_jobs", type=click.IntRange(min=1), default=10, show_default=True)
-@click.option("--slots", "n_slots", type=click.IntRange(min=1), default=15, show_default=True)
+@click.option("--jobs", "n_jobs", type=click.IntRange(1, RATIO_MAX), default=10,
+              show_default=True)
+@click.option("--slots", "n_slots", type=click.IntRange(1, RATIO_MAX), default=15,
+              show_default=True)
 @click.option("--out", "out_dir", type=OutDir(),
               default=Path("report"), show_default=True)
 def oasis_ratio_cmd(servers: str, priorities: str, scales: str, seeds: str, n_jobs: int,
@@ -620,8 +628,8 @@ def oasis_ratio_cmd(servers: str, priorities: str, scales: str, seeds: str, n_jo
 
     from ..sim.oasis_study import performance_ratio_study
 
-    server_list = _csv_list(servers, int, "--servers", low=2)
-    prio_list = _csv_list(priorities, float, "--priorities", low=1)
+    server_list = _csv_list(servers, int, "--servers", low=2, high=RATIO_MAX)
+    prio_list = _csv_list(priorities, float, "--priorities", low=1, high=RATIO_MAX_PRIORITY)
     scale_list = _csv_list(scales, float, "--scales", low=0, low_open=True)
     seed_list = _csv_list(seeds, int, "--seeds", low=0, high=MAX_SEED)
     for flag, values in (("--servers", server_list), ("--priorities", prio_list),
@@ -671,8 +679,8 @@ def oasis_ratio_cmd(servers: str, priorities: str, scales: str, seeds: str, n_jo
                 default="table1")
 @click.option("--policies", default="dragon,locality,kubeflow,kod2,weighted",
               show_default=True, help="Comma-separated policy names.")
-@click.option("--jobs", "n_jobs", type=click.IntRange(min=1), default=100, show_default=True,
-              help="poisson: number of jobs.")
+@click.option("--jobs", "n_jobs", type=click.IntRange(1, MAX_JOBS), default=100,
+              show_default=True, help="poisson: number of jobs.")
 @click.option("--gap", "mean_gap_s", type=FiniteFloat(0, MAX_GAP_S, min_open=True),
               default=200.0, show_default=True, help="poisson: mean inter-arrival gap, s.")
 @click.option("--seed", type=click.IntRange(min=0, max=MAX_SEED), default=0, show_default=True)

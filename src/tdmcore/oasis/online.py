@@ -376,6 +376,11 @@ class Admission:
     reason: str
 
 
+#: The most (slot, server, resource) cells of use an :class:`OnlineScheduler` keeps
+#: (two float arrays: 400 MB at this bound).
+MAX_CELLS = 25_000_000
+
+
 class OnlineScheduler:
     """Alg. 1: on each arrival, price the resources, compute the best schedule, and
     admit (committing its resources) only if its payoff is positive.
@@ -393,6 +398,11 @@ class OnlineScheduler:
             if np.any(cap < 0) or cap.shape[0] == 0:
                 raise ValueError(f"{name}: expected (servers, resources) amounts >= 0")
         n_slots = v.whole("n_slots", n_slots)
+        cells = n_slots * (self.worker_capacity.size + self.ps_capacity.size)
+        if cells > MAX_CELLS:
+            raise ValueError(f"n_slots: {n_slots:,} slots x {self.worker_capacity.shape[0]:,}"
+                             f" + {self.ps_capacity.shape[0]:,} servers' resources are "
+                             f"{cells:,} cells of use to keep, more than {MAX_CELLS:,}")
         if not isinstance(bounds, PriceBounds):
             raise ValueError("bounds: expected a PriceBounds")
         n_res = self.worker_capacity.shape[1]

@@ -54,7 +54,7 @@ MAX_GAP_S = 1e9
 def dragon_poisson(n_jobs: int = 100, mean_gap_s: float = 200.0,
                    seed: int = 0) -> tuple[Cluster, tuple[ElasticJob, ...]]:
     """DRAGON §4.1's simulation: Poisson arrivals on 4 nodes x 8 GPUs."""
-    n_jobs = v.whole("n_jobs", n_jobs)
+    n_jobs = v.whole("n_jobs", n_jobs, 1, v.MAX_JOBS)
     mean_gap_s = v.positive_float("mean_gap_s", mean_gap_s)
     if mean_gap_s > MAX_GAP_S:  # beyond it, arrival + run times overflow the clock
         raise ValueError(f"mean_gap_s: at most {MAX_GAP_S:g} s (about 32 years), got "

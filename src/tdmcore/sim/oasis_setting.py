@@ -47,6 +47,11 @@ SERVER_BW_GBPS = (20.0, 50.0)
 DECAY = {"insensitive": (0.0, 0.0), "sensitive": (0.02, 0.2), "critical": (1.0, 3.0)}
 
 
+#: The most worker (and PS) servers and slots of the OASiS setting.
+MAX_SERVERS = 100_000
+MAX_SLOTS = 100_000
+
+
 @dataclass(frozen=True)
 class OasisSetting:
     cluster: SlottedCluster
@@ -58,9 +63,9 @@ class OasisSetting:
 def oasis_cluster(n_worker_servers: int = 50, n_ps_servers: int = 50, n_slots: int = 200,
                   seed: int = 0) -> SlottedCluster:
     """Worker servers (C4-like + GPUs) and PS servers (P2 or G3 at random)."""
-    n_worker_servers = v.whole("n_worker_servers", n_worker_servers)
-    n_ps_servers = v.whole("n_ps_servers", n_ps_servers)
-    n_slots = v.whole("n_slots", n_slots)
+    n_worker_servers = v.whole("n_worker_servers", n_worker_servers, 1, MAX_SERVERS)
+    n_ps_servers = v.whole("n_ps_servers", n_ps_servers, 1, MAX_SERVERS)
+    n_slots = v.whole("n_slots", n_slots, 1, MAX_SLOTS)
     rng = np.random.default_rng([as_seed("seed", seed), 1])
     workers = np.array([[*WORKER_SERVER, rng.uniform(*SERVER_BW_GBPS)]
                         for _ in range(n_worker_servers)])
@@ -83,8 +88,8 @@ def oasis_jobs(n_jobs: int = 100, n_slots: int = 200, seed: int = 0,
     Units follow :class:`tdmcore.oasis.online.Job`: ``tau`` and ``grad_size / worker_bw`` in
     slots, resources in GPUs, vCPUs, GB, GB and Gbps.
     """
-    n_jobs = v.whole("n_jobs", n_jobs)
-    n_slots = v.whole("n_slots", n_slots)
+    n_jobs = v.whole("n_jobs", n_jobs, 1, v.MAX_JOBS)
+    n_slots = v.whole("n_slots", n_slots, 1, MAX_SLOTS)
     shares = np.asarray(mix, dtype=np.float64)
     if shares.shape != (3,) or np.any(shares < 0) or not np.isfinite(shares).all() \
             or shares.sum() <= 0:

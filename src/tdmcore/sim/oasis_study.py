@@ -71,6 +71,15 @@ class RatioRow:
         return self.offline / self.online if self.online > 0 else float("inf")
 
 
+#: The largest server count, job count and slot count of a ratio instance: the
+#: offline MILP has a variable per job, slot and server, and these instances are
+#: meant to be solved (up to 10^6 variables).
+RATIO_MAX = 100
+#: The largest upper end of a priority range: utilities far beyond it lose the
+#: MILP's precision (the solver finds no solution).
+RATIO_MAX_PRIORITY = 1e6
+
+
 def performance_ratio_study(
     server_counts: Sequence[int] = (4, 6, 8),
     priority_highs: Sequence[float] = (10.0, 50.0, 100.0),
@@ -93,10 +102,13 @@ def performance_ratio_study(
     split ``servers // 2`` worker servers, the rest PS servers.
     """
     for servers in server_counts:
-        v.whole("server_counts", servers, 2)
+        v.whole("server_counts", servers, 2, RATIO_MAX)
     for high in priority_highs:
-        if v.real_number("priority_highs", high) < 1:
-            raise ValueError(f"priority_highs: expected numbers >= 1, got {high!r}")
+        if not 1 <= v.real_number("priority_highs", high) <= RATIO_MAX_PRIORITY:
+            raise ValueError(f"priority_highs: expected numbers in [1, "
+                             f"{RATIO_MAX_PRIORITY:g}], got {high!r}")
+    v.whole("n_jobs", n_jobs, 1, RATIO_MAX)
+    v.whole("n_slots", n_slots, 1, RATIO_MAX)
     for scale in scales:
         v.positive_float("scales", scale)
     for seed in seeds:
