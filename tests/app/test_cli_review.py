@@ -88,6 +88,7 @@ def test_node_names_with_mathtext_characters_are_drawn_not_parsed(tmp_path, caps
     (["simulate", "oasis", "--queue", "fifo"], "--queue applies to the cluster scenarios"),
     (["simulate", "dragon-testbed", "--wide"], "--wide applies to the cluster scenarios"),
     (["simulate", "--example", "--policies", "json:loads"], "policies: json:loads() failed"),
+
     (["elastic", "table1", "--jobs", "5"], "--jobs applies to the poisson workload only"),
     (["elastic", "deadlock", "--gap", "10"], "--gap applies to the poisson workload only"),
     # sizes that ran out of memory (an internal error) or hung: bounded
@@ -107,6 +108,19 @@ def test_cli_options_that_were_internal_errors_or_ignored(args, needle, tmp_path
         args = [*args, "--out", str(tmp_path / "o")]
     assert needle in _one_error(args, capsys)
     assert [p.name for p in tmp_path.iterdir()] == []
+
+
+def test_a_policy_factory_that_raises_is_the_users_error(tmp_path, capsys, monkeypatch):
+    # It was "tdmcore: internal error: RuntimeError" (exit 70): the user's code, not
+    # tdmcore's, failed.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mypol.py").write_text(
+        "class Boom:\n    def __init__(self):\n        raise RuntimeError('boom in init')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    message = _one_error(["simulate", "--example", "--policies", "mypol:Boom", "--out",
+                          str(tmp_path / "o")], capsys)
+    assert message == "Error: policies: mypol:Boom() failed: RuntimeError: boom in init"
+    assert not (tmp_path / "o").exists()
 
 
 def test_trace_files_with_a_bom_and_mixed_time_zones(tmp_path, capsys):

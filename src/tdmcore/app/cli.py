@@ -1219,10 +1219,14 @@ def _policy_factories(specs: list[str], scenario: str) -> dict[str, Any]:
             except ValueError as exc:
                 raise click.ClickException(f"policies: {exc}") from None
             try:
-                label = check_policy(factory(), f"policies: {spec}()").name
-            except (ValueError, TypeError) as exc:  # a factory that needs arguments, too
-                raise click.ClickException(f"policies: {spec}() failed: {exc}"
-                                           if isinstance(exc, TypeError) else str(exc)) from None
+                made = factory()
+            except Exception as exc:  # the user's code (arguments it needs, too): theirs
+                raise click.ClickException(f"policies: {spec}() failed: "
+                                           f"{type(exc).__name__}: {exc}") from None
+            try:
+                label = check_policy(made, f"policies: {spec}()").name
+            except (ValueError, TypeError) as exc:
+                raise click.ClickException(str(exc)) from None
         if label in out:
             raise click.ClickException(f"policies: two policies named {label!r}")
         out[label] = factory
