@@ -773,3 +773,17 @@ def test_a_progress_that_is_not_callable_is_refused_before_the_run() -> None:
     sim = SimCluster(Cluster([Node("n0", 32, 256, 1, 25.0)]), np.zeros(1), np.zeros((1, 1)))
     with pytest.raises(ValueError, match="^progress: "):
         run_cluster(sim, [SimJob("a", "m", None, 1, 5000)], "default", progress=5)
+
+
+@pytest.mark.parametrize("sigma", [-0.1, 1.5, 1e308])
+def test_a_noise_sigma_out_of_range_is_refused_by_name_before_the_run(sigma: float) -> None:
+    # 1e308 passed the check and failed mid-run with "sent_gbit: must be finite",
+    # naming nothing the caller gave (and a sweep's up-front check let it through).
+    from tdmcore.sim import sweep
+
+    sc = metronome_snapshots(10.0)["S1"]
+    with pytest.raises(ValueError, match=r"^noise_sigma: expected a value in \[0, 1\]"):
+        run_cluster(sc.sim, sc.jobs, "default", noise_sigma=sigma)
+    with pytest.raises(ValueError, match="noise_sigma"):
+        sweep.parse_spec({"scenario": "metronome-snapshots", "policies": ["default"],
+                          "set": {"run.noise_sigma": sigma}})

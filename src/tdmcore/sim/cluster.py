@@ -297,6 +297,12 @@ def warm_up(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *,
     run_cluster(sim, short, policy, seed=seed)
 
 
+#: The largest lognormal spread of compute times (``noise_sigma``): at 1 an
+#: iteration's compute already varies by a factor e either way; far beyond it the
+#: drawn times overflow.
+MAX_NOISE_SIGMA = 1.0
+
+
 def check_run_options(*, noise_sigma: Any = 0.01, sample_ms: Any = None,
                       progress: Any = None, skip_ahead: Any = True, queue: Any = "backoff",
                       contention_efficiency: Any = CONTENTION_EFFICIENCY
@@ -326,8 +332,9 @@ def check_run_options(*, noise_sigma: Any = 0.01, sample_ms: Any = None,
         unknown ``queue``, an efficiency outside (0, 1].
     """
     sigma = v.real_number("noise_sigma", noise_sigma)
-    if sigma < 0:
-        raise ValueError(f"noise_sigma: must be >= 0, got {sigma}")
+    if not 0 <= sigma <= MAX_NOISE_SIGMA:
+        raise ValueError(f"noise_sigma: expected a value in [0, {MAX_NOISE_SIGMA:g}] (the "
+                         f"lognormal spread of compute times), got {sigma:g}")
     if progress is not None and not callable(progress):
         raise ValueError(f"progress: expected a callable or None, got {type(progress).__name__}")
     if queue not in QUEUES:
