@@ -573,3 +573,27 @@ def test_a_refused_absorb_quiet_changes_nothing(case: str) -> None:
     after = (state.placed["p"].pod.pattern, ctl.watch_state("p"), dict(ctl.anchors_ms))
     assert after[0] == before[0] and after[2] == before[2]
     assert all(np.array_equal(a, b) for a, b in zip(after[1], before[1], strict=True))
+
+
+def test_controller_calls_with_bad_values_raise_value_error_by_name() -> None:
+    # A review found IndexError, AttributeError and NaN answers here.
+    from tdmcore.framework import ReserveResult
+
+    state = ClusterState(Cluster([Node("n0", 8, 64, 8, 25.0), Node("n1", 8, 64, 8, 25.0)]))
+    state.place(Pod("p", "j", pattern=TrafficPattern(100.0, 0.3, 10.0)), 0)
+    ctl = Controller(state)
+    ctl.update_offsets()
+    cases = [
+        (lambda: ctl.on_reserve(ReserveResult(99, {"p": 1.0}, False, ())), "^result.node: "),
+        (lambda: ctl.on_reserve("x"), "^result: expected ReserveResult"),
+        (lambda: ctl.on_reserve_gang([ReserveResult(99, {}, True, ())]), "^results.node: "),
+        (lambda: ctl.pause_ms("j", float("nan")), "^end_ms: "),
+        (lambda: ctl.thresholds("j", float("nan")), "^idle_ms: "),
+        (lambda: ctl.thresholds("j", -5.0), "^idle_ms: must be >= 0"),
+        (lambda: ctl.on_removed(99), "^node: "),
+    ]
+    offsets = dict(ctl.offsets_ms)
+    for call, match in cases:
+        with pytest.raises(ValueError, match=match):
+            call()
+    assert ctl.offsets_ms == offsets

@@ -242,8 +242,21 @@ class Controller:
         With ``SkipPhaseThree = 0`` (and phase three enabled) the link's rotations
         are recalculated in ``optimal`` mode first.
         """
+        self._check_reserve("result", result)
         self._take_reserve(result)
         return self.update_offsets()
+
+    def _check_reserve(self, name: str, result: Any) -> None:
+        """A ValueError naming ``name`` unless ``result`` is a ReserveResult for a
+        node of the cluster (checked before anything changes)."""
+        if not isinstance(result, ReserveResult):
+            raise ValueError(f"{name}: expected ReserveResult values, got "
+                             f"{type(result).__name__}")
+        self._check_node(name, result.node)
+
+    def _check_node(self, name: str, node: Any) -> None:
+        v.whole(name if name == "node" else f"{name}.node", node, 0,
+                len(self.state.cluster) - 1)
 
     def _recalc_mode(self, optimal: bool) -> str:
         """The plan mode of a link: phase three (``optimal``) when
@@ -279,9 +292,7 @@ class Controller:
         pod by pod).
         """
         for result in results:
-            if not isinstance(result, ReserveResult):
-                raise ValueError("results: expected ReserveResult values, got "
-                                 f"{type(result).__name__}")
+            self._check_reserve("results", result)
         if self._placement_keeps_offsets(results):
             assert self._synced is not None
             return self._carry_offsets(len(self.state.placed) - self._synced[1])
@@ -317,6 +328,7 @@ class Controller:
         were: the offsets are carried over instead of recomputed (the same values,
         :meth:`update_offsets` would find them again).
         """
+        self._check_node("node", node)  # job may have left the cluster whole
         if job is not None and self._removal_keeps_offsets(node, job):
             return self._carry_offsets()
         self.links.pop(node, None)
@@ -537,6 +549,7 @@ class Controller:
         """The pause after an iteration of ``job`` ending at ``end_ms`` that puts its
         next start on :meth:`target_phase` (its offset when it has none) plus a
         multiple of :meth:`phase_period_ms`: the one rule of a readjustment's length."""
+        end_ms = v.real_number("end_ms", end_ms)
         target = self.target_phase(job)
         if target is None:
             target = self.offsets_ms.get(job, 0.0)
@@ -651,7 +664,9 @@ class Controller:
         if pattern is None:
             return None
         cfg = self.config
-        idle = self.idle_ms(job) if idle_ms is None else idle_ms
+        if idle_ms is not None and v.real_number("idle_ms", idle_ms) < 0:
+            raise ValueError(f"idle_ms: must be >= 0, got {idle_ms!r}")
+        idle = self.idle_ms(job) if idle_ms is None else float(idle_ms)
         base = pattern.period_ms + idle
         own = pattern.period_ms - pattern.comm_ms + idle
         band = cfg.drift_tol * base
