@@ -157,3 +157,30 @@ def test_a_hand_made_base_period_is_checked_as_unify_periods_makes_it() -> None:
                 replace(base, compatible="yes")):
         with pytest.raises(ValueError, match="^base: "):
             tdmcore.discretize_unified(bad, *args)
+
+
+_D = tdmcore.discretize([100.0, 100.0], [0.3, 0.3], [10.0, 10.0], 100.0)
+
+
+@pytest.mark.parametrize(("call", "name"), [
+    (lambda: tdmcore.score(_D, [0, [1]], 25.0), "rotations"),
+    (lambda: tdmcore.score(_D, [0, 1e308], 25.0), "rotations"),
+    (lambda: tdmcore.discretize([100, [1]], [0.3, 0.3], [10, 10], 100.0), "period_ms"),
+    (lambda: tdmcore.unify_periods([100, [1]], [1, 0]), "periods_ms"),
+    (lambda: tdmcore.average_bandwidth_utilization([25, [25]], [0.1, 0.2]),
+     "capacities_gbps"),
+    (lambda: tdmcore.rotations_to_shifts([0, [1]], 100.0), "rotations"),
+    (lambda: tdmcore.search_rotations(_D, 25.0, [0, [1]]), "limits"),
+])
+def test_ragged_and_out_of_range_arrays_are_refused_by_name(call, name):
+    # A review found numpy's "inhomogeneous shape" message (no argument named) and
+    # 1e308 cast to int64's minimum, an undefined conversion, scored as a rotation.
+    with pytest.raises(ValueError, match=rf"^{name}: expected (numbers|integers) "):
+        call()
+
+
+def test_place_refuses_a_shift_that_is_not_finite():
+    state = ClusterState(_cluster())
+    with pytest.raises(ValueError, match="^shift_ms: "):
+        state.place(Pod("p", "j"), 0, shift_ms=float("nan"))
+    assert not state.placed

@@ -37,7 +37,11 @@ def _dtype_of(value: Any) -> np.dtype[Any]:
 
 def as_float_array(name: str, value: Any, *, ndim: int | None = None) -> NDArray[np.float64]:
     """Coerce ``value`` to a contiguous float64 array; reject NaN/inf and bad shapes."""
-    if np.iscomplexobj(value):
+    try:
+        complex_values = np.iscomplexobj(value)
+    except (TypeError, ValueError) as exc:  # ragged: numpy's message names no argument
+        raise ValueError(f"{name}: expected numbers of one shape, got {value!r:.80}") from exc
+    if complex_values:
         raise ValueError(f"{name}: expected real numbers, got complex values")
     if (value.dtype if isinstance(value, np.ndarray) else _dtype_of(value)).kind in "USV":
         raise ValueError(f"{name}: expected numbers, got text {value!r:.80}")
@@ -68,7 +72,27 @@ def as_int_array(name: str, value: Any, *, ndim: int = 1) -> NDArray[np.int64]:
     if np.issubdtype(raw.dtype, np.floating):
         if not np.all(np.isfinite(raw)) or not np.all(raw == np.round(raw)):
             raise ValueError(f"{name}: expected integers, got {raw!r:.80}")
+        if raw.size and not (np.all(raw >= -2.0**63) and np.all(raw < 2.0**63)):
+            raise ValueError(f"{name}: expected integers within int64, got {raw!r:.80}")
     return np.ascontiguousarray(raw.astype(np.int64))
+
+
+def as_float_vector(name: str, value: Any) -> NDArray[np.float64]:
+    """:func:`as_float_array` of a number or a 1-D sequence, as a 1-D array."""
+    arr = np.atleast_1d(as_float_array(name, value))
+    if arr.ndim != 1:
+        raise ValueError(f"{name}: expected a 1-D array, got shape {arr.shape}")
+    return arr
+
+
+def as_int_vector(name: str, value: Any) -> NDArray[np.int64]:
+    """:func:`as_int_array` of an integer or a 1-D sequence, as a 1-D array."""
+    try:
+        raw = np.asarray(value)
+    except (TypeError, ValueError) as exc:  # ragged
+        raise ValueError(f"{name}: expected integers of one shape, got {value!r:.80}") \
+            from exc
+    return as_int_array(name, np.atleast_1d(raw))
 
 
 def positive_float(name: str, value: Any) -> float:
@@ -196,7 +220,12 @@ def pattern(period_ms: Any, duty_cycle: Any, bandwidth_gbps: Any
     values = (period_ms, duty_cycle, bandwidth_gbps)
     arrays = []
     for (name, low, strict, high), value in zip(PATTERN_BOUNDS, values, strict=True):
-        if np.ndim(value) == 0:  # a number (or not one: the rule says what it wants)
+        try:
+            ndim = np.ndim(value)
+        except (TypeError, ValueError):  # ragged: numpy's message names no argument
+            raise ValueError(f"{name}: expected numbers of one shape, got {value!r:.80}") \
+                from None
+        if ndim == 0:  # a number (or not one: the rule says what it wants)
             arrays.append(np.array([_pattern_value(name, value, low, strict, high)]))
             continue
         kind = _dtype_of(value).kind

@@ -439,9 +439,10 @@ class ClusterState(ValueEquality):
 
     def place(self, pod: Pod, node: int, shift_ms: float = 0.0) -> None:
         """Record ``pod`` on ``node``; all checks happen before anything changes."""
+        shift = _validation.real_number("shift_ms", shift_ms)
         self.check_fits(pod, node)
         before = self.job_links(pod.job)
-        self.placed[pod.name] = PlacedPod(pod, node, self.next_order, shift_ms)
+        self.placed[pod.name] = PlacedPod(pod, node, self.next_order, shift)
         self.node_pods[node].append(pod.name)
         members = self.job_members.setdefault(pod.job, [])
         members.append(pod.name)

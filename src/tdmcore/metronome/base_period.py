@@ -134,7 +134,7 @@ def unify_periods(
     shorter than ``G_T`` make the candidate count grow like ``M^k`` (k = 6 pods of
     ~1 ms take seconds).
     """
-    periods = v.as_float_array("periods_ms", np.atleast_1d(np.asarray(periods_ms)), ndim=1)
+    periods = v.as_float_vector("periods_ms", periods_ms)
     k = periods.shape[0]
     if k == 0:
         raise ValueError("periods_ms: at least one period is required")

@@ -62,7 +62,7 @@ class RotationResult(ValueEquality):
 
 
 def _check_limits(limits: Any, k: int, n_bins: int) -> NDArray[np.int64]:
-    lim = v.as_int_array("limits", np.atleast_1d(np.asarray(limits)))
+    lim = v.as_int_vector("limits", limits)
     if lim.shape != (k,):
         raise ValueError(f"limits: expected {k} values (one per row), got {lim.shape[0]}")
     # k is small: plain Python comparisons cost less than numpy reductions here

@@ -42,7 +42,7 @@ def check_demand(demand: Any, name: str = "demand") -> NDArray[np.float64]:
 
 
 def _check_rotations(rotations: Any, k: int) -> NDArray[np.int64]:
-    rot = v.as_int_array("rotations", np.atleast_1d(np.asarray(rotations)))
+    rot = v.as_int_vector("rotations", rotations)
     if rot.shape != (k,):
         raise ValueError(f"rotations: expected {k} rotations (one per row), got {rot.shape[0]}")
     return rot
@@ -110,9 +110,8 @@ def average_bandwidth_utilization(capacities_gbps: Any, utilizations: Any) -> fl
     utilizations : array_like (L,)
         Link utilization ``xi_l`` in [0, 1] of each link.
     """
-    caps = v.as_float_array("capacities_gbps", np.atleast_1d(np.asarray(capacities_gbps)),
-                            ndim=1)
-    xi = v.as_float_array("utilizations", np.atleast_1d(np.asarray(utilizations)), ndim=1)
+    caps = v.as_float_vector("capacities_gbps", capacities_gbps)
+    xi = v.as_float_vector("utilizations", utilizations)
     if caps.size == 0:
         raise ValueError("capacities_gbps: at least one link is required")
     if caps.shape != xi.shape:

@@ -222,7 +222,7 @@ def rotations_to_shifts(
 
     Applied literally: a rotation of N bins or more gives a shift of T or more.
     """
-    rot = v.as_int_array("rotations", np.atleast_1d(np.asarray(rotations)))
+    rot = v.as_int_vector("rotations", rotations)
     base = v.positive_float("base_period_ms", base_period_ms)
     n_bins = v.bins_count(bins)
     if np.any(rot < 0):
