@@ -105,7 +105,15 @@ def test_bad_json_file_points_at_field(tmp_path: Path) -> None:
         in result.output
     path.write_text("{not json")
     result = CliRunner().invoke(cli, ["link", "--file", str(path), "--out", str(tmp_path)])
-    assert "is not valid JSON" in result.output
+    assert f"file: {path}: invalid JSON at line 1" in result.output
+    # read as scenario files are (one reader): a duplicated key is refused, not the
+    # last one taken
+    dup = tmp_path / "dup.yaml"
+    dup.write_text("capacity_gbps: 25\ncapacity_gbps: 10\npods: []\n")
+    result = CliRunner().invoke(cli, ["link", "--file", str(dup), "--out", str(tmp_path)])
+    assert result.exit_code == 1
+    assert f"file: {dup}: invalid YAML at line 2" in result.output
+    assert "duplicate key 'capacity_gbps'" in result.output
 
 
 def test_console_script_exit_status() -> None:

@@ -91,8 +91,9 @@ def link_scenarios() -> dict[str, LinkScenario]:
 def load_link_file(path: str | Path) -> tuple[float, tuple[LinkPod, ...]]:
     """Read a link file: ``{"capacity_gbps": B, "pods": [{name, period_ms, ...}]}``.
 
-    JSON, or YAML when the name ends in ``.yaml``/``.yml`` (read with PyYAML's
-    ``safe_load``).  Errors name the file and the field.
+    JSON, or YAML when the name ends in ``.yaml``/``.yml``, read as scenario files
+    are (:func:`tdmcore.sim.scenario_file.parse_document`: duplicate keys refused).
+    Errors name the file and the field.
     """
     path = Path(path)
     try:
@@ -101,22 +102,12 @@ def load_link_file(path: str | Path) -> tuple[float, tuple[LinkPod, ...]]:
         raise ValueError(f"file: cannot read {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise ValueError(f"file: {path} is not UTF-8 text") from exc
-    if path.suffix.lower() in (".yaml", ".yml"):
-        import yaml
+    from ..sim.scenario_file import parse_document
 
-        try:
-            raw = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"line {mark.line + 1}" if mark is not None else "syntax"
-            raise ValueError(f"file: {path} is not valid YAML ({where}: "
-                             f"{getattr(exc, 'problem', None) or exc})") from exc
-    else:
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"file: {path} is not valid JSON (line {exc.lineno}: "
-                             f"{exc.msg})") from exc
+    try:
+        raw = parse_document(text, path.suffix.lower() in (".yaml", ".yml"))
+    except ValueError as exc:  # "file: invalid JSON at line ...": name the file
+        raise ValueError(f"file: {path}: {str(exc).removeprefix('file: ')}") from None
     try:
         return _parse_link(raw, "$")
     except ValueError as exc:

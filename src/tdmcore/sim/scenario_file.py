@@ -80,7 +80,7 @@ from .cluster import MAX_ITERATIONS, MAX_LATENCY_MS, SimCluster, SimJob
 from .models import MODELS, model_pattern
 from .scenarios import Scenario
 
-__all__ = ["MAX_NODES", "load_scenario_file"]
+__all__ = ["MAX_NODES", "load_scenario_file", "parse_document"]
 
 #: Upper bound on the nodes of a scenario file after ``count`` expansion (the
 #: latency matrices are dense; a typo like ``count: 1000000`` should not exhaust
@@ -291,6 +291,13 @@ def _parse_json(text: str) -> Any:
         _fail("file", "invalid JSON: nested too deeply")
     except ValueError as exc:  # e.g. an integer of more digits than Python converts
         _fail("file", f"invalid JSON: {exc}")
+
+
+def parse_document(text: str, yaml_syntax: bool) -> Any:
+    """``text`` as YAML (``yaml_syntax``) or JSON, strictly: duplicate keys, NaN and
+    malformed input raise ``ValueError("file: ...")`` with the line.  The one reader
+    of every input file (scenario files, sweep specs, link files)."""
+    return _parse_yaml(text) if yaml_syntax else _parse_json(text)
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -70,7 +70,7 @@ from ...metronome.controller import ControllerConfig
 from ...metronome.policies import POLICIES, MetronomeConfig, MetronomePolicy
 from .. import scenarios as sc
 from ..cluster import CLUSTER_POLICIES, SimCluster, check_run_options, run_cluster
-from ..scenario_file import _fail, _fields, _kind, _parse_json, _parse_yaml, _show
+from ..scenario_file import _fail, _fields, _kind, _show, parse_document
 from ..scenarios import Scenario
 from ..scheduler_time import SCHEDULER_TIME_METRICS, scheduler_time
 
@@ -759,7 +759,7 @@ def load_spec(path: str | Path) -> SweepSpec:
         text = p.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         _fail("file", v.read_error(p, exc))
-    data = _parse_json(text) if suffix == ".json" else _parse_yaml(text)
+    data = parse_document(text, suffix != ".json")
     return parse_spec(data, default_name=p.stem, base=p.parent)
 
 
