@@ -152,7 +152,7 @@ def test_bad_yaml_link_file_is_one_line(tmp_path: Path, capsys) -> None:
     with pytest.raises(SystemExit) as done:
         main(["link", "--file", str(tmp_path / "bad.yml"), "--out", str(tmp_path / "o")])
     assert done.value.code == 1
-    _one_error_line(capsys.readouterr().err, "not valid YAML")
+    _one_error_line(capsys.readouterr().err, "invalid YAML at line 2")
 
 
 # ------------------------------------------------------------ Ctrl-C, pipes, logging
