@@ -1111,3 +1111,19 @@ def test_the_utility_refuses_what_job_refuses() -> None:
                         ((1, -1.0, 0.0, 0.0), "g1")):
         with pytest.raises(ValueError, match=f"^{field}"):
             sigmoid_utility(*args)  # type: ignore[arg-type]
+
+
+def test_elastic_job_sizes_beyond_their_bounds_are_refused_by_name() -> None:
+    # A review found steps=1e308 "finished" at 15 s (the images overflowed) and
+    # max_workers=10**30 accepted (kod2 then ran for minutes).
+    from tdmcore.elastic.job import ElasticJob
+
+    with pytest.raises(ValueError, match="^steps: at most 1e"):
+        ElasticJob("j", "ResNet50", 0.0, 1e308, 1, 4, 2)
+    with pytest.raises(ValueError, match="^max_workers: expected an integer in"):
+        ElasticJob("j", "ResNet50", 0.0, 100.0, 1, 10**30, 2)
+    job = ElasticJob("j", "ResNet50", 0.0, 100.0, 1, 4, 2)
+    with pytest.raises(ValueError, match="^k: "):
+        job.worker_pod("x")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="^k: "):
+        job.ps_pod(None)  # type: ignore[arg-type]

@@ -104,6 +104,12 @@ class TaskRequest:
             object.__setattr__(self, key, value)
 
 
+#: Bounds of an :class:`ElasticJob`: the steps it trains (far beyond them the images
+#: overflow a float and the job "finishes" at once) and its workers or PSs.
+MAX_STEPS = 1e12
+MAX_TASKS = 10_000
+
+
 @dataclass(frozen=True)
 class ElasticJob:
     """A job of the elastic policies (DRAGON, KOD2, weighted).
@@ -137,9 +143,10 @@ class ElasticJob:
                              f"{self.model!r}")
         if v.real_number("arrival_s", self.arrival_s) < 0:
             raise ValueError(f"arrival_s: must be >= 0, got {self.arrival_s}")
-        v.positive_float("steps", self.steps)
+        if v.positive_float("steps", self.steps) > MAX_STEPS:
+            raise ValueError(f"steps: at most {MAX_STEPS:g}, got {self.steps:g}")
         for key in ("min_workers", "max_workers", "workers", "n_ps"):
-            object.__setattr__(self, key, v.whole(key, getattr(self, key)))
+            object.__setattr__(self, key, v.whole(key, getattr(self, key), 1, MAX_TASKS))
         if not self.min_workers <= self.workers <= self.max_workers:
             raise ValueError(f"workers: expected min_workers <= workers <= max_workers, got "
                              f"{self.min_workers} <= {self.workers} <= {self.max_workers}")
@@ -177,10 +184,12 @@ class ElasticJob:
         return workers * BATCH_IMAGES / (compute + comm)
 
     def ps_pod(self, k: int) -> Pod:
+        k = v.whole("k", k, 0)
         return Pod(f"{self.name}-ps-{k}", self.name, cpu=self.ps.cpu, mem_gib=self.ps.mem_gib,
                    gpu=self.ps.gpu)
 
     def worker_pod(self, k: int) -> Pod:
+        k = v.whole("k", k, 0)
         return Pod(f"{self.name}-worker-{k}", self.name, cpu=self.worker.cpu,
                    mem_gib=self.worker.mem_gib, gpu=self.worker.gpu)
 
