@@ -304,7 +304,7 @@ def test_simulate_needs_exactly_one_scenario(args, tmp_path, capsys) -> None:
      "policies: unknown policy 'nope'"),
     (["simulate", "metronome-snapshots", "--policies", ","], "policies: name at least one"),
     (["simulate", "metronome-trace", "--hours", "0"], "Invalid value for '--hours'"),
-    (["simulate", "philly", "--jobs", "999999"], "n_jobs: the trace has"),
+    (["simulate", "philly", "--jobs", "999999"], "--jobs: the trace has"),
     (["simulate", "metronome-trace", "--queue", "lifo"], "Invalid value for '--queue'"),
 ])
 def test_simulate_bad_input_is_one_line_error(args, message, tmp_path, capsys) -> None:

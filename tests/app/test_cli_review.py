@@ -240,3 +240,15 @@ def test_a_delegated_run_records_the_command_that_wrote_the_report(tmp_path):
     for stem in ("elastic-table1", "elastic-poisson"):
         record = json.loads((out / f"{stem}-run.json").read_text())
         assert record["command"] == "tdmcore elastic"
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (["simulate", "metronome-snapshots", "--window", "1e308"], "Error: --window: expected"),
+    (["calibrate", "--seeds", ","], "Error: --seeds: expected"),
+    (["oasis", "--worker-servers", "90000", "--slots", "90000", "--jobs", "2"],
+     "Error: --slots: 90,000 slots"),
+])
+def test_a_library_error_names_the_option_not_the_argument(args, line, tmp_path, capsys):
+    # The library names its argument (window_s, seeds, n_slots); a command-line user
+    # knows the option.
+    assert _one_error([*args, "--out", str(tmp_path / "o")], capsys).startswith(line)

@@ -399,6 +399,29 @@ def _csv_list(text: str, kind: type, name: str, *, low: float | None = None,
     return values
 
 
+#: Library argument -> the option that sets it: a ValueError the library raises
+#: names its argument; the command line names the option instead (see
+#: :func:`_option_error`).
+OPTION_OF_ARGUMENT = {
+    "n_jobs": "--jobs", "n_nodes": "--nodes", "window_s": "--window", "columns": "--column",
+    "seeds": "--seeds", "n_slots": "--slots", "n_worker_servers": "--worker-servers",
+    "n_ps_servers": "--ps-servers", "mean_gap_s": "--gap", "start": "--start",
+    "hours": "--hours", "load": "--load", "max_duration_s": "--max-duration",
+}
+
+
+def _option_error(exc: ValueError) -> click.ClickException:
+    """``exc`` as the command's one error line, its leading argument name (``n_jobs:``,
+    ``seeds[2]:``) replaced by the option that sets it (``--jobs:``)."""
+    text = str(exc)
+    name, sep, rest = text.partition(": ")
+    base, bracket, index = name.partition("[")
+    flag = OPTION_OF_ARGUMENT.get(base) if sep else None
+    if flag is not None:
+        text = f"{flag}{bracket}{index}: {rest}"
+    return click.ClickException(text)
+
+
 def _write_rows(report: ReportDir, stem: str, rows: list[dict[str, Any]]) -> None:
     """The table as ``<stem>.csv`` and ``<stem>.json`` in the report folder."""
     import csv
@@ -510,7 +533,7 @@ def calibrate_cmd(fit: str, check: str, seeds: str, window_s: float, out_dir: Pa
                 result = calibrate(fit_ids, check_ids, seeds=seed_list, window_s=window_s,
                                    progress=tick)
         except ValueError as exc:
-            raise click.ClickException(str(exc)) from None
+            raise _option_error(exc) from None
         table = Table(title=f"contention efficiency eta = {result.eta:.2f} (fitted on "
                             f"{', '.join(fit_ids)}; seeds {', '.join(map(str, seed_list))})")
         for column in ("snapshot", "scheduler", "paper", "ours", "error", "role"):
@@ -579,7 +602,7 @@ def oasis_cmd(n_jobs: int, worker_servers: int, ps_servers: int, n_slots: int, s
                 runs = compare_admission(setting, names,
                                          progress=lambda _name: bar.advance(task))
         except ValueError as exc:
-            raise click.ClickException(str(exc)) from None
+            raise _option_error(exc) from None
         rows = summarize(runs)
         _write_rows(report, "oasis-compare", rows)
         _oasis_table(console, rows, n_jobs, worker_servers, ps_servers, n_slots, seed)
@@ -723,7 +746,7 @@ def elastic_cmd(workload: str, policies: str, n_jobs: int, mean_gap_s: float, se
         else:
             cluster, jobs = kubeflow_deadlock()
     except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise _option_error(exc) from None
     with _report_dir(out_dir, f"elastic-{workload}") as report:
         _elastic_report(report, workload, names, cluster, jobs, n_jobs, mean_gap_s, seed,
                         rescale_s)
@@ -1114,7 +1137,7 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, trace_file: Path | No
                                           n_nodes, start, max_duration_s, trace_file,
                                           mapping, all_rows)
     except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise _option_error(exc) from None
     console = Console()
     applies = {k: v for k, v in ctx.params.items()
                if scenario in SCENARIO_OPTIONS.get(k, (scenario,))}
