@@ -85,6 +85,7 @@ def test_iterations_instead_of_durations_and_seconds_as_submit(tmp_path: Path) -
      "line 2, column 'priority': expected high, low or an integer"),
     ("submit,workers,duration_s\n0,1\n", {}, "t.csv: line 2: 2 cells, the header has 3"),
     ("submit,workers,duration_s\n", {}, "t.csv: no jobs"),
+    ("submit,workers,submit,duration_s\n0,1,5,60\n", {}, "t.csv: the header repeats 'submit'"),
     ("s,workers,duration_s\n0,1,5\n", {"submit": "when"}, "no column 'when' (mapped to"),
     ("s,workers,duration_s\n0,1,5\n", {"arrival": "s"}, "columns: unknown field(s)"),
     # out of range: the message names the cell, cut short
