@@ -184,3 +184,14 @@ def test_place_refuses_a_shift_that_is_not_finite():
     with pytest.raises(ValueError, match="^shift_ms: "):
         state.place(Pod("p", "j"), 0, shift_ms=float("nan"))
     assert not state.placed
+
+
+def test_periods_rates_and_links_beyond_their_caps_are_refused():
+    # A review found 1e308 ms periods and Gbps links accepted: the circle's
+    # arithmetic overflowed (a base period of 300 digits, RuntimeWarnings).
+    with pytest.raises(ValueError, match=r"^period_ms: at most 1e\+07"):
+        TrafficPattern(1e308, 0.5, 1.0)
+    with pytest.raises(ValueError, match=r"^bandwidth_gbps\[1\]: at most 1e\+06"):
+        tdmcore.discretize([100.0, 100.0], [0.3, 0.3], [10.0, 1e308], 100.0)
+    with pytest.raises(ValueError, match=r"^link_gbps: at most 1e\+06"):
+        Node("n", cpu=1, mem_gib=1, gpu=1, link_gbps=1e308)

@@ -182,6 +182,13 @@ def bins_count(value: Any, name: str = "bins") -> int:
     return whole(name, value, MIN_BINS, MAX_BINS)
 
 
+#: The longest iteration period (ms, about 2.8 hours) and the largest rate or link
+#: capacity (Gbps) anything takes: far beyond them the circle's arithmetic (a base
+#: period, a unified multiple) overflows.
+MAX_PERIOD_MS = 1e7
+MAX_GBPS = 1e6
+
+
 #: The traffic-pattern rule (docs/traffic-circle.md): each field's lower bound,
 #: whether it is strict, and its upper bound.
 PATTERN_BOUNDS: tuple[tuple[str, float, bool, float | None], ...] = (
@@ -189,6 +196,9 @@ PATTERN_BOUNDS: tuple[tuple[str, float, bool, float | None], ...] = (
     ("duty_cycle", 0.0, False, 1.0),
     ("bandwidth_gbps", 0.0, False, None),
 )
+#: Caps far above any real value, no part of the rule: beyond them the circle's
+#: arithmetic overflows.
+PATTERN_CAPS = {"period_ms": MAX_PERIOD_MS, "bandwidth_gbps": MAX_GBPS}
 
 
 def _pattern_value(name: str, value: Any, low: float, strict: bool, high: float | None) -> float:
@@ -204,6 +214,9 @@ def _pattern_value(name: str, value: Any, low: float, strict: bool, high: float 
         raise ValueError(f"{name}: expected a finite {want[2:]}, got {value!r}")
     if x < low or (strict and x == low) or (high is not None and x > high):
         raise ValueError(f"{name}: expected {want}, got {value!r}")
+    cap = PATTERN_CAPS.get(name.partition("[")[0])
+    if cap is not None and x > cap:
+        raise ValueError(f"{name}: at most {cap:g}, got {value!r}")
     return x
 
 
@@ -240,6 +253,8 @@ def pattern(period_ms: Any, duty_cycle: Any, bandwidth_gbps: Any
         ok = np.isfinite(arr) & (arr > low if strict else arr >= low)
         if high is not None:
             ok &= arr <= high
+        if name in PATTERN_CAPS:
+            ok &= arr <= PATTERN_CAPS[name]
         if not ok.all():
             i = int(np.flatnonzero(~ok)[0])
             _pattern_value(f"{name}[{i}]", float(arr[i]), low, strict, high)

@@ -99,7 +99,10 @@ class Node:
         _name("name", self.name)
         for key in ("cpu", "mem_gib", "gpu"):
             object.__setattr__(self, key, _finite(key, getattr(self, key)))
-        object.__setattr__(self, "link_gbps", _finite("link_gbps", self.link_gbps, strict=True))
+        link = _finite("link_gbps", self.link_gbps, strict=True)
+        if link > _validation.MAX_GBPS:
+            raise ValueError(f"link_gbps: at most {_validation.MAX_GBPS:g} Gbps, got {link:g}")
+        object.__setattr__(self, "link_gbps", link)
 
 
 @dataclass(frozen=True)

@@ -567,7 +567,8 @@ def test_simjob_is_what_the_loader_builds(tmp_path: Path) -> None:
     (both(put("jobs", 2, "gpu", 1e-320), put("jobs", 2, "cpu", 0), put("jobs", 2, "mem_gib", 0)),
      None),
     # finite values whose times overflow: was a run whose job "never finished"
-    (put("jobs", 2, "pattern", "period_ms", 1e300), r"^jobs\[2\]\.iterations: "),
+    (put("jobs", 2, "pattern", "period_ms", 1e300),
+     r"^jobs\[2\]\.pattern\.period_ms: at most 1e\+07"),
     (put("cluster", "latency_ms", "default", 1e308), r"^cluster\.latency_ms\.default: "),
 ])
 def test_huge_and_tiny_numbers_are_value_errors_or_load(tmp_path: Path, edit: Edit,
