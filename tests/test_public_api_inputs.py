@@ -195,3 +195,31 @@ def test_periods_rates_and_links_beyond_their_caps_are_refused():
         tdmcore.discretize([100.0, 100.0], [0.3, 0.3], [10.0, 1e308], 100.0)
     with pytest.raises(ValueError, match=r"^link_gbps: at most 1e\+06"):
         Node("n", cpu=1, mem_gib=1, gpu=1, link_gbps=1e308)
+
+
+def test_helpers_given_the_wrong_object_name_the_argument():
+    # They raised AttributeError ('str' object has no attribute ...).
+    from tdmcore.elastic.weighted import expected_utility
+    from tdmcore.oasis.admission.oasis import scaled_bounds
+
+    with pytest.raises(ValueError, match="^job: expected an ElasticJob"):
+        expected_utility("x")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="^bounds: expected a PriceBounds"):
+        scaled_bounds("x")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("answer", [None, "raise"])
+def test_a_reserve_that_placed_the_pod_and_failed_leaves_no_placement(answer):
+    # The gang path tried on a copy; the single pod's path left the pod placed
+    # (and the node's resources used) behind the PolicyError.
+    class Placing(_Policy):
+        def reserve(self, state, cycle, node):
+            state.place(cycle.pod, node)
+            if answer == "raise":
+                raise RuntimeError("after placing")
+            return None
+
+    state = ClusterState(_cluster())
+    with pytest.raises(PolicyError):
+        Scheduler(Placing()).schedule(state, Pod("a-0", "a", cpu=1))
+    assert not state.placed and not state.used_cpu.any()

@@ -288,9 +288,17 @@ class Scheduler:
         decision, cycle = self.decide(state, pod)
         if decision.status is not Status.SUCCESS or decision.node is None:
             return decision
-        reserve = self._call("reserve", state, cycle, decision.node)
-        if self._user:
-            self._check_reserve(state, pod, decision.node, reserve)
+        was_placed = pod.name in state.placed
+        try:
+            reserve = self._call("reserve", state, cycle, decision.node)
+            if self._user:
+                self._check_reserve(state, pod, decision.node, reserve)
+        except Exception:
+            # a user's reserve that placed the pod and then failed (or answered
+            # wrongly) leaves no placement behind: the call changed nothing
+            if not was_placed and pod.name in state.placed:
+                state.remove(pod.name)
+            raise
         return Decision(Status.SUCCESS, pod.name, node=decision.node,
                         node_name=decision.node_name, scores=decision.scores,
                         raw_scores=decision.raw_scores, reserve=reserve)

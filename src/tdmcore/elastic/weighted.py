@@ -49,6 +49,8 @@ __all__ = ["WeightedPolicy", "expected_utility", "gang_place"]
 
 def expected_utility(job: ElasticJob) -> float:
     """``U``: the sigmoid at the completion delay of ``workers`` workers on one node."""
+    if not isinstance(job, ElasticJob):
+        raise ValueError(f"job: expected an ElasticJob, got {type(job).__name__}")
     delay = job.images / job.rate(job.workers)
     return sigmoid_utility(delay, *job.utility)
 

@@ -22,6 +22,8 @@ def scaled_bounds(bounds: PriceBounds, u_scale: float = 1.0, l_scale: float = 1.
 
     ``U`` is kept ``>= L`` (the price functions need ``U / L >= 1``).
     """
+    if not isinstance(bounds, PriceBounds):
+        raise ValueError(f"bounds: expected a PriceBounds, got {type(bounds).__name__}")
     u_scale = v.positive_float("u_scale", u_scale)
     l_scale = v.positive_float("l_scale", l_scale)
     l1, l2 = bounds.l1 * l_scale, bounds.l2 * l_scale
