@@ -100,6 +100,9 @@ def test_node_names_with_mathtext_characters_are_drawn_not_parsed(tmp_path, caps
     (["oasis-ratio", "--servers", str(10**11)], "--servers"),
     (["oasis-ratio", "--slots", "1000"], "'--slots'"),
     (["oasis-ratio", "--priorities", "1e308"], "--priorities"),
+    # a priority beyond int32 was checked later, named priorities[0]
+    (["link", "--pod", "a:100:0.5:1:" + "1" * 30, "--pod", "b:100:0.5:1"],
+     "--pod[1].priority: expected an integer in [-2^31, 2^31)"),
 ])
 def test_cli_options_that_were_internal_errors_or_ignored(args, needle, tmp_path, capsys,
                                                           monkeypatch):

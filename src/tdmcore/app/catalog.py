@@ -14,7 +14,7 @@ from typing import Any
 
 from ..data import open_data
 from ..metronome.link import LinkPod
-from ..model import TrafficPattern
+from ..model import TrafficPattern, priority_value
 
 __all__ = ["LinkScenario", "link_scenarios", "load_link_file", "parse_pod"]
 
@@ -51,11 +51,7 @@ def _pod_from_mapping(raw: Any, where: str) -> LinkPod:
     job = raw.get("job")
     if job is not None and (not isinstance(job, str) or not job):
         raise ValueError(f"{where}.job: expected a non-empty string")
-    priority = raw.get("priority", 0)
-    if isinstance(priority, str) and priority.lower() in ("high", "low"):
-        priority = 1 if priority.lower() == "high" else 0
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise ValueError(f"{where}.priority: expected an integer or 'high'/'low'")
+    priority = priority_value(raw.get("priority", 0), f"{where}.priority")  # one rule
     return LinkPod(name=name, job=job, priority=priority, **values)
 
 
