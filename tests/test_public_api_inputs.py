@@ -195,6 +195,15 @@ def test_periods_rates_and_links_beyond_their_caps_are_refused():
         tdmcore.discretize([100.0, 100.0], [0.3, 0.3], [10.0, 1e308], 100.0)
     with pytest.raises(ValueError, match=r"^link_gbps: at most 1e\+06"):
         Node("n", cpu=1, mem_gib=1, gpu=1, link_gbps=1e308)
+    # every capacity argument takes the one rule (_validation.capacity)
+    with pytest.raises(ValueError, match=r"^capacity_gbps: at most 1e\+06"):
+        plan_link([LinkPod("a", 100.0, 0.5, 1.0), LinkPod("b", 100.0, 0.5, 1.0)], 1e308)
+    with pytest.raises(ValueError, match=r"^capacity_gbps: at most 1e\+06"):
+        tdmcore.score(_D, [0, 0], 1e308)
+    from tdmcore.sim.engine.network import FlowJob, simulate_flows
+
+    with pytest.raises(ValueError, match=r"^link_capacity_gbps\[1\]: at most 1e\+06"):
+        simulate_flows([FlowJob("a", 100.0, 0.5, 5.0, (0,), 5)], [10.0, 1e308])
 
 
 def test_helpers_given_the_wrong_object_name_the_argument():
@@ -220,6 +229,8 @@ def test_a_reserve_that_placed_the_pod_and_failed_leaves_no_placement(answer):
             return None
 
     state = ClusterState(_cluster())
+    state.place(Pod("b-0", "b", cpu=1), 0)
+    before = state.copy()
     with pytest.raises(PolicyError):
         Scheduler(Placing()).schedule(state, Pod("a-0", "a", cpu=1))
-    assert not state.placed and not state.used_cpu.any()
+    assert state == before  # placements, resources, order and version

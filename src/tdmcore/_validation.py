@@ -95,6 +95,26 @@ def as_int_vector(name: str, value: Any) -> NDArray[np.int64]:
     return as_int_array(name, np.atleast_1d(raw))
 
 
+def capacity(name: str, value: Any) -> float:
+    """A link capacity (Gbps): a finite number > 0 and at most :data:`MAX_GBPS`, the
+    one rule of every capacity argument (nodes, links, the flow engine)."""
+    cap = positive_float(name, value)
+    if cap > MAX_GBPS:
+        raise ValueError(f"{name}: at most {MAX_GBPS:g} Gbps, got {cap:g}")
+    return cap
+
+
+def capacities(name: str, value: Any) -> NDArray[np.float64]:
+    """:func:`capacity` for a non-empty 1-D array of them (the first bad one named)."""
+    caps = as_float_array(name, value, ndim=1)
+    if caps.size == 0:
+        raise ValueError(f"{name}: expected at least one capacity")
+    bad = np.flatnonzero((caps <= 0) | (caps > MAX_GBPS))
+    if bad.size:
+        capacity(f"{name}[{int(bad[0])}]", float(caps[bad[0]]))
+    return caps
+
+
 def positive_float(name: str, value: Any) -> float:
     """A finite number > 0."""
     number = real_number(name, value)

@@ -284,20 +284,24 @@ class Scheduler:
                         raw_scores=cycle.raw_scores), cycle
 
     def schedule(self, state: ClusterState, pod: Pod) -> Decision:
-        """Decide and, on success, Reserve: the pod is recorded on its node."""
+        """Decide and, on success, Reserve: the pod is recorded on its node.  A user
+        policy's Reserve that fails (or answers wrongly) leaves ``state`` as it was."""
+        return self._schedule(state, pod, rollback=self._user)
+
+    def _schedule(self, state: ClusterState, pod: Pod, rollback: bool) -> Decision:
         decision, cycle = self.decide(state, pod)
         if decision.status is not Status.SUCCESS or decision.node is None:
             return decision
-        was_placed = pod.name in state.placed
+        # a user's reserve that fails after changing the state leaves it as it was:
+        # the gang path's rule (a copy); a gang's trial copy is already one
+        saved = state.copy() if rollback else None
         try:
             reserve = self._call("reserve", state, cycle, decision.node)
             if self._user:
                 self._check_reserve(state, pod, decision.node, reserve)
         except Exception:
-            # a user's reserve that placed the pod and then failed (or answered
-            # wrongly) leaves no placement behind: the call changed nothing
-            if not was_placed and pod.name in state.placed:
-                state.remove(pod.name)
+            if saved is not None:
+                state.__dict__.update(saved.__dict__)
             raise
         return Decision(Status.SUCCESS, pod.name, node=decision.node,
                         node_name=decision.node_name, scores=decision.scores,
@@ -324,7 +328,7 @@ class Scheduler:
         trial = state.copy()
         decisions = []
         for pod in pods:
-            decision = self.schedule(trial, pod)
+            decision = self._schedule(trial, pod, rollback=False)  # trial: a copy
             decisions.append(decision)
             if decision.status is not Status.SUCCESS:
                 return GangDecision(decision.status, tuple(decisions),

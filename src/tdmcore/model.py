@@ -99,10 +99,7 @@ class Node:
         _name("name", self.name)
         for key in ("cpu", "mem_gib", "gpu"):
             object.__setattr__(self, key, _finite(key, getattr(self, key)))
-        link = _finite("link_gbps", self.link_gbps, strict=True)
-        if link > _validation.MAX_GBPS:
-            raise ValueError(f"link_gbps: at most {_validation.MAX_GBPS:g} Gbps, got {link:g}")
-        object.__setattr__(self, "link_gbps", link)
+        object.__setattr__(self, "link_gbps", _validation.capacity("link_gbps", self.link_gbps))
 
 
 @dataclass(frozen=True)

@@ -119,3 +119,17 @@ def test_a_failed_move_puts_the_previous_run_back(tmp_path: Path, monkeypatch) -
         _run(tmp_path, "r", {"r.csv": "2", "r.json": "2", "r-new.png": "n"})
     assert _contents(tmp_path) == before
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(PARTIAL_PREFIX)]
+
+
+def test_a_failed_move_leaves_no_folder_it_created(tmp_path: Path, monkeypatch) -> None:
+    real = os.replace
+
+    def failing(src: object, dst: object) -> None:
+        if Path(str(dst)).name == "r.json":
+            raise OSError(28, "No space left on device")
+        real(src, dst)
+
+    monkeypatch.setattr(report_dir.os, "replace", failing)
+    with pytest.raises(OSError, match="No space"):
+        _run(tmp_path / "new" / "deeper", "r", {"r.csv": "1", "r.json": "1"})
+    assert list(tmp_path.iterdir()) == []

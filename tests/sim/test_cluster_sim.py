@@ -787,3 +787,8 @@ def test_a_noise_sigma_out_of_range_is_refused_by_name_before_the_run(sigma: flo
     with pytest.raises(ValueError, match="noise_sigma"):
         sweep.parse_spec({"scenario": "metronome-snapshots", "policies": ["default"],
                           "set": {"run.noise_sigma": sigma}})
+    # the flow engine's own entry point takes the same rule (one owner)
+    from tdmcore.sim.engine.network import FlowJob, simulate_flows
+
+    with pytest.raises(ValueError, match=r"^noise_sigma: expected a value in \[0, 1\]"):
+        simulate_flows([FlowJob("a", 100.0, 0.5, 5.0, (0,), 5)], [10.0], noise_sigma=sigma)

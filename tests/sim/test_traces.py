@@ -86,6 +86,7 @@ def test_iterations_instead_of_durations_and_seconds_as_submit(tmp_path: Path) -
     ("submit,workers,duration_s\n0,1\n", {}, "t.csv: line 2: 2 cells, the header has 3"),
     ("submit,workers,duration_s\n", {}, "t.csv: no jobs"),
     ("submit,workers,submit,duration_s\n0,1,5,60\n", {}, "t.csv: the header repeats 'submit'"),
+    ("submit,workers,duration_s,note,note\n0,1,5,a\n", {}, "t.csv: line 2: 4 cells"),
     ("s,workers,duration_s\n0,1,5\n", {"submit": "when"}, "no column 'when' (mapped to"),
     ("s,workers,duration_s\n0,1,5\n", {"arrival": "s"}, "columns: unknown field(s)"),
     # out of range: the message names the cell, cut short
@@ -162,3 +163,9 @@ def test_a_job_the_rows_cannot_make_names_the_file_and_line(tmp_path: Path) -> N
     path = _write(tmp_path, "submit,workers,duration_s\n0,2,100\n1e12,2,100\n")
     with pytest.raises(ValueError, match=r"t\.csv: line 3: arrival_s: must lie in"):
         trace_scenario(read_trace(path), n_nodes=1, source=str(path))
+
+
+def test_a_repeated_column_tdmcore_does_not_read_is_no_error(tmp_path) -> None:
+    # Only a repeated column that holds a field is ambiguous.
+    rows = read_trace(_write(tmp_path, "submit,workers,duration_s,note,note\n0,1,60,a,b\n"))
+    assert len(rows) == 1

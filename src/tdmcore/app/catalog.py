@@ -7,11 +7,11 @@ suite re-derives them from the shipped data (:mod:`tdmcore.data`).
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import _validation as v
 from ..data import open_data
 from ..metronome.link import LinkPod
 from ..model import TrafficPattern, priority_value
@@ -60,10 +60,7 @@ def _parse_link(raw: Any, where: str) -> tuple[float, tuple[LinkPod, ...]]:
         raise ValueError(f"{where}: expected an object with capacity_gbps and pods")
     if "capacity_gbps" not in raw:
         raise ValueError(f"{where}.capacity_gbps: missing")
-    cap = raw["capacity_gbps"]
-    if isinstance(cap, bool) or not isinstance(cap, int | float) or not cap > 0 \
-            or not math.isfinite(cap):
-        raise ValueError(f"{where}.capacity_gbps: expected a number > 0, got {cap!r}")
+    cap = v.capacity(f"{where}.capacity_gbps", raw["capacity_gbps"])
     if "pods" not in raw:
         raise ValueError(f"{where}.pods: missing")
     pods_raw = raw["pods"]

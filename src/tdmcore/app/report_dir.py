@@ -145,7 +145,12 @@ class ReportDir:
             (staging / f"{self.stem}-run.json").write_text(
                 json_text(record), "utf-8")
             stale = self._previous_files()
-            self._commit(staging, [*written, f"{self.stem}-run.json"])
+            try:
+                self._commit(staging, [*written, f"{self.stem}-run.json"])
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                self._remove_created()  # the folders this report made, now empty
+                raise
             for path in stale:
                 if path.name not in written:
                     with contextlib.suppress(OSError):
@@ -185,7 +190,6 @@ class ReportDir:
             for name in saved:
                 with contextlib.suppress(OSError):
                     os.replace(backup / name, self.out_dir / name)
-            self._remove_created()
             raise
 
     def _previous_files(self) -> list[Path]:

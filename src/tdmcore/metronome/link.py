@@ -155,7 +155,7 @@ def plan_link(
             raise ValueError(f"pods: job {p.job_name!r} has two pods on the link; its row is "
                              "one pod's demand (docs/traffic-circle.md), so give one pod per job")
         jobs_seen.add(p.job_name)
-    cap = v.positive_float("capacity_gbps", capacity_gbps)
+    cap = v.capacity("capacity_gbps", capacity_gbps)
     n_bins = v.bins_count(bins)
     v.pattern([p.period_ms for p in pods], [p.duty_cycle for p in pods],
               [p.bandwidth_gbps for p in pods])

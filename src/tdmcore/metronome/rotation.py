@@ -168,7 +168,7 @@ def search_rotations(
     """
     arr = check_demand(demand)
     k, n_bins = arr.shape
-    cap = v.positive_float("capacity_gbps", capacity_gbps)
+    cap = v.capacity("capacity_gbps", capacity_gbps)
     lim = _check_limits(limits, k, n_bins)
     if not isinstance(mode, str) or mode not in _MODES:
         raise ValueError(f"mode: expected 'first' or 'optimal', got {mode!r}")

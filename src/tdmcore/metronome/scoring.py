@@ -55,7 +55,7 @@ def excess(demand: Any, rotations: Any, capacity_gbps: float) -> float:
     """
     arr = check_demand(demand)
     rot = _check_rotations(rotations, arr.shape[0])
-    cap = v.positive_float("capacity_gbps", capacity_gbps)
+    cap = v.capacity("capacity_gbps", capacity_gbps)
     exc, _ = excess_and_carried(arr, rot, cap)
     return float(exc)
 
@@ -86,7 +86,7 @@ def score(demand: Any, rotations: Any, capacity_gbps: float) -> float:
     """
     arr = check_demand(demand)
     rot = _check_rotations(rotations, arr.shape[0])
-    cap = v.positive_float("capacity_gbps", capacity_gbps)
+    cap = v.capacity("capacity_gbps", capacity_gbps)
     exc, _ = excess_and_carried(arr, rot, cap)
     return score_from_excess(float(exc), cap, arr.shape[1])
 
@@ -95,7 +95,7 @@ def link_utilization(demand: Any, rotations: Any, capacity_gbps: float) -> float
     """``xi = sum_b min(S[b], B) / (B N)``, in [0, 1] (Eq. 6, discretized)."""
     arr = check_demand(demand)
     rot = _check_rotations(rotations, arr.shape[0])
-    cap = v.positive_float("capacity_gbps", capacity_gbps)
+    cap = v.capacity("capacity_gbps", capacity_gbps)
     _, carried = excess_and_carried(arr, rot, cap)
     return float(min(1.0, carried / (cap * arr.shape[1])))
 

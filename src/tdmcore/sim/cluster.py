@@ -44,7 +44,7 @@ from ..metronome.link import LinkPlan
 from ..metronome.policies import POLICIES, MetronomeConfig, make_policy
 from ..metronome.scoring import average_bandwidth_utilization
 from ..model import Cluster, Pod, TrafficPattern, priority_value
-from .engine.network import CONTENTION_EFFICIENCY, check_efficiency
+from .engine.network import CONTENTION_EFFICIENCY, check_efficiency, check_noise_sigma
 from .run.loop import Run
 
 __all__ = [
@@ -297,12 +297,6 @@ def warm_up(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *,
     run_cluster(sim, short, policy, seed=seed)
 
 
-#: The largest lognormal spread of compute times (``noise_sigma``): at 1 an
-#: iteration's compute already varies by a factor e either way; far beyond it the
-#: drawn times overflow.
-MAX_NOISE_SIGMA = 1.0
-
-
 def check_run_options(*, noise_sigma: Any = 0.01, sample_ms: Any = None,
                       progress: Any = None, skip_ahead: Any = True, queue: Any = "backoff",
                       contention_efficiency: Any = CONTENTION_EFFICIENCY
@@ -331,10 +325,7 @@ def check_run_options(*, noise_sigma: Any = 0.01, sample_ms: Any = None,
         ``progress`` that is not callable, a ``skip_ahead`` that is not a bool, an
         unknown ``queue``, an efficiency outside (0, 1].
     """
-    sigma = v.real_number("noise_sigma", noise_sigma)
-    if not 0 <= sigma <= MAX_NOISE_SIGMA:
-        raise ValueError(f"noise_sigma: expected a value in [0, {MAX_NOISE_SIGMA:g}] (the "
-                         f"lognormal spread of compute times), got {sigma:g}")
+    sigma = check_noise_sigma(noise_sigma)
     if progress is not None and not callable(progress):
         raise ValueError(f"progress: expected a callable or None, got {type(progress).__name__}")
     if queue not in QUEUES:

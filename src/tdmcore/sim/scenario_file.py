@@ -294,9 +294,11 @@ def _parse_json(text: str) -> Any:
 
 
 def parse_document(text: str, yaml_syntax: bool) -> Any:
-    """``text`` as YAML (``yaml_syntax``) or JSON, strictly: duplicate keys, NaN and
-    malformed input raise ``ValueError("file: ...")`` with the line.  The one reader
-    of every input file (scenario files, sweep specs, link files)."""
+    """``text`` as YAML (``yaml_syntax``) or JSON, strictly: duplicate keys and
+    malformed input raise ``ValueError("file: ...")`` with the line (NaN and
+    infinities are read; each field's check refuses them where numbers must be
+    finite).  The one reader of every input file (scenario files, sweep specs, link
+    files)."""
     return _parse_yaml(text) if yaml_syntax else _parse_json(text)
 
 

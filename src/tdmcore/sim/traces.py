@@ -187,10 +187,10 @@ def _rows(source: str, lines: Iterable[str], columns: Mapping[str, str]) -> list
     if not header:
         _fail(source, "empty file: expected a header row and one job per row")
     header = [h.strip() for h in header]
-    repeated = sorted({h for h in header if h and header.count(h) > 1})
+    found = _headers(source, header, columns)
+    repeated = sorted({h for h in found.values() if header.count(h) > 1})
     if repeated:  # which of the two columns would be the field? neither: refuse
         _fail(source, f"the header repeats {', '.join(repr(h) for h in repeated)}")
-    found = _headers(source, header, columns)
     index = {field: header.index(name) for field, name in found.items()}
     rows: list[TraceRow] = []
     for cells in reader:

@@ -55,6 +55,21 @@ __all__ = ["CONTENTION_EFFICIENCY", "EngineJob", "FlowEngine", "FlowJob", "FlowR
 CONTENTION_EFFICIENCY = 0.99
 
 
+#: The largest lognormal spread of compute times (``noise_sigma``): at 1 an
+#: iteration's compute already varies by a factor e either way; far beyond it the
+#: drawn times overflow.
+MAX_NOISE_SIGMA = 1.0
+
+
+def check_noise_sigma(value: Any) -> float:
+    """``value`` as a ``noise_sigma`` in [0, :data:`MAX_NOISE_SIGMA`], or ValueError."""
+    sigma = v.real_number("noise_sigma", value)
+    if not 0 <= sigma <= MAX_NOISE_SIGMA:
+        raise ValueError(f"noise_sigma: expected a value in [0, {MAX_NOISE_SIGMA:g}] (the "
+                         f"lognormal spread of compute times), got {sigma:g}")
+    return sigma
+
+
 def check_efficiency(value: Any, name: str = "contention_efficiency") -> float:
     """``value`` as a contention efficiency in (0, 1], or ValueError naming ``name``."""
     eta = v.real_number(name, value)
@@ -184,18 +199,14 @@ def simulate_flows(jobs: Sequence[FlowJob], link_capacity_gbps: Sequence[float],
     jobs = tuple(jobs)
     if not jobs or not all(isinstance(j, FlowJob) for j in jobs):
         raise ValueError("jobs: expected a non-empty sequence of FlowJob")
-    cap = v.as_float_array("link_capacity_gbps", link_capacity_gbps, ndim=1)
-    if cap.size == 0 or np.any(cap <= 0):
-        raise ValueError("link_capacity_gbps: expected capacities > 0")
+    cap = v.capacities("link_capacity_gbps", link_capacity_gbps)
     bg = np.zeros_like(cap) if background_gbps is None else v.as_float_array(
         "background_gbps", background_gbps, ndim=1)
     if bg.shape != cap.shape or np.any(bg < 0):
         raise ValueError(f"background_gbps: expected {cap.size} values >= 0")
     if np.any(bg >= cap):  # a transfer there would never end (as SimCluster rejects it)
         raise ValueError("background_gbps: must stay below each link's capacity")
-    sigma = v.real_number("noise_sigma", noise_sigma)
-    if sigma < 0:
-        raise ValueError(f"noise_sigma: must be >= 0, got {sigma}")
+    sigma = check_noise_sigma(noise_sigma)
     v.seed(seed)
     until = float(until_ms)
     if math.isnan(until) or until < 0:

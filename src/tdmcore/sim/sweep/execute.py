@@ -328,7 +328,10 @@ def _sigint_ignored() -> Iterator[None]:
     import signal
     import threading
 
-    if threading.current_thread() is not threading.main_thread():
+    # off the main thread Python cannot change it; a handler installed outside
+    # Python (getsignal() None) could not be put back: leave both alone
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is None:
         yield
         return
     old = signal.signal(signal.SIGINT, signal.SIG_IGN)
