@@ -100,6 +100,7 @@ def test_node_names_with_mathtext_characters_are_drawn_not_parsed(tmp_path, caps
     (["oasis-ratio", "--servers", str(10**11)], "--servers"),
     (["oasis-ratio", "--slots", "1000"], "'--slots'"),
     (["oasis-ratio", "--priorities", "1e308"], "--priorities"),
+    (["calibrate", "--seeds", ","], "--seeds: expected at least one seed"),
     # a priority beyond int32 was checked later, named priorities[0]
     (["link", "--pod", "a:100:0.5:1:" + "1" * 30, "--pod", "b:100:0.5:1"],
      "--pod[1].priority: expected an integer in [-2^31, 2^31)"),
@@ -247,7 +248,6 @@ def test_a_delegated_run_records_the_command_that_wrote_the_report(tmp_path):
 
 @pytest.mark.parametrize(("args", "line"), [
     (["simulate", "metronome-snapshots", "--window", "1e308"], "Error: --window: expected"),
-    (["calibrate", "--seeds", ","], "Error: --seeds: expected"),
     (["oasis", "--worker-servers", "90000", "--slots", "90000", "--jobs", "2"],
      "Error: --slots: 90,000 slots"),
 ])
@@ -255,3 +255,13 @@ def test_a_library_error_names_the_option_not_the_argument(args, line, tmp_path,
     # The library names its argument (window_s, seeds, n_slots); a command-line user
     # knows the option.
     assert _one_error([*args, "--out", str(tmp_path / "o")], capsys).startswith(line)
+
+
+def test_a_folder_in_the_way_of_a_report_file_is_named(tmp_path, capsys):
+    # The report moves into --out all or none; the error names what is in the way.
+    (tmp_path / "o" / "elastic-table1.json").mkdir(parents=True)
+    line = _one_error(["elastic", "table1", "--policies", "dragon", "--out",
+                       str(tmp_path / "o")], capsys)
+    assert line == (f"Error: out: cannot write to {tmp_path / 'o' / 'elastic-table1.json'}"
+                    ": Is a directory")
+    assert [p.name for p in (tmp_path / "o").iterdir()] == ["elastic-table1.json"]

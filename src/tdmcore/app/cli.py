@@ -304,9 +304,9 @@ def _report_dir(out_dir: Path, stem: str,
         raise
     try:
         report.__exit__(None, None, None)
-    except OSError as exc:
-        raise click.ClickException(f"out: cannot write to {out_dir}: {exc.strerror}") \
-            from None
+    except OSError as exc:  # the file in the way, when the OS names one
+        raise click.ClickException(f"out: cannot write to {exc.filename or out_dir}: "
+                                   f"{exc.strerror}") from None
 
 
 def _announce(console: Console, report: ReportDir) -> None:
@@ -518,6 +518,8 @@ def calibrate_cmd(fit: str, check: str, seeds: str, window_s: float, out_dir: Pa
     fit_ids = [x.strip() for x in fit.split(",") if x.strip()]
     check_ids = [x.strip() for x in check.split(",") if x.strip()]
     seed_list = _csv_list(seeds, int, "--seeds", low=0, high=MAX_SEED)
+    if not seed_list:
+        raise click.BadParameter("expected at least one seed", param_hint="--seeds")
     console = Console()
     with _report_dir(out_dir, "calibrate") as report:
         try:
