@@ -765,10 +765,17 @@ class Controller:
             if quiet < durations.size:
                 raise ValueError(f"durations_ms: these reports are not quiet (report "
                                  f"{quiet} of {durations.size} would act)")
-            # reports counted, their marks pruned by the reports below
-            self._new_watch(pod).counters[R.REPORTS] += skipped
+            # all quiet: the trial is what report_iterations would leave, taken once
+            self._watch[pod] = trial
+            self._advance_anchor(entry.pod.job, starts)
+            return
         actions = self.report_iterations(pod, starts, durations, comms)
-        assert not actions, actions  # the dry run above took the same reports
+        assert not actions, actions  # nothing is regulated: only the anchor moves
+
+    def _advance_anchor(self, job: str, starts: NDArray[np.float64]) -> None:
+        """The job's anchor after reports starting at ``starts`` (none: unchanged)."""
+        if starts.size:
+            self.anchors_ms[job] = max(float(starts.max()), self.anchors_ms.get(job, -np.inf))
 
     def _new_watch(self, pod: str) -> Watch:
         watch = self._watch.get(pod)
@@ -866,8 +873,7 @@ class Controller:
         while k < n:
             pattern = self.state.placed[pod].pod.pattern
             if not self.config.monitor or pattern is None:
-                self.anchors_ms[job] = max(float(starts[k:].max()),
-                                           self.anchors_ms.get(job, -np.inf))
+                self._advance_anchor(job, starts[k:])
                 return out
             limits = self.thresholds(job)
             assert limits is not None
@@ -875,8 +881,7 @@ class Controller:
             m = R.take_quiet(*self._new_watch(pod), limits.as_limits(), self.rules,
                              durations[k:], own, self._is_high(job))
             if m:
-                self.anchors_ms[job] = max(float(starts[k:k + m].max()),
-                                           self.anchors_ms.get(job, -np.inf))
+                self._advance_anchor(job, starts[k:k + m])
                 k += m
             if k < n:
                 actions = self.report_iteration(pod, float(starts[k]), float(durations[k]),
@@ -884,8 +889,7 @@ class Controller:
                 out.extend((k, a) for a in actions)
                 k += 1
                 if batch and k < n and any(isinstance(a, Readjustment) for a in actions):
-                    self.anchors_ms[job] = max(float(starts[k:].max()),
-                                               self.anchors_ms.get(job, -np.inf))
+                    self._advance_anchor(job, starts[k:])
                     self._new_watch(pod).counters[R.REPORTS] += n - k
                     return out
         return out
