@@ -9,7 +9,9 @@ import pytest
 
 import tdmcore
 from tdmcore.elastic import make_elastic_policy
+from tdmcore.metronome.link import compact_rotations
 from tdmcore.metronome.policies import make_policy
+from tdmcore.metronome.scoring import score_from_excess
 from tdmcore.oasis.admission import make_admission_policy
 from tdmcore.sim.models import model_pattern
 
@@ -63,6 +65,16 @@ D = np.ones((2, 8))
         (lambda: tdmcore.average_bandwidth_utilization([10, 0], [0.5, 0.5]), "capacities_gbps"),
         (lambda: tdmcore.average_bandwidth_utilization([10], [1.5]), "utilizations"),
         (lambda: tdmcore.average_bandwidth_utilization([10, 5], [0.5]), "utilizations"),
+        # these two took any value and ended in ZeroDivisionError (before 2026-11-24)
+        (lambda: score_from_excess(5.0, 0.0, 72), "capacity_gbps"),
+        (lambda: score_from_excess(5.0, 10.0, 0), "bins"),
+        (lambda: score_from_excess(-1.0, 10.0, 72), "excess_gbps"),
+        (lambda: score_from_excess(float("nan"), 10.0, 72), "excess_gbps"),
+        (lambda: compact_rotations([10.0, 5.0], 0), "bins"),
+        (lambda: compact_rotations([10.0, -5.0], 72), "arcs_bins[1]"),
+        (lambda: compact_rotations([10.0, 73.0], 72), "arcs_bins[1]"),
+        (lambda: compact_rotations([[10.0]], 72), "arcs_bins"),
+        (lambda: compact_rotations([10.0, np.inf], 72), "arcs_bins"),
     ],
 )
 def test_bad_input_names_the_argument(call, name: str) -> None:
@@ -184,11 +196,13 @@ def _bins_calls(bins):
         lambda: tdmcore.rotations_to_shifts([1], 100.0, bins=bins),
         lambda: plan_link(_link_pods(), 25.0, bins=bins),
         lambda: MetronomeConfig(bins=bins),
+        lambda: score_from_excess(1.0, 10.0, bins),
+        lambda: compact_rotations([1.0, 2.0], bins),
     ]
 
 
 @pytest.mark.parametrize("bins", [3601, 10**12, np.int64(10**15)])
-@pytest.mark.parametrize("which", range(6))
+@pytest.mark.parametrize("which", range(8))
 def test_bins_has_one_upper_bound_checked_before_any_allocation(bins, which) -> None:
     """Di-Pre is 8 to 3,600 in the library as on the command line (tdmcore link
     --bins): a huge ``bins`` is a ValueError naming it, raised before the circle's
@@ -206,7 +220,7 @@ def test_bins_has_one_upper_bound_checked_before_any_allocation(bins, which) -> 
     assert peak < 1 << 20, peak
 
 
-@pytest.mark.parametrize("which", range(6))
+@pytest.mark.parametrize("which", range(8))
 def test_the_largest_bins_is_accepted(which) -> None:
     _bins_calls(3600)[which]()
 

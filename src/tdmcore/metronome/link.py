@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,7 +20,7 @@ from .._kernels.circle import reference_first, strict_ranks
 from .._kernels.node_score import INCOMPATIBLE_MAX_SCORE
 from .base_period import BasePeriod, check_priorities, check_settings, unify
 from .rotation import RotationResult, search_rotations
-from .scoring import PERFECT_RTOL, excess, link_utilization, score, score_from_excess
+from .scoring import PERFECT_RTOL, _score_from_excess, excess, link_utilization, score
 from .traffic import draw, rotations_to_shifts
 
 __all__ = ["LinkPlan", "LinkPod", "compact_rotations", "plan_link"]
@@ -94,7 +94,7 @@ class LinkPlan(ValueEquality):
         return {job: int(r) for job, r in zip(self.jobs, self.result.rotations, strict=True)}
 
 
-def compact_rotations(arcs_bins: NDArray[np.float64], bins: int) -> NDArray[np.int64]:
+def compact_rotations(arcs_bins: Any, bins: int) -> NDArray[np.int64]:
     """Compact rotations: each row's comm starts where the previous row's ends.
 
     The paper's ablation "without third-stage optimisation" (§IV-C, Table VII):
@@ -105,7 +105,25 @@ def compact_rotations(arcs_bins: NDArray[np.float64], bins: int) -> NDArray[np.i
     (``arcs_bins``: each row's comm arc per unit, in bins), modulo ``bins``.
     **[decision]** Whole bins, rounded up, so that no two arcs overlap on the
     circle; a row with several units is packed by its first unit.
+
+    Parameters
+    ----------
+    arcs_bins : array_like (k,)
+        Each row's comm arc per unit, in bins: finite, >= 0 and at most ``bins``.
+    bins : int
+        Di-Pre ``N``, 8 to 3,600 (docs/traffic-circle.md).
     """
+    n_bins = v.bins_count(bins)
+    arcs = v.as_float_vector("arcs_bins", arcs_bins)
+    bad = np.flatnonzero((arcs < 0.0) | (arcs > n_bins))
+    if bad.size:
+        raise ValueError(f"arcs_bins[{int(bad[0])}]: expected an arc in [0, {n_bins}] bins, "
+                         f"got {float(arcs[bad[0]]):g}")
+    return _compact_rotations(arcs, n_bins)
+
+
+def _compact_rotations(arcs_bins: NDArray[np.float64], bins: int) -> NDArray[np.int64]:
+    """:func:`compact_rotations` on arguments already checked."""
     rot = np.zeros(arcs_bins.shape[0], dtype=np.int64)
     end = float(arcs_bins[0]) if arcs_bins.shape[0] else 0.0
     for i in range(1, arcs_bins.shape[0]):
@@ -204,9 +222,9 @@ def _plan_link(pods: Sequence[LinkPod], cap: float, n_bins: int,
     if mode == "compact":
         multiples = base.multiples if base.compatible else np.ones(len(pods), dtype=np.int64)
         arcs = rows.circle_duty[order] * n_bins / multiples[order]
-        rot = compact_rotations(arcs, n_bins)
+        rot = _compact_rotations(arcs, n_bins)
         exc = float(excess(demand, rot, cap))
-        result = RotationResult(rot, score_from_excess(exc, cap, n_bins),
+        result = RotationResult(rot, _score_from_excess(exc, cap, n_bins),
                                 exc <= PERFECT_RTOL * cap, None, 1)
     else:
         result = search_rotations(demand, cap, limits, mode=mode, mids=mids)

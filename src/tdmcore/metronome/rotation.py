@@ -22,7 +22,7 @@ from .._kernels.rotation_search import (
     pair_distance,
     search_rotations_kernel,
 )
-from .scoring import PERFECT_RTOL, check_demand, score_from_excess
+from .scoring import PERFECT_RTOL, _score_from_excess, check_demand
 
 __all__ = ["PSI_ATOL_BINS", "RotationResult", "search_rotations"]
 
@@ -197,7 +197,7 @@ def search_rotations(
             result_psi = psi_of(rotations, flat_mids, mid_offsets, contend, n_bins)
     return RotationResult(
         rotations=rotations,
-        score=score_from_excess(float(exc), cap, n_bins),
+        score=_score_from_excess(float(exc), cap, n_bins),
         perfect=bool(perfect),
         psi=result_psi,
         evaluated=int(evaluated),

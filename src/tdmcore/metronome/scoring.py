@@ -66,7 +66,25 @@ def score_from_excess(excess_gbps: float, capacity_gbps: float, bins: int) -> fl
     **[decision, docs/traffic-circle.md]** The printed formula lacks the factor 100.
     An excess within the perfect tolerance (``1e-9 B``) scores exactly 100, so
     ``score == 100`` and "perfect" always agree.
+
+    Parameters
+    ----------
+    excess_gbps : float
+        ``Excess = sum_b max(0, S[b] - B)``, finite and >= 0.
+    capacity_gbps : float
+        Link capacity ``B`` > 0 (at most :data:`tdmcore._validation.MAX_GBPS`).
+    bins : int
+        Di-Pre ``N``, 8 to 3,600 (docs/traffic-circle.md).
     """
+    exc = v.real_number("excess_gbps", excess_gbps)
+    if exc < 0.0:
+        raise ValueError(f"excess_gbps: must be >= 0, got {exc}")
+    return _score_from_excess(exc, v.capacity("capacity_gbps", capacity_gbps),
+                              v.bins_count(bins))
+
+
+def _score_from_excess(excess_gbps: float, capacity_gbps: float, bins: int) -> float:
+    """:func:`score_from_excess` on arguments already checked."""
     if excess_gbps <= PERFECT_RTOL * capacity_gbps:
         return 100.0
     return float(min(100.0, max(0.0, 100.0 * (1.0 - excess_gbps / (capacity_gbps * bins)))))
@@ -88,7 +106,7 @@ def score(demand: Any, rotations: Any, capacity_gbps: float) -> float:
     rot = _check_rotations(rotations, arr.shape[0])
     cap = v.capacity("capacity_gbps", capacity_gbps)
     exc, _ = excess_and_carried(arr, rot, cap)
-    return score_from_excess(float(exc), cap, arr.shape[1])
+    return _score_from_excess(float(exc), cap, arr.shape[1])
 
 
 def link_utilization(demand: Any, rotations: Any, capacity_gbps: float) -> float:
