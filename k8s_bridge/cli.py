@@ -290,7 +290,8 @@ def controller_cmd(kubeconfig: str | None, api_server: str | None, host: str, lo
 @click.option("--host", default="0.0.0.0", show_default=True)
 @click.option("--port", type=click.IntRange(0, 65535), default=9471, show_default=True)
 @click.option("--controller", envvar="TDMCORE_CONTROLLER_URL", default=None,
-              help="The controller's URL (none: answer every report with no action).")
+              help="The controller's URL [TDMCORE_CONTROLLER_URL] (none: answer every "
+                   "report with no action).")
 @click.option("--node", envvar="NODE_NAME", default="", help="This node's name [NODE_NAME].")
 @click.option("--timeout", "timeout_s", type=float, callback=_finite_positive, default=0.5,
               show_default=True, help="Seconds to wait for the controller.")

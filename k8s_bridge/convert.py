@@ -56,6 +56,7 @@ from .api import (
 )
 
 __all__ = [
+    "PodConfigError",
     "job_of",
     "latency_matrix",
     "latency_update",
@@ -71,6 +72,13 @@ __all__ = [
     "topology_keys",
     "workloads_from_appgroups",
 ]
+
+
+class PodConfigError(ValueError):
+    """A pod the API server accepted that tdmcore cannot read: its tdmcore priority
+    label, or the PodBandwidth that describes it.  The request carrying the pod was
+    well formed; the pod stays unschedulable by tdmcore until it (or its
+    PodBandwidth) changes."""
 
 GIB = 2.0**30
 
@@ -273,8 +281,12 @@ def pod_from_json(pod: Mapping[str, Any], podbandwidths: Iterable[Mapping[str, A
     labels = labels_of(pod)
     cpu, mem, gpu = pod_requests(pod)
     raw = labels.get(LABEL_PRIORITY, "low")
-    priority = int(raw) if re.fullmatch(r"-?[0-9]{1,9}", raw) else priority_value(
-        raw, f"Pod.metadata.labels[{LABEL_PRIORITY!r}]")
+    try:
+        priority = int(raw) if re.fullmatch(r"-?[0-9]{1,9}", raw) else priority_value(
+            raw, f"Pod.metadata.labels[{LABEL_PRIORITY!r}]")
+        pattern = pattern_for(pod, podbandwidths)
+    except ValueError as exc:  # what the API server does not check: tdmcore's own
+        raise PodConfigError(str(exc)) from exc
     namespace = key.split("/", 1)[0]
     workload = None
     if labels.get(LABEL_APPGROUP) and labels.get(LABEL_WORKLOAD):
@@ -282,7 +294,7 @@ def pod_from_json(pod: Mapping[str, Any], podbandwidths: Iterable[Mapping[str, A
         if workloads is None or name in workloads:
             workload = name
     return Pod(name=key, job=job_of(pod), cpu=cpu, mem_gib=mem, gpu=gpu,
-               pattern=pattern_for(pod, podbandwidths), priority=priority, workload=workload)
+               pattern=pattern, priority=priority, workload=workload)
 
 
 def link_gbps(nodebandwidth: Mapping[str, Any] | None, default: float) -> float:

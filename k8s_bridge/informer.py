@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .kube import RESOURCES, ApiError, Gone, Kube
+from .kube import RESOURCES, ApiError, Gone, Kube, NotFound
 
 __all__ = ["Handler", "Informer", "object_key"]
 
@@ -178,9 +178,13 @@ class Informer:
                     need_list = True
                 failures += 1
                 if failures == 1:
+                    res = self.resource
+                    what = (f"the API server serves no {res.plural}.{res.group} (is its "
+                            f"CustomResourceDefinition installed?)"
+                            if isinstance(exc, NotFound) and res.group else str(exc))
                     log.warning("%s informer: %s; retrying with back-off (%.1f s, up to "
                                 "%.0f s; later failures are logged at DEBUG until it is "
-                                "back)", self.kind, exc, delay, self.backoff_s[1])
+                                "back)", self.kind, what, delay, self.backoff_s[1])
                 else:
                     log.debug("%s informer: %s (failure %d); retrying in %.1f s",
                               self.kind, exc, failures, delay)

@@ -69,6 +69,7 @@ class Resource:
 RESOURCES: dict[str, Resource] = {r.kind: r for r in (
     Resource("Node", "", "v1", "nodes", False),
     Resource("Pod", "", "v1", "pods", True),
+    Resource("Event", "", "v1", "events", True),
     Resource("NodeBandwidth", "tdmcore.io", "v1alpha1", "nodebandwidths", False),
     Resource("PodBandwidth", "tdmcore.io", "v1alpha1", "podbandwidths", True),
     Resource("NetworkTopology", "networktopology.diktyo.x-k8s.io", "v1alpha1",
@@ -125,7 +126,8 @@ def error_for(status: int, body: bytes | str | Mapping[str, Any] | None) -> ApiE
         reason = str(data.get("reason", ""))
         message = str(data.get("message", ""))
         status = int(data.get("code", status)) if isinstance(data.get("code"), int) else status
-    return _BY_STATUS.get(status, ApiError)(status, reason, message)
+    # a text body ends with a newline ("404 page not found\n"): one line in the logs
+    return _BY_STATUS.get(status, ApiError)(status, reason, " ".join(message.split()))
 
 
 class Kube:

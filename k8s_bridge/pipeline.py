@@ -49,16 +49,25 @@ from tdmcore.model import ClusterState, Pod
 from . import api
 from .api import BadRequest
 from .cache import ClusterModel, pod_is_placed
+from .convert import PodConfigError
 from .kube import ApiError, Kube
 from .records import node_status, write_status
 
-__all__ = ["BindError", "FilterOutcome", "Pipeline", "extender_score", "gang_key"]
+__all__ = ["BindError", "FilterOutcome", "Pipeline", "PodRefused", "extender_score",
+           "gang_key"]
 
 log = logging.getLogger(__name__)
 
 
 class BindError(RuntimeError):
     """Binding was refused or failed; nothing was recorded."""
+
+
+class PodRefused(Exception):
+    """A well-formed pod tdmcore cannot read (:class:`~k8s_bridge.convert.PodConfigError`:
+    its priority label, its PodBandwidth): unschedulable by tdmcore until it changes.
+    Filter answers it with every node unresolvable and this reason, so that it reaches
+    the pod's ``FailedScheduling`` event; bind refuses it with the reason."""
 
 
 @dataclass(frozen=True)
@@ -168,6 +177,8 @@ class Pipeline:
         #: members waiting at bind, bindings in flight.  Status writes leave them out,
         #: so that a released reservation never reaches NodeBandwidth status.
         self._unconfirmed: set[str] = set()
+        # pod key -> the PodRefused reason last logged for it: one WARNING per reason
+        self._refused: dict[str, str] = {}
 
     def warm_up(self) -> None:
         """Compile the policy's kernels on a two-node cluster of our own (Numba's
@@ -189,8 +200,20 @@ class Pipeline:
             return self.model.domain_pod(pod_json)
         except LookupError as exc:  # no Node cached yet: not the caller's fault
             raise BindError(str(exc)) from exc
+        except PodConfigError as exc:
+            raise PodRefused(str(exc)) from exc
         except ValueError as exc:
             raise BadRequest(str(exc)) from exc
+
+    def _warn_refused(self, pod_json: Mapping[str, Any], reason: str) -> None:
+        """One WARNING per pod and reason (kube-scheduler retries the pod often)."""
+        key = _key_of(pod_json)
+        if self._refused.get(key) == reason:
+            return
+        if len(self._refused) >= 4096:
+            self._refused.clear()
+        self._refused[key] = reason
+        log.warning("pod %s cannot be scheduled by tdmcore until it changes: %s", key, reason)
 
     def _decide(self, pod_json: Mapping[str, Any]) -> tuple[Pod, ClusterState, Decision,
                                                              CycleState]:
@@ -231,7 +254,12 @@ class Pipeline:
         # The model's lock too: the state, its cluster and the schedulable flags must
         # be one version while we index into them.
         with self.lock, self.model.lock:
-            pod, state, decision, cycle = self._decide(pod_json)
+            try:
+                pod, state, decision, cycle = self._decide(pod_json)
+            except PodRefused as exc:  # no node can help: the reason goes to the event
+                self._warn_refused(pod_json, str(exc))
+                reason = f"tdmcore/{self.policy_name}: {exc}"
+                return FilterOutcome([], {}, {name: reason for name in node_names})
             idx, unknown = self._index(state, node_names)
             if decision.status is Status.ERROR:
                 return FilterOutcome([], error=decision.message)
@@ -346,7 +374,10 @@ class Pipeline:
                    ) -> list[tuple[str, int]]:
         """``(node, 0..10)`` for each of ``node_names`` (see :func:`extender_score`)."""
         with self.lock, self.model.lock:
-            _, state, decision, cycle = self._decide(pod_json)
+            try:
+                _, state, decision, cycle = self._decide(pod_json)
+            except PodRefused:  # Filter has rejected it everywhere, with the reason
+                return [(name, 0) for name in node_names]
             idx, _ = self._index(state, node_names)
             if decision.status is not Status.SUCCESS or cycle.scores is None \
                     or cycle.feasible is None:
@@ -388,7 +419,10 @@ class Pipeline:
                                  f"{self.scheduler_name!r}")
             if spec.get("nodeName"):
                 raise BadRequest(f"PodName: pod {key!r} is already bound")
-            pod, state, decision, cycle = self._decide(pod_json)
+            try:
+                pod, state, decision, cycle = self._decide(pod_json)
+            except PodRefused as exc:
+                raise BindError(str(exc)) from exc
             index = state.cluster.node_index.get(node)
             if index is None:
                 raise BadRequest(f"Node: {node!r} is unknown to tdmcore")
@@ -571,7 +605,10 @@ class Pipeline:
         accepted are forgotten (the bound ones stay: bindings are not transactional).
         """
         with self.lock:
-            pods = [self._pod(p) for p in pod_jsons]
+            try:
+                pods = [self._pod(p) for p in pod_jsons]
+            except PodRefused as exc:
+                return GangDecision(Status.ERROR, (), str(exc))
             try:
                 state = self.model.state()
             except LookupError as exc:

@@ -29,6 +29,7 @@ from tdmcore.framework import QUEUES, GangDecision, Status
 from . import api, convert
 from .api import BadRequest
 from .cache import pod_is_placed
+from .kube import ApiError
 from .pipeline import Pipeline
 from .web import JsonApp
 
@@ -59,6 +60,11 @@ class StandaloneScheduler:
         self.scheduler_name = scheduler_name
         self.retry_s = retry_s
         self._backoff: dict[str, tuple[float, int]] = {}  # gang -> (until, model changes)
+        # gang -> (what it was tried on, message) of a gang tdmcore cannot read: not
+        # tried again until it or the cluster changes, and logged once per message
+        self._refused: dict[str, tuple[Any, str]] = {}
+        # pod key -> the FailedScheduling message last recorded for it (one Event each)
+        self._said: dict[str, str] = {}
         self.app = JsonApp("tdmcore_scheduler", ready=ready)
         self.m_gangs = Counter("tdmcore_scheduler_gangs", "Gang decisions by outcome",
                                ["outcome"], registry=self.app.registry)
@@ -106,7 +112,22 @@ class StandaloneScheduler:
         """Try every ready gang not in back-off; returns what was decided."""
         now = time.monotonic()
         out = []
-        for gang in self.gangs():
+        gangs = self.gangs()
+        live = {gang.key for gang in gangs}
+        for key in [k for k in self._refused if k not in live]:
+            del self._refused[key]  # scheduled, changed or deleted since
+        pending = {convert.pod_key(p) for gang in gangs for p in gang.pods}
+        for key in [k for k in self._said if k not in pending]:
+            del self._said[key]
+        for gang in gangs:
+            # the cluster's relevant changes (PodBandwidths among them) and the members'
+            # versions (a pending pod's labels do not move the cluster)
+            tried_on = (self.model.changes,
+                        tuple(str((p.get("metadata") or {}).get("resourceVersion"))
+                              for p in gang.pods))
+            refused = self._refused.get(gang.key)
+            if refused is not None and refused[0] == tried_on:
+                continue  # nothing changed since it was refused: skip it, quietly
             until, seen = self._backoff.get(gang.key, (0.0, -1))
             if now < until and seen == self.model.changes:
                 if self.queue == "fifo":
@@ -115,21 +136,66 @@ class StandaloneScheduler:
             try:
                 decision = self.pipeline.schedule_gang(gang.pods)
             except BadRequest as exc:
-                log.warning("gang %s cannot be scheduled: %s", gang.key, exc)
                 decision = GangDecision(Status.ERROR, (), str(exc))
             out.append((gang, decision))
             self.m_gangs.labels(decision.status.value).inc()
+            self._record(gang, decision)
             if decision.status is Status.SUCCESS:
                 self._backoff.pop(gang.key, None)
                 log.info("gang %s placed: %s", gang.key, decision.placements)
             elif decision.status is Status.ERROR and not decision.decisions:
-                log.warning("gang %s skipped: %s", gang.key, decision.message)
+                if refused is None or refused[1] != decision.message:
+                    log.warning("gang %s cannot be scheduled until it changes: %s",
+                                gang.key, decision.message)
+                self._refused[gang.key] = (tried_on, decision.message)
             else:
                 self._backoff[gang.key] = (now + self.retry_s, self.model.changes)
                 log.info("gang %s not placed: %s", gang.key, decision.message)
                 if self.queue == "fifo":
                     break  # head-of-line blocking
         return out
+
+    def _record(self, gang: Gang, decision: GangDecision) -> None:
+        """Events, as kube-scheduler writes them for the pods it schedules: ``Scheduled``
+        for each member bound, ``FailedScheduling`` with the reason for each member
+        left pending, once per member and reason (the pass retries every 0.5 s).
+        Best effort: an Event the API refuses is logged, never fails scheduling."""
+        kube = self.pipeline.kube
+        if kube is None:
+            return
+        placed = decision.placements
+        for pod in gang.pods:
+            key = convert.pod_key(pod)
+            node = placed.get(key)
+            if node is not None and decision.status is Status.SUCCESS:
+                self._said.pop(key, None)
+                self._event(kube, pod, "Normal", "Scheduled",
+                            f"Successfully assigned {key} to {node}")
+            elif node is None and self._said.get(key) != decision.message:
+                self._said[key] = decision.message
+                self._event(kube, pod, "Warning", "FailedScheduling",
+                            decision.message or decision.status.value)
+
+    def _event(self, kube: Any, pod: Mapping[str, Any], kind: str, reason: str,
+               message: str) -> None:
+        meta = pod.get("metadata") or {}
+        namespace = meta.get("namespace") or "default"
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        event = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{meta.get('name')}.", "namespace": namespace},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace,
+                               "name": meta.get("name"), "uid": meta.get("uid")},
+            "type": kind, "reason": reason, "message": message[:1024],
+            "source": {"component": self.scheduler_name},
+            "reportingComponent": self.scheduler_name,
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }
+        try:
+            kube.create("Event", event, namespace)
+        except ApiError as exc:
+            log.warning("event %s for pod %s/%s not recorded: %s", reason, namespace,
+                        meta.get("name"), exc)
 
     def run(self, stop: threading.Event, interval_s: float = 0.5,
             may_run: Callable[[], bool] = lambda: True) -> None:

@@ -218,9 +218,15 @@ class Server:
 
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, threads: int = 8,
                  *, ident: str = "tdmcore", max_request_body_size: int = 64 << 20) -> None:
-        self._server: Any = waitress.create_server(
-            app, host=host, port=port, threads=threads, clear_untrusted_proxy_headers=True,
-            max_request_body_size=max_request_body_size, ident=ident)
+        try:
+            self._server: Any = waitress.create_server(
+                app, host=host, port=port, threads=threads,
+                clear_untrusted_proxy_headers=True,
+                max_request_body_size=max_request_body_size, ident=ident)
+        except OSError as exc:  # a busy port: say which (the CLI prints it on one line)
+            busy = OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+            busy.errno = exc.errno
+            raise busy from exc
         # [decision] waitress refuses a body over max_request_body_size from its
         # Content-Length (or while reading a chunked one) before the application runs;
         # that refusal, too, is the documented 400 with a JSON message

@@ -126,3 +126,25 @@ def test_standalone_gang_all_or_nothing(env: Env, standalone: Component,
     nodes += env.nodes("solo", 1, start=3)
     bound = env.wait_bound(ns, 4, 30)
     assert sorted(set(bound.values())) == sorted(nodes)
+
+
+def test_standalone_records_events_with_the_shipped_rbac(env: Env, standalone: Component,
+                                                         space: tuple[str, list[str]]) -> None:
+    """As kube-scheduler does: Scheduled for a pod it binds, FailedScheduling with the
+    reason for one it cannot place (here a bad priority label), once; the shipped
+    ClusterRole lets it create them."""
+    from tests.e2e.test_k8s_e2e_extender import _event_messages
+
+    ns, nodes = space
+    nodes += env.nodes("solo-ev", 1)
+    env.pod(ns, "odd", labels={"tdmcore.io/priority": "urgent"}, scheduler=STANDALONE)
+    env.pod(ns, "fine", scheduler=STANDALONE)
+    env.wait_bound(ns, 1, 30)
+    scheduled = wait_until(lambda: _event_messages(env, ns, "fine", "Scheduled"), 30,
+                           "a Scheduled event")
+    assert scheduled == [f"Successfully assigned {ns}/fine to {nodes[-1]}"]
+    wait_until(lambda: _event_messages(env, ns, "odd", "FailedScheduling"), 30,
+               "a FailedScheduling event")
+    time.sleep(1.5)  # three more passes of the scheduler: still one event
+    failed = _event_messages(env, ns, "odd", "FailedScheduling")
+    assert len(failed) == 1 and "tdmcore.io/priority" in failed[0], failed

@@ -116,6 +116,7 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("v1", "Node", "nodes", False, True),
     ResourceType("v1", "Pod", "pods", True, True),
     ResourceType("v1", "ConfigMap", "configmaps", True),
+    ResourceType("v1", "Event", "events", True),
     ResourceType("coordination.k8s.io/v1", "Lease", "leases", True),
     ResourceType("tdmcore.io/v1alpha1", "NodeBandwidth", "nodebandwidths", False, True),
     ResourceType("tdmcore.io/v1alpha1", "PodBandwidth", "podbandwidths", True, True),

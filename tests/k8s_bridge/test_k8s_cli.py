@@ -376,3 +376,22 @@ def test_an_unreachable_api_server_is_a_few_lines_not_a_flood(tmp_path):
     warnings = [ln for ln in lines if " WARNING " in ln]
     assert len(warnings) == 7 and all("informer" in ln for ln in warnings), lines
     assert len(lines) <= 9, lines
+
+
+def test_a_busy_port_is_named_in_the_one_error_line(tmp_path):
+    """An operator's review (2026-11-24): 'Error: [Errno 98] Address already in use'
+    did not say which address."""
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = start(["agent", "--host", "127.0.0.1", "--port", str(port)], tmp_path, "busy")
+        try:
+            rc = proc.popen.wait(60)
+        finally:
+            proc.kill()
+        r = Result(rc, proc.stdout(), proc.stderr())
+    _assert_clean_refusal(r, f"cannot listen on 127.0.0.1:{port}: Address already in use")
+    assert "Errno" not in r.stderr

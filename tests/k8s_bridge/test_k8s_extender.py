@@ -505,3 +505,45 @@ def test_a_name_is_never_a_path():
     assert RESOURCES["Pod"].path("a/b", "../x", "binding") == \
         "/api/v1/namespaces/a%2Fb/pods/..%2Fx/binding"
     assert RESOURCES["Pod"].path("default", "b-0") == "/api/v1/namespaces/default/pods/b-0"
+
+
+@pytest.mark.parametrize(("labels", "needle"), [
+    ({"tdmcore.io/priority": "urgent"}, "tdmcore.io/priority"),
+    # a PodBandwidth the real API server would refuse (duty 1.5); the fake takes it
+    ({"training.kubeflow.org/job-name": "z"}, "PodBandwidth.spec"),
+])
+def test_a_pod_tdmcore_cannot_read_is_unschedulable_with_its_reason(env, caplog, labels,
+                                                                    needle):
+    """An operator's review (2026-11-24): a pod with a bad priority label got a bare
+    400 from Filter, so its FailedScheduling event said only 'code 400' and the
+    extender logged nothing.  The request is well formed; the pod is what tdmcore
+    cannot read, so Filter answers every node unresolvable with the reason (it
+    reaches the event), prioritize scores 0, bind refuses with the reason, one
+    WARNING is logged however often kube-scheduler retries, and nothing changes."""
+    fake, model, pipeline, url, informers = env
+    fake.create(K.podbandwidth("z", period=100, duty=1.5, gbps=20,
+                               match={"training.kubeflow.org/job-name": "z"}))
+    fake.create(K.pod("odd-0", labels=labels))
+    synced_to(fake, informers)
+    pod = model.objects["Pod"]["default/odd-0"]
+    before = model.state().copy()
+    writes = len(fake.requests)
+    with caplog.at_level("WARNING", logger="k8s_bridge"):
+        for _ in range(3):
+            status, result = post(url + "/filter", args(pod))
+            assert status == 200
+            assert result["NodeNames"] == [] and result["FailedNodes"] == {}
+            assert result["Error"] == ""
+            reasons = result["FailedAndUnresolvableNodes"]
+            assert set(reasons) == set(NODES)
+            assert all(r.startswith("tdmcore/metronome: ") and needle in r
+                       for r in reasons.values()), reasons
+    warned = [r for r in caplog.records if "default/odd-0" in r.getMessage()]
+    assert len(warned) == 1 and needle in warned[0].getMessage()
+    status, scores = post(url + "/prioritize", args(pod))
+    assert status == 200 and {s["Score"] for s in scores} == {0}
+    status, result = post(url + "/bind", {"PodName": "odd-0", "PodNamespace": "default",
+                                          "Node": "n0"})
+    assert status == 200 and needle in result["Error"]
+    assert model.state().same_as(before)
+    assert [m for m, _ in fake.requests[writes:] if m != "GET"] == []

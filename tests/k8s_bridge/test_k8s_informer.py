@@ -171,3 +171,29 @@ def test_an_outage_is_one_warning_and_one_recovery_line(fake, caplog):
     assert sum(r.levelname == "DEBUG" and "failure" in r.message for r in records) == 4
     assert [r.message for r in records if r.levelname == "INFO"] == [
         "Pod informer: the API server answers again after 5 failed attempt(s)"]
+
+
+def test_a_missing_crd_is_named_in_one_line(caplog):
+    """An operator's review (2026-11-24): started before the CRDs were applied, the
+    informer logged '404 : 404 page not found' and, on the next line, the retry."""
+    from tests.k8s_bridge.k8s_fake import RESOURCES
+
+    served = tuple(r for r in RESOURCES if r.kind != "PodBandwidth")
+    with FakeApiServer(resources=served) as server, \
+            caplog.at_level("WARNING", logger="k8s_bridge.informer"):
+        inf = Informer(Kube.connect(host=server.url), "PodBandwidth", Recorder(),
+                       backoff_s=(0.05, 0.2)).start()
+        try:
+            wait_for(lambda: caplog.records, what="a warning")
+        finally:
+            inf.stop()
+    [record] = caplog.records
+    text = record.getMessage()
+    assert "podbandwidths.tdmcore.io" in text and "CustomResourceDefinition" in text, text
+    assert "\n" not in text
+
+
+def test_a_text_error_body_is_one_line():
+    from k8s_bridge.kube import error_for
+
+    assert str(error_for(404, b"404 page not found\n")) == "404 : 404 page not found"

@@ -833,7 +833,9 @@ EXPECTED_PERMISSIONS: dict[str, set[Perm]] = {
     # --leader-elect: the Lease tdmcore-standalone-scheduler (not kube-scheduler's)
     "tdmcore-standalone-scheduler": _SCHEDULER_RULES
     | _grant({"coordination.k8s.io": ["leases"]}, "create", namespace=NAMESPACE)
-    | _grant({"coordination.k8s.io": ["leases"]}, "get update", STANDALONE_LEASE, NAMESPACE),
+    | _grant({"coordination.k8s.io": ["leases"]}, "get update", STANDALONE_LEASE, NAMESPACE)
+    # kube-scheduler records the Events in extender mode; standalone, tdmcore does
+    | _grant({"": ["events"]}, "create"),
     "tdmcore-controller": (
         _grant({"": ["nodes", "pods"], "tdmcore.io": ["nodebandwidths", "podbandwidths"],
                 "networktopology.diktyo.x-k8s.io": ["networktopologies"],

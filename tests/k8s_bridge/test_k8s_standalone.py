@@ -134,3 +134,45 @@ def test_with_queue_fifo_the_oldest_gang_that_does_not_fit_blocks_younger_ones()
         synced_to(fake, informers)
         [(gang, decision)] = sched.run_once()
         assert gang.key == "pod:default/small" and decision.status is Status.SUCCESS
+
+
+def _events(fake) -> list[tuple[str, str, str]]:
+    return sorted((e["involvedObject"]["name"], e["reason"], e["message"])
+                  for e in fake.list("v1", "Event", "default"))
+
+
+def test_events_as_kube_scheduler_records_them_and_one_warning_per_refused_pod(caplog):
+    """An operator's review (2026-11-24): the standalone scheduler recorded no Event,
+    so `kubectl describe pod` said nothing of a pod it placed or could not place, and
+    a pod with a bad priority label logged two WARNINGs every 0.5 s pass (994 lines
+    in 4 minutes).  Now: Scheduled for each member bound, FailedScheduling with the
+    reason once per pod and reason, one WARNING per gang and reason, and the pods
+    behind a refused one are still placed."""
+    objs = base() + [K.pod("odd", labels={"tdmcore.io/priority": "urgent"},
+                           created="2026-11-20T00:00:00Z"),
+                     K.pod("huge", gpu=16, created="2026-11-20T00:00:01Z"),
+                     K.pod("fine", gpu=2, created="2026-11-20T00:00:02Z")]
+    with cluster(objs) as (fake, kube, model, informers):
+        sched = StandaloneScheduler(Pipeline(model, "metronome", kube), K.SCHEDULER,
+                                    retry_s=0.0)
+        with caplog.at_level("WARNING", logger="k8s_bridge"):
+            for _ in range(4):
+                sched.run_once()
+                synced_to(fake, informers)
+        assert node_of(fake, "fine") and not node_of(fake, "odd") and not node_of(fake, "huge")
+        events = _events(fake)
+        assert [e[:2] for e in events] == [("fine", "Scheduled"), ("huge", "FailedScheduling"),
+                                           ("odd", "FailedScheduling")]
+        assert events[0][2] == f"Successfully assigned default/fine to {node_of(fake, 'fine')}"
+        assert "tdmcore.io/priority" in events[2][2] and "urgent" in events[2][2]
+        warned = [r.getMessage() for r in caplog.records if "default/odd" in r.getMessage()]
+        assert len(warned) == 1 and "tdmcore.io/priority" in warned[0]
+        # the reason changes (another bad value): one more Event and one more WARNING
+        fixed = fake.get("v1", "Pod", "odd", "default")
+        fixed["metadata"]["labels"]["tdmcore.io/priority"] = "medium"
+        fake.update(fixed)
+        synced_to(fake, informers)
+        with caplog.at_level("WARNING", logger="k8s_bridge"):
+            sched.run_once()
+        assert len([e for e in _events(fake) if e[0] == "odd"]) == 2
+        assert len([r for r in caplog.records if "default/odd" in r.getMessage()]) == 2
