@@ -182,9 +182,9 @@ class Informer:
                     what = (f"the API server serves no {res.plural}.{res.group} (is its "
                             f"CustomResourceDefinition installed?)"
                             if isinstance(exc, NotFound) and res.group else str(exc))
-                    log.warning("%s informer: %s; retrying with back-off (%.1f s, up to "
-                                "%.0f s; later failures are logged at DEBUG until it is "
-                                "back)", self.kind, what, delay, self.backoff_s[1])
+                    log.warning("%s informer: %s; retrying every %.1f-%.0f s (later "
+                                "failures at DEBUG until it is back)", self.kind, what, delay,
+                                self.backoff_s[1])
                 else:
                     log.debug("%s informer: %s (failure %d); retrying in %.1f s",
                               self.kind, exc, failures, delay)

@@ -111,6 +111,20 @@ class NotFound(ApiError):
 _BY_STATUS: dict[int, type[ApiError]] = {404: NotFound, 409: Conflict, 410: Gone}
 
 
+def connection_failure(exc: BaseException) -> str:
+    """What went wrong reaching the API server, without urllib3's wrapping: the
+    innermost reason of a retry error (``[Errno 111] Connection refused``, a TLS
+    verification failure) minus the connection object's repr, one line."""
+    while isinstance(getattr(exc, "reason", None), BaseException) \
+            and exc.reason is not exc:  # type: ignore[attr-defined]
+        exc = exc.reason  # type: ignore[attr-defined]
+    text = str(exc)
+    conn = getattr(exc, "conn", None)
+    if conn is not None:  # urllib3's NewConnectionError: "<conn>: <message>"
+        text = text.removeprefix(f"{conn}: ")
+    return " ".join(text.split()) or type(exc).__name__
+
+
 def error_for(status: int, body: bytes | str | Mapping[str, Any] | None) -> ApiError:
     """The exception for an HTTP status and a Kubernetes Status body (one map)."""
     reason, message = "", ""
@@ -174,7 +188,9 @@ class Kube:
         try:
             resp = self.api_client.call_api(*params, _request_timeout=timeout)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise ApiError(0, "ConnectionError", str(exc)) from exc
+            host = self.api_client.configuration.host
+            raise ApiError(0, "ConnectionError",
+                           f"{method} {host}{path}: {connection_failure(exc)}") from exc
         except kubernetes.client.ApiException as exc:
             raise error_for(exc.status or 0, exc.body) from exc
         raw: urllib3.BaseHTTPResponse = resp.response
@@ -187,7 +203,7 @@ class Kube:
         try:
             data = resp.data
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise ApiError(0, "ConnectionError", str(exc)) from exc
+            raise ApiError(0, "ConnectionError", connection_failure(exc)) from exc
         finally:
             resp.release_conn()
         if not 200 <= resp.status < 300:
@@ -229,7 +245,8 @@ class Kube:
             if event is not None:
                 yield event
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise ApiError(0, "ConnectionError", f"watch dropped: {exc}") from exc
+            raise ApiError(0, "ConnectionError",
+                           f"watch dropped: {connection_failure(exc)}") from exc
         finally:
             resp.release_conn()
 

@@ -167,7 +167,7 @@ def test_an_outage_is_one_warning_and_one_recovery_line(fake, caplog):
             fake.drop_watches()
     records = [r for r in caplog.records if r.name == "k8s_bridge.informer"]
     warnings = [r for r in records if r.levelname == "WARNING"]
-    assert len(warnings) == 1 and "later failures are logged at DEBUG" in warnings[0].message
+    assert len(warnings) == 1 and "later failures at DEBUG" in warnings[0].message
     assert sum(r.levelname == "DEBUG" and "failure" in r.message for r in records) == 4
     assert [r.message for r in records if r.levelname == "INFO"] == [
         "Pod informer: the API server answers again after 5 failed attempt(s)"]
@@ -197,3 +197,21 @@ def test_a_text_error_body_is_one_line():
     from k8s_bridge.kube import error_for
 
     assert str(error_for(404, b"404 page not found\n")) == "404 : 404 page not found"
+
+
+def test_an_unreachable_api_server_is_said_in_a_short_line():
+    """An operator's review (2026-11-24): each informer's outage WARNING was several
+    hundred characters of urllib3's pool and connection reprs."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ApiError) as caught:
+        Kube.connect(host=f"http://127.0.0.1:{port}").request("GET", "/api/v1/nodes",
+                                                              query={"limit": 1})
+    text = str(caught.value)
+    assert caught.value.status == 0 and caught.value.retryable
+    assert text.startswith(f"0 ConnectionError: GET http://127.0.0.1:{port}/api/v1/nodes: ")
+    assert "Connection refused" in text and "Pool" not in text and "object at" not in text
+    assert len(text) < 160, text
