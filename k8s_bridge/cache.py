@@ -280,6 +280,13 @@ class ClusterModel:
             self.cluster()
             return [str(n["metadata"]["name"]) for n in self._node_json]
 
+    def _skip(self, key: str, reason: str) -> None:
+        """Record that an object could not be used, and log it once per object and
+        reason (the cache re-reads objects on every rebuild)."""
+        if self.skipped.get(key) != reason:
+            log.warning("%s left out: %s", key, reason)
+        self.skipped[key] = reason
+
     def cluster(self) -> Cluster:
         """Nodes in name order (the order that breaks ties), tau, AppGroups."""
         with self.lock:
@@ -295,15 +302,20 @@ class ClusterModel:
                     nodes.append(self._convert_node(name, obj))
                     node_json.append(obj)
                 except ValueError as exc:
-                    self.skipped[f"Node/{name}"] = str(exc)
+                    self._skip(f"Node/{name}", str(exc))
             if not nodes:
                 raise LookupError("no usable Node in the cache yet")
+            for name, nbw in self.objects["NodeBandwidth"].items():
+                if name not in self.objects["Node"] \
+                        and (nbw.get("spec") or {}).get("bandwidth") is not None:
+                    self._skip(f"NodeBandwidth/{name}", "names no Node: its link capacity "
+                               "applies to no node (a NodeBandwidth is named after its Node)")
             try:
                 latency = self._latency(node_json)
                 workloads = convert.workloads_from_appgroups(self.objects["AppGroup"].values())
                 cluster = Cluster(nodes, latency=latency, workloads=workloads)
             except ValueError as exc:
-                self.skipped["NetworkTopology/AppGroup"] = str(exc)
+                self._skip("NetworkTopology/AppGroup", str(exc))
                 cluster = Cluster(nodes)
                 self._has_topology = False
             self._cluster = cluster
@@ -324,7 +336,7 @@ class ClusterModel:
             link = convert.link_gbps(self.objects["NodeBandwidth"].get(name),
                                      self.default_link_gbps)
         except ValueError as exc:
-            self.skipped[f"NodeBandwidth/{name}"] = str(exc)
+            self._skip(f"NodeBandwidth/{name}", str(exc))
             link = self.default_link_gbps
         sig = (_node_signature(obj), link)
         hit = self._nodes.get(name)
@@ -456,14 +468,14 @@ class ClusterModel:
                 try:
                     domain = self._domain_cached(key, pod, cluster)
                 except ValueError as exc:
-                    self.skipped[f"Pod/{key}"] = str(exc)
+                    self._skip(f"Pod/{key}", str(exc))
                     continue
                 try:
                     # Over-committed nodes (pods placed by others) are still recorded:
                     # the API, not our Filter, is the truth about what runs where.
                     _force_place(state, domain, node)
                 except ValueError as exc:
-                    self.skipped[f"Pod/{key}"] = str(exc)
+                    self._skip(f"Pod/{key}", str(exc))
                     continue
                 shift = entry.get("shiftMs")
                 if isinstance(shift, int | float) and not isinstance(shift, bool):

@@ -844,6 +844,23 @@ def test_unusable_pods_are_skipped_not_fatal():
     assert "tdmcore.io/priority" in m.skipped["Pod/default/bad"]
 
 
+def test_objects_left_out_are_logged_once_and_a_nodebandwidth_without_node_too(caplog):
+    """An operator's review (2026-11-24): a NodeBandwidth named after no Node
+    ('gpu-nod-3') and a pod the cache could not use were left out without a word."""
+    m = base_model()
+    m.on_event("NodeBandwidth", "ADDED", K.nodebandwidth("gpu-nod-3", "10G"))
+    m.on_event("Pod", "ADDED", K.pod("bad", labels={PRIO: "urgent"}, node="n0"))
+    with caplog.at_level("WARNING", logger="k8s_bridge.cache"):
+        m.state()
+        m.on_event("Pod", "ADDED", K.pod("ok", labels=K.job_labels("a"), node="n0"))
+        m.state()  # rebuilt: the same two objects left out, not logged again
+    said = sorted(r.getMessage() for r in caplog.records)
+    assert len(said) == 2, said
+    assert said[0].startswith("NodeBandwidth/gpu-nod-3 left out: names no Node")
+    assert said[1].startswith("Pod/default/bad left out: ") and "tdmcore.io/priority" in said[1]
+    assert "NodeBandwidth/gpu-nod-3" in m.skipped
+
+
 def test_placement_order_follows_recorded_order_then_creation():
     m = base_model()
     created = {"p1": "2026-11-20T00:00:03Z", "p2": "2026-11-20T00:00:01Z",
