@@ -66,6 +66,7 @@ __all__ = [
     "pattern_for",
     "podbandwidth_for",
     "pod_from_json",
+    "pod_identity",
     "pod_key",
     "pod_requests",
     "quantity",
@@ -136,6 +137,13 @@ def pod_key(pod: Mapping[str, Any]) -> str:
     namespace = meta.get("namespace") or "default"
     name = _str(meta.get("name"), "Pod.metadata.name")
     return f"{_str(namespace, 'Pod.metadata.namespace')}/{name}"
+
+
+def pod_identity(pod: Mapping[str, Any]) -> str:
+    """The pod's UID, else its ``<namespace>/<name>``: a pod deleted and created again
+    under its name is another pod (what is said once about a pod is keyed by this)."""
+    uid = _dict(pod.get("metadata"), "Pod.metadata").get("uid")
+    return uid if isinstance(uid, str) and uid else pod_key(pod)
 
 
 def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:

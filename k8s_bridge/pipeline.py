@@ -49,8 +49,9 @@ from tdmcore.model import ClusterState, Pod
 from . import api
 from .api import BadRequest
 from .cache import ClusterModel, pod_is_placed
-from .convert import PodConfigError
+from .convert import PodConfigError, pod_identity
 from .kube import ApiError, Kube
+from .once import Once
 from .records import node_status, write_status
 
 __all__ = ["BindError", "FilterOutcome", "Pipeline", "PodRefused", "extender_score",
@@ -177,8 +178,8 @@ class Pipeline:
         #: members waiting at bind, bindings in flight.  Status writes leave them out,
         #: so that a released reservation never reaches NodeBandwidth status.
         self._unconfirmed: set[str] = set()
-        # pod key -> the PodRefused reason last logged for it: one WARNING per reason
-        self._refused: dict[str, str] = {}
+        # the PodRefused reasons logged, by pod UID: one WARNING per pod and reason
+        self._refused = Once()
 
     def warm_up(self) -> None:
         """Compile the policy's kernels on a two-node cluster of our own (Numba's
@@ -208,12 +209,9 @@ class Pipeline:
     def _warn_refused(self, pod_json: Mapping[str, Any], reason: str) -> None:
         """One WARNING per pod and reason (kube-scheduler retries the pod often)."""
         key = _key_of(pod_json)
-        if self._refused.get(key) == reason:
-            return
-        if len(self._refused) >= 4096:
-            self._refused.clear()
-        self._refused[key] = reason
-        log.warning("pod %s cannot be scheduled by tdmcore until it changes: %s", key, reason)
+        if self._refused.first(pod_identity(pod_json), reason):
+            log.warning("pod %s cannot be scheduled by tdmcore until it changes: %s", key,
+                        reason)
 
     def _decide(self, pod_json: Mapping[str, Any]) -> tuple[Pod, ClusterState, Decision,
                                                              CycleState]:
@@ -260,6 +258,7 @@ class Pipeline:
                 self._warn_refused(pod_json, str(exc))
                 reason = f"tdmcore/{self.policy_name}: {exc}"
                 return FilterOutcome([], {}, {name: reason for name in node_names})
+            self._refused.forget(pod_identity(pod_json))  # readable (again)
             idx, unknown = self._index(state, node_names)
             if decision.status is Status.ERROR:
                 return FilterOutcome([], error=decision.message)
@@ -605,10 +604,12 @@ class Pipeline:
         accepted are forgotten (the bound ones stay: bindings are not transactional).
         """
         with self.lock:
-            try:
-                pods = [self._pod(p) for p in pod_jsons]
-            except PodRefused as exc:
-                return GangDecision(Status.ERROR, (), str(exc))
+            pods = []
+            for p in pod_jsons:
+                try:
+                    pods.append(self._pod(p))
+                except PodRefused as exc:  # which member, since every member hears it
+                    return GangDecision(Status.ERROR, (), f"{_key_of(p)}: {exc}")
             try:
                 state = self.model.state()
             except LookupError as exc:

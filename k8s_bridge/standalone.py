@@ -30,6 +30,7 @@ from . import api, convert
 from .api import BadRequest
 from .cache import pod_is_placed
 from .kube import ApiError
+from .once import Once
 from .pipeline import Pipeline
 from .web import JsonApp
 
@@ -60,11 +61,13 @@ class StandaloneScheduler:
         self.scheduler_name = scheduler_name
         self.retry_s = retry_s
         self._backoff: dict[str, tuple[float, int]] = {}  # gang -> (until, model changes)
-        # gang -> (what it was tried on, message) of a gang tdmcore cannot read: not
-        # tried again until it or the cluster changes, and logged once per message
-        self._refused: dict[str, tuple[Any, str]] = {}
-        # pod key -> the FailedScheduling message last recorded for it (one Event each)
-        self._said: dict[str, str] = {}
+        # gang -> what a gang tdmcore cannot read was tried on: not tried again until
+        # it or the cluster changes
+        self._refused: dict[str, Any] = {}
+        self._logged = Once()  # refused gangs' WARNINGs, by gang and message
+        self._said = Once()  # FailedScheduling Events, by pod UID and message
+        #: a slow API server delays the pass by at most this per Event
+        self.event_timeout_s = 5.0
         self.app = JsonApp("tdmcore_scheduler", ready=ready)
         self.m_gangs = Counter("tdmcore_scheduler_gangs", "Gang decisions by outcome",
                                ["outcome"], registry=self.app.registry)
@@ -116,17 +119,15 @@ class StandaloneScheduler:
         live = {gang.key for gang in gangs}
         for key in [k for k in self._refused if k not in live]:
             del self._refused[key]  # scheduled, changed or deleted since
-        pending = {convert.pod_key(p) for gang in gangs for p in gang.pods}
-        for key in [k for k in self._said if k not in pending]:
-            del self._said[key]
+        self._logged.keep_only(live)
+        self._said.keep_only(convert.pod_identity(p) for gang in gangs for p in gang.pods)
         for gang in gangs:
             # the cluster's relevant changes (PodBandwidths among them) and the members'
             # versions (a pending pod's labels do not move the cluster)
             tried_on = (self.model.changes,
                         tuple(str((p.get("metadata") or {}).get("resourceVersion"))
                               for p in gang.pods))
-            refused = self._refused.get(gang.key)
-            if refused is not None and refused[0] == tried_on:
+            if self._refused.get(gang.key) == tried_on:
                 continue  # nothing changed since it was refused: skip it, quietly
             until, seen = self._backoff.get(gang.key, (0.0, -1))
             if now < until and seen == self.model.changes:
@@ -144,10 +145,10 @@ class StandaloneScheduler:
                 self._backoff.pop(gang.key, None)
                 log.info("gang %s placed: %s", gang.key, decision.placements)
             elif decision.status is Status.ERROR and not decision.decisions:
-                if refused is None or refused[1] != decision.message:
+                if self._logged.first(gang.key, decision.message):
                     log.warning("gang %s cannot be scheduled until it changes: %s",
                                 gang.key, decision.message)
-                self._refused[gang.key] = (tried_on, decision.message)
+                self._refused[gang.key] = tried_on
             else:
                 self._backoff[gang.key] = (now + self.retry_s, self.model.changes)
                 log.info("gang %s not placed: %s", gang.key, decision.message)
@@ -159,22 +160,29 @@ class StandaloneScheduler:
         """Events, as kube-scheduler writes them for the pods it schedules: ``Scheduled``
         for each member bound, ``FailedScheduling`` with the reason for each member
         left pending, once per member and reason (the pass retries every 0.5 s).
+        Which members are bound is the cache's word (the pipeline assumes a bound
+        member and forgets the others), not the decision's: a gang that does not fit
+        carries its trial placements, and a partly bound one its whole plan.
         Best effort: an Event the API refuses is logged, never fails scheduling."""
         kube = self.pipeline.kube
         if kube is None:
             return
-        placed = decision.placements
+        kube = kube.with_timeout(self.event_timeout_s)
+        with self.model.lock:
+            cached = {convert.pod_key(p): self.model.objects["Pod"].get(convert.pod_key(p))
+                      for p in gang.pods}
+        message = decision.message or decision.status.value
         for pod in gang.pods:
             key = convert.pod_key(pod)
-            node = placed.get(key)
-            if node is not None and decision.status is Status.SUCCESS:
-                self._said.pop(key, None)
+            now = cached.get(key)
+            node = ((now.get("spec") or {}).get("nodeName") if now is not None else None) \
+                if decision.decisions else None
+            if node:
+                self._said.forget(convert.pod_identity(pod))
                 self._event(kube, pod, "Normal", "Scheduled",
                             f"Successfully assigned {key} to {node}")
-            elif node is None and self._said.get(key) != decision.message:
-                self._said[key] = decision.message
-                self._event(kube, pod, "Warning", "FailedScheduling",
-                            decision.message or decision.status.value)
+            elif self._said.first(convert.pod_identity(pod), message):
+                self._event(kube, pod, "Warning", "FailedScheduling", message)
 
     def _event(self, kube: Any, pod: Mapping[str, Any], kind: str, reason: str,
                message: str) -> None:

@@ -244,6 +244,13 @@ class Env:
             "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
             "spec": spec}, namespace)
 
+    def event_messages(self, namespace: str, pod: str, reason: str) -> list[str]:
+        """The messages of the Events with ``reason`` about pod ``namespace/pod``."""
+        items = self.kube.list("Event", namespace).get("items") or []
+        return [str(e.get("message")) for e in items
+                if (e.get("involvedObject") or {}).get("name") == pod
+                and e.get("reason") == reason]
+
     def podbandwidth(self, namespace: str, name: str, *, period: float, duty: float,
                      gbps: float, match: Mapping[str, str]) -> None:
         self.kube.create("PodBandwidth", {

@@ -121,12 +121,6 @@ def test_with_decide_in_filter_kube_scheduler_binds_the_policys_pick_unscored(
         extender.start()
 
 
-def _event_messages(env: Env, ns: str, pod: str, reason: str) -> list[str]:
-    items = env.kube.list("Event", ns).get("items") or []
-    return [str(e.get("message")) for e in items
-            if (e.get("involvedObject") or {}).get("name") == pod and e.get("reason") == reason]
-
-
 def test_a_pod_tdmcore_cannot_read_says_why_in_its_event(env: Env, extender: Component,
                                                           placed: tuple[str, list[str]]) -> None:
     """A bad priority label: kube-scheduler's FailedScheduling event carries tdmcore's
@@ -134,7 +128,7 @@ def test_a_pod_tdmcore_cannot_read_says_why_in_its_event(env: Env, extender: Com
     ns, nodes = placed
     env.pod(ns, "odd", labels={"tdmcore.io/priority": "urgent"},
             node_selector={TEST: "place"})
-    said = wait_until(lambda: [m for m in _event_messages(env, ns, "odd", "FailedScheduling")
+    said = wait_until(lambda: [m for m in env.event_messages(ns, "odd", "FailedScheduling")
                                if "tdmcore.io/priority" in m], 30,
                       "a FailedScheduling event naming the label")
     assert "urgent" in said[0] and "code 400" not in said[0], said

@@ -133,18 +133,16 @@ def test_standalone_records_events_with_the_shipped_rbac(env: Env, standalone: C
     """As kube-scheduler does: Scheduled for a pod it binds, FailedScheduling with the
     reason for one it cannot place (here a bad priority label), once; the shipped
     ClusterRole lets it create them."""
-    from tests.e2e.test_k8s_e2e_extender import _event_messages
-
     ns, nodes = space
     nodes += env.nodes("solo-ev", 1)
     env.pod(ns, "odd", labels={"tdmcore.io/priority": "urgent"}, scheduler=STANDALONE)
     env.pod(ns, "fine", scheduler=STANDALONE)
     env.wait_bound(ns, 1, 30)
-    scheduled = wait_until(lambda: _event_messages(env, ns, "fine", "Scheduled"), 30,
+    scheduled = wait_until(lambda: env.event_messages(ns, "fine", "Scheduled"), 30,
                            "a Scheduled event")
     assert scheduled == [f"Successfully assigned {ns}/fine to {nodes[-1]}"]
-    wait_until(lambda: _event_messages(env, ns, "odd", "FailedScheduling"), 30,
+    wait_until(lambda: env.event_messages(ns, "odd", "FailedScheduling"), 30,
                "a FailedScheduling event")
     time.sleep(1.5)  # three more passes of the scheduler: still one event
-    failed = _event_messages(env, ns, "odd", "FailedScheduling")
+    failed = env.event_messages(ns, "odd", "FailedScheduling")
     assert len(failed) == 1 and "tdmcore.io/priority" in failed[0], failed

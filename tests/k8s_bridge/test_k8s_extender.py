@@ -509,7 +509,8 @@ def test_a_name_is_never_a_path():
 
 @pytest.mark.parametrize(("labels", "needle"), [
     ({"tdmcore.io/priority": "urgent"}, "tdmcore.io/priority"),
-    # a PodBandwidth the real API server would refuse (duty 1.5); the fake takes it
+    # a PodBandwidth the real API server accepts (v1.23, the shipped CRD) and tdmcore
+    # cannot use: 1e12 Gbps, beyond tdmcore's 1e6
     ({"training.kubeflow.org/job-name": "z"}, "PodBandwidth.spec"),
 ])
 def test_a_pod_tdmcore_cannot_read_is_unschedulable_with_its_reason(env, caplog, labels,
@@ -521,7 +522,7 @@ def test_a_pod_tdmcore_cannot_read_is_unschedulable_with_its_reason(env, caplog,
     reaches the event), prioritize scores 0, bind refuses with the reason, one
     WARNING is logged however often kube-scheduler retries, and nothing changes."""
     fake, model, pipeline, url, informers = env
-    fake.create(K.podbandwidth("z", period=100, duty=1.5, gbps=20,
+    fake.create(K.podbandwidth("z", period=100, duty=0.5, gbps=1e12,
                                match={"training.kubeflow.org/job-name": "z"}))
     fake.create(K.pod("odd-0", labels=labels))
     synced_to(fake, informers)

@@ -176,3 +176,51 @@ def test_events_as_kube_scheduler_records_them_and_one_warning_per_refused_pod(c
             sched.run_once()
         assert len([e for e in _events(fake) if e[0] == "odd"]) == 2
         assert len([r for r in caplog.records if "default/odd" in r.getMessage()]) == 2
+
+
+def test_a_gang_that_does_not_fit_or_binds_in_part_gets_the_events_of_what_happened():
+    """A review (2026-11-24): Events were taken from the decision's placements, which
+    hold a trial plan when the gang does not fit and the whole plan when a binding
+    failed midway, so members got no Event, or a Scheduled one for a pod not bound."""
+    objs = base() + [K.podgroup("train", 3)] + [member(i, gpu=8) for i in range(3)]
+    with cluster(objs) as (fake, kube, model, informers):
+        sched = StandaloneScheduler(Pipeline(model, "metronome", kube), K.SCHEDULER)
+        [(_, decision)] = sched.run_once()  # 3 x 8 GPUs on 2 x 8: the first two fit
+        assert decision.status is Status.UNSCHEDULABLE and decision.placements
+        assert [e[:2] for e in _events(fake)] == [
+            (f"train-{i}", "FailedScheduling") for i in range(3)]
+    objs = base() + [K.podgroup("train", 2), member(0), member(1)]
+    with cluster(objs) as (fake, kube, model, informers):
+        sched = StandaloneScheduler(Pipeline(model, "metronome", kube), K.SCHEDULER)
+        fake.fail_next("POST", r"pods/train-1/binding", status=500)
+        [(_, decision)] = sched.run_once()
+        assert decision.status is Status.ERROR and len(decision.placements) == 2
+        events = _events(fake)
+        assert [e[:2] for e in events] == [("train-0", "Scheduled"),
+                                           ("train-1", "FailedScheduling")]
+        node = node_of(fake, "train-0")
+        assert events[0][2] == f"Successfully assigned default/train-0 to {node}"
+        assert "500" in events[1][2]
+
+
+def test_a_refused_gang_is_not_tried_again_until_it_or_the_cluster_changes():
+    objs = base() + [K.pod("odd", labels={"tdmcore.io/priority": "urgent"})]
+    with cluster(objs) as (fake, kube, model, informers):
+        pipeline = Pipeline(model, "metronome", kube)
+        sched = StandaloneScheduler(pipeline, K.SCHEDULER)
+        calls = []
+        real = pipeline.schedule_gang
+        pipeline.schedule_gang = lambda pods: calls.append(1) or real(pods)  # type: ignore
+        for _ in range(3):
+            sched.run_once()
+        assert len(calls) == 1  # refused once, then skipped: nothing changed
+        fake.create(K.node("n2"))  # the cluster changes: tried again
+        synced_to(fake, informers)
+        sched.run_once()
+        assert len(calls) == 2
+        odd = fake.get("v1", "Pod", "odd", "default")
+        odd["metadata"]["labels"]["tdmcore.io/priority"] = "high"  # fixed
+        fake.update(odd)
+        synced_to(fake, informers)
+        sched.run_once()
+        assert len(calls) == 3 and node_of(fake, "odd")
