@@ -2,10 +2,12 @@
 
 Usage: python -m benchmarks.report [--seeds 0 1 2 3 4] [--decision] [--oasis] [--network]
        [--milp [--milp-sizes 20 50 100] [--milp-time-limit 600]]
-       [--philly JOBS NODES [--philly-policies default,metronome] [--philly-cap S]]
+       [--philly JOBS NODES [--philly-policies default,metronome-no-monitor,metronome]
+        [--philly-cap S]]
        [--heavy [--heavy-count 50]] [--growth] [--rotation]
 The rotation-search table is printed when no other section is asked for, or
-with --rotation.
+with --rotation.  --seeds applies to the rotation, --network, --oasis and --milp
+tables; --decision, --heavy, --growth and --philly use their own fixed seeds.
 Each instance is solved by tdmcore (median of 20 runs) and by the naive peer
 (one run) in the same process, after checking that both give the same answer.
 The MILP of OASiS's problem (27) can stop at its time limit: its status says
@@ -30,44 +32,62 @@ CASES = [("first", 4, 72), ("optimal", 5, 72), ("first", 5, 72), ("optimal", 4, 
          ("first", 3, 144), ("optimal", 3, 144)]
 
 
+def _at_least_one(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--decision", action="store_true",
-                        help="also time one pod's full decision on 10..10,000 nodes "
+                        help="time one pod's full decision on 10..10,000 nodes "
                              "(clusters seeded 0..19), beside the per-node peer on "
                              "1,000 and 10,000 nodes (seeds 0..4)")
     parser.add_argument("--heavy", action="store_true",
-                        help="also the rotation search on heavily contended links "
+                        help="the rotation search on heavily contended links "
                              "without a perfect rotation (k = 4, 72 bins), worst of "
                              "--heavy-count instances, against the naive peer")
-    parser.add_argument("--heavy-count", type=int, default=50)
+    parser.add_argument("--heavy-count", type=_at_least_one, default=50,
+                        help="instances for --heavy (default: 50)")
     parser.add_argument("--growth", action="store_true",
-                        help="also how the search's time grows with k (2..6) and bins "
+                        help="how the search's time grows with k (2..6) and bins "
                              "(72, 144, 360) on heavily contended links, seeds 0..9")
     parser.add_argument("--oasis", action="store_true",
-                        help="also time OASiS's best schedule (T=100, 100+100 servers) "
+                        help="time OASiS's best schedule (T=100, 100+100 servers) "
                              "against the straightforward DP")
     parser.add_argument("--milp", action="store_true",
-                        help="also time OASiS's best schedule against the MILP of "
+                        help="time OASiS's best schedule against the MILP of "
                              "problem (27) (HiGHS), T = servers = each of --milp-sizes")
     parser.add_argument("--milp-sizes", type=int, nargs="+", default=[20, 50, 100],
                         help="T = worker servers = PS servers (default: 20 50 100)")
     parser.add_argument("--milp-time-limit", type=float, default=600.0,
                         help="MILP time limit per instance, seconds (default: 600)")
     parser.add_argument("--network", action="store_true",
-                        help="also the flow-level network model against its naive peer")
+                        help="the flow-level network model against its naive peer")
     parser.add_argument("--philly", type=int, nargs=2, metavar=("JOBS", "NODES"),
                         help="time the simulator on the first JOBS Philly jobs on NODES "
                              "nodes (noise 0, seed 0), one policy after another, with the "
                              "peak memory of the process")
-    parser.add_argument("--philly-policies", default="default,metronome-no-monitor,metronome")
+    parser.add_argument("--philly-policies", default="default,metronome-no-monitor,metronome",
+                        help="comma-separated (default: default,metronome-no-monitor,"
+                             "metronome)")
     parser.add_argument("--philly-cap", type=float, default=None,
                         help="truncate Philly jobs to this many seconds")
     parser.add_argument("--rotation", action="store_true",
                         help="the rotation-search table (the default when no other "
                              "section is asked for)")
     args = parser.parse_args()
+    if args.philly:
+        from tdmcore import _validation as v
+        from tdmcore.sim.cluster import CLUSTER_POLICIES
+
+        for name in args.philly_policies.split(","):  # all checked before any is run
+            if name not in CLUSTER_POLICIES:
+                parser.error(f"--philly-policies: unknown policy {name!r}"
+                             f"{v.did_you_mean(name, CLUSTER_POLICIES)}")
     asked = any((args.philly, args.network, args.milp, args.oasis, args.decision, args.heavy,
                  args.growth))
     if args.philly:
