@@ -258,7 +258,8 @@ class Pipeline:
                 self._warn_refused(pod_json, str(exc))
                 reason = f"tdmcore/{self.policy_name}: {exc}"
                 return FilterOutcome([], {}, {name: reason for name in node_names})
-            self._refused.forget(pod_identity(pod_json))  # readable (again)
+            if self._refused:  # only then: Filter is kube-scheduler's hot path
+                self._refused.forget(pod_identity(pod_json))  # readable (again)
             idx, unknown = self._index(state, node_names)
             if decision.status is Status.ERROR:
                 return FilterOutcome([], error=decision.message)

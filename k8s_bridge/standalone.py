@@ -168,15 +168,18 @@ class StandaloneScheduler:
         if kube is None:
             return
         kube = kube.with_timeout(self.event_timeout_s)
-        with self.model.lock:
-            cached = {convert.pod_key(p): self.model.objects["Pod"].get(convert.pod_key(p))
-                      for p in gang.pods}
+        keys = [convert.pod_key(p) for p in gang.pods]
+        bound: dict[str, str] = {}
+        if decision.decisions:  # no plan, nothing bound
+            with self.model.lock:
+                for key in keys:
+                    cached = self.model.objects["Pod"].get(key) or {}
+                    node = (cached.get("spec") or {}).get("nodeName")
+                    if node:
+                        bound[key] = str(node)
         message = decision.message or decision.status.value
-        for pod in gang.pods:
-            key = convert.pod_key(pod)
-            now = cached.get(key)
-            node = ((now.get("spec") or {}).get("nodeName") if now is not None else None) \
-                if decision.decisions else None
+        for key, pod in zip(keys, gang.pods, strict=True):
+            node = bound.get(key)
             if node:
                 self._said.forget(convert.pod_identity(pod))
                 self._event(kube, pod, "Normal", "Scheduled",
