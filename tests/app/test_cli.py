@@ -77,7 +77,7 @@ def test_pods_from_command_line_and_file(tmp_path: Path) -> None:
         (["link", "s1", "--capacity", "-1"], "Invalid value for '--capacity'", 2),
         (["link", "s1", "--capacity", "nan"], "'nan' is not a finite number", 2),
         (["link", "--file", "/nonexistent/pods.json"], "cannot read", 1),
-        (["link", "s1", "--out", "/proc/forbidden"], "out: cannot write", 1),
+        (["link", "s1", "--out", "/proc/forbidden"], "--out: cannot write", 1),
     ],
 )
 def test_bad_input_is_one_line_error(args, message, status, tmp_path, capsys) -> None:
@@ -150,7 +150,7 @@ def test_oasis_ratio_offline_bounds_online(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["oasis", "--policies", "oasis,nope"], "policies: unknown policy 'nope'"),
+    (["oasis", "--policies", "oasis,nope"], "--policies: unknown policy 'nope'"),
     (["oasis", "--jobs", "0"], "Invalid value for '--jobs'"),
     (["oasis", "--l-quantile", "1"], "Invalid value for '--l-quantile'"),
     (["oasis-ratio", "--scales", "x"], "expected comma-separated floats"),
@@ -193,10 +193,14 @@ def test_elastic_deadlock_is_reported(tmp_path: Path) -> None:
     assert rows["kubeflow"]["elapsed_s"] is None and rows["dragon"]["vs_kubeflow"] is None
     assert rows["dragon"]["finished"] == 4
     assert "deadlocked" in result.output
+    # in the terminal's table too, a figure that does not exist is "-", not inf
+    kubeflow = next(line for line in result.output.splitlines() if "kubeflow" in line
+                    and "0/4" in line)
+    assert "inf" not in kubeflow and kubeflow.count(" - ") + kubeflow.count("│ -") >= 3
 
 
 @pytest.mark.parametrize("args, message", [
-    (["elastic", "--policies", "dragon,nope"], "policies: unknown policy 'nope'"),
+    (["elastic", "--policies", "dragon,nope"], "--policies: unknown policy 'nope'"),
     (["elastic", "poisson", "--gap", "0"], "Invalid value for '--gap'"),
     (["elastic", "bogus"], "'bogus' is not one of 'table1', 'poisson', 'deadlock'"),
 ])
@@ -301,7 +305,7 @@ def test_simulate_needs_exactly_one_scenario(args, tmp_path, capsys) -> None:
 @pytest.mark.parametrize("args, message", [
     (["simulate", "nowhere"], "scenario: unknown scenario 'nowhere'"),
     (["simulate", "metronome-snapshots", "--policies", "default,nope"],
-     "policies: unknown policy 'nope'"),
+     "--policies: unknown policy 'nope'"),
     (["simulate", "metronome-snapshots", "--policies", ","], "policies: name at least one"),
     (["simulate", "metronome-trace", "--hours", "0"], "Invalid value for '--hours'"),
     (["simulate", "philly", "--jobs", "999999"], "--jobs: the trace has"),
@@ -340,9 +344,51 @@ def test_compile_status_line_on_a_terminal_only(terminal: bool) -> None:
 
     with _compiling_kernels(console, delay_s=0.0):
         time.sleep(0.3)  # long enough for the spinner to draw
-    shown = "compiling kernels (first run only" in out.getvalue()
+    shown = "loading the compiled kernels" in out.getvalue()
     assert shown == terminal
     quick = io.StringIO()  # a warm cache loads within the delay: no status line at all
     with _compiling_kernels(Console(file=quick, force_terminal=terminal), delay_s=5.0):
         time.sleep(0.05)
-    assert "compiling" not in quick.getvalue()
+    assert "kernels" not in quick.getvalue()
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_sweep_summary_never_splits_a_name_or_a_number(terminal: bool) -> None:
+    # in an 80-column terminal the summary (103-146 columns for the shipped
+    # examples) is printed whole: the terminal wraps whole lines, rich never folds
+    # a metric's name or a number across rows
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from tdmcore.app.cli import _sweep_table
+
+    out = io.StringIO()
+    console = Console(file=out, width=80, force_terminal=terminal, color_system=None)
+    spec = SimpleNamespace(fixed={}, groups=[], title="Fig. 14: O_T x A_T on S1-S5")
+    names = ["policy", "grid.controller.a_t", "per_1000_low_s", "readjustments",
+             "per_1000_low_s_vs_ideal_pct", "per_1000_high_s_vs_ideal_pct", "gamma"]
+    values = [["metronome", 1.05, 422.50123, 109.333, 4.429, 4.39, 0.261],
+              ["metronome-no-phase3", 1.1, 12345.678, 0.0, 0.06, 0.071, 0.233]]
+    rows = [dict(zip(names, row, strict=True)) for row in values]
+    _sweep_table(console, spec, rows)
+    lines = out.getvalue().splitlines()
+    header = next(line for line in lines if "policy" in line)
+    for name in names:
+        assert name.rpartition(".")[2] in header
+    assert any("422.501" in line and "109.333" in line for line in lines)
+    assert any("metronome-no-phase3" in line and "12,345.678" in line for line in lines)
+    assert console.width == 80  # the console is left as it was
+
+
+def test_every_policy_is_listed_with_what_it_does() -> None:
+    from tdmcore.metronome.policies import POLICIES, SUMMARIES
+
+    assert set(SUMMARIES) == set(POLICIES)
+    listing = CliRunner().invoke(cli, ["list", "policies"], env={"COLUMNS": "250"})
+    assert listing.exit_code == 0
+    assert "placement policy" not in listing.output
+    for needle in ("compact rotations", "NetworkOverhead", "elastic gangs: Scale-down",
+                   "admission: Online admission with dual prices"):
+        assert needle in listing.output, needle

@@ -92,6 +92,44 @@ def test_a_gap_too_large_for_the_clock_is_a_usage_error(tmp_path, capsys) -> Non
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("args, needles", [
+    # every bound the library enforces is the option's, shown in its --help
+    (["simulate", SNAPSHOT, "--window", "1e8"], ["--window", "10000000"]),
+    (["simulate", SNAPSHOT, "--contention-efficiency", "1e-300"],
+     ["--contention-efficiency", "0.01<=x<=1.0"]),
+    (["fidelity", "--contention-efficiency", "0.001"], ["--contention-efficiency"]),
+])
+def test_numbers_beyond_the_librarys_bounds_are_usage_errors(args, needles, tmp_path,
+                                                              capsys) -> None:
+    with pytest.raises(SystemExit) as done:
+        main([*args, "--out", str(tmp_path / "out")])
+    assert done.value.code == 2
+    _one_error_line(capsys.readouterr().err, *needles)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_smallest_contention_efficiency_is_the_librarys_bound() -> None:
+    from tdmcore.sim.cluster import run_cluster
+    from tdmcore.sim.engine.network import MIN_CONTENTION_EFFICIENCY
+    from tdmcore.sim.scenarios import metronome_snapshots
+
+    sc = metronome_snapshots(5.0)["S1"]
+    with pytest.raises(ValueError, match=r"^contention_efficiency: expected 0.01 <= eta"):
+        run_cluster(sc.sim, sc.jobs, "default", contention_efficiency=0.005)
+    run = run_cluster(sc.sim, sc.jobs, "default",
+                      contention_efficiency=MIN_CONTENTION_EFFICIENCY)
+    assert all(j.end_ms is not None for j in run.jobs.values())
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/null"), reason="needs /dev/null")
+def test_an_out_that_is_no_folder_is_a_usage_error(capsys) -> None:
+    # click refuses a regular file itself; a device is no folder either
+    with pytest.raises(SystemExit) as done:
+        main(["simulate", SNAPSHOT, "--window", "5", "--no-plots", "--out", "/dev/null"])
+    assert done.value.code == 2
+    _one_error_line(capsys.readouterr().err, "--out", "exists and is not a folder")
+
+
 def test_the_library_names_a_gap_too_large_for_time() -> None:
     from tdmcore.sim.elastic_workloads import dragon_poisson
 

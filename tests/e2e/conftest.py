@@ -1,7 +1,7 @@
 """Fixtures of the e2e suite: one control plane per session (see ``e2e_env.py``).
 
 Every test module here sets ``pytestmark = pytest.mark.e2e``; without ``KUBEBUILDER_ASSETS`` they
-skip, saying how to get the binaries.
+skip with a short reason, and the run's summary says once how to get the binaries.
 """
 
 from __future__ import annotations
@@ -14,6 +14,31 @@ import pytest
 
 from k8s_bridge.envtest import ControlPlane, EnvtestUnavailable, assets_dir
 from tests.e2e.e2e_env import DEPLOY, PODGROUP_CRD, SCHEDULER, Component, Env
+
+
+#: Why the e2e tests cannot run here (None: they can), said once at the end of the run.
+_UNAVAILABLE: list[str] = []
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without the binaries every e2e test skips with one short reason; how to get
+    them is said once, in the run's summary (:func:`pytest_terminal_summary`)."""
+    e2e = [item for item in items if item.get_closest_marker("e2e")]
+    if not e2e:
+        return
+    try:
+        assets_dir()
+    except EnvtestUnavailable as exc:
+        _UNAVAILABLE.append(str(exc))
+        skip = pytest.mark.skip(reason="e2e: no envtest binaries (how to get them: the "
+                                       "end of this run's output)")
+        for item in e2e:
+            item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _UNAVAILABLE:
+        terminalreporter.write_line(f"e2e tests skipped: {_UNAVAILABLE[0]}", yellow=True)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,8 @@ applied.  Every component runs as its own process (``python -m k8s_bridge.cli ..
 with a TokenRequest token of its ServiceAccount.  Tests share the cluster, so each one
 works on nodes and pods of its own and :func:`clean` removes them afterwards.
 
-Without ``KUBEBUILDER_ASSETS`` every e2e test is skipped with how to get the binaries.
+Without ``KUBEBUILDER_ASSETS`` every e2e test is skipped, and the run says once, at its end,
+how to get the binaries (``conftest.py``).
 """
 
 from __future__ import annotations

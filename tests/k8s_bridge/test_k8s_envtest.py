@@ -32,6 +32,25 @@ def test_assets_dir_says_how_to_get_the_binaries(monkeypatch, tmp_path):
     assert assets_dir(("etcd",)) == tmp_path
 
 
+def test_without_the_binaries_the_e2e_suite_skips_and_says_how_once(tmp_path):
+    # one short reason per test, and how to get the binaries once at the end
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k != ASSETS_ENV}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-rs", str(root / "tests" / "e2e")], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:]
+    out = done.stdout
+    assert " passed" not in out and " skipped" in out
+    assert out.count("setup-envtest use") == 1
+    how = next(line for line in out.splitlines() if "setup-envtest use" in line)
+    assert how.startswith("e2e tests skipped: KUBEBUILDER_ASSETS is not set")
+    reasons = [line for line in out.splitlines() if line.startswith("SKIPPED")]
+    assert reasons and all(len(line) < 160 for line in reasons)
+
+
 def test_wait_until_deadline_last_error_and_exited_process():
     calls = []
 

@@ -97,7 +97,7 @@ def test_calibrate_command_writes_the_figures_and_the_curve(tmp_path) -> None:
 def test_calibrate_command_refuses_an_unknown_snapshot(tmp_path) -> None:
     result = CliRunner().invoke(cli, ["calibrate", "--fit", "S7", "--out", str(tmp_path)])
     assert result.exit_code == 1
-    assert result.output.strip().splitlines()[-1].startswith("Error: fit: unknown snapshot")
+    assert result.output.strip().splitlines()[-1].startswith("Error: --fit: unknown snapshot")
 
 
 @pytest.mark.slow

@@ -126,12 +126,12 @@ def test_cli_takes_module_callable(module_folder: Path) -> None:
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("nowhere_mod:X", "policies: cannot import 'nowhere_mod'"),
-    ("quietlink_cli:Nope", "policies: 'quietlink_cli' has no 'Nope'"),
+    ("nowhere_mod:X", "--policies: cannot import 'nowhere_mod'"),
+    ("quietlink_cli:Nope", "--policies: 'quietlink_cli' has no 'Nope'"),
     ("quietlink_cli:Broken", "with no pre_filter, filter, score, normalize_score, reserve"),
     ("quietlink_cli:QuietestLink,quietlink_cli:QuietestLink", "two policies named"),
-    (":QuietestLink", "policies: ':QuietestLink' is not MODULE:CALLABLE"),
-    ("quietlink_cli:", "policies: 'quietlink_cli:' is not MODULE:CALLABLE"),
+    (":QuietestLink", "--policies: ':QuietestLink' is not MODULE:CALLABLE"),
+    ("quietlink_cli:", "--policies: 'quietlink_cli:' is not MODULE:CALLABLE"),
     ("quietlink_cli:Raises", "policy 'raises': score raised RuntimeError: boom"),
     ("quietlink_cli:Short", "policy 'short': normalize_score must return"),
     ("quietlink_cli:NanScores", "policy 'nan-scores': normalize_score gave a feasible node"),

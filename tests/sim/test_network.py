@@ -159,6 +159,7 @@ def test_bad_jobs_name_the_argument(kwargs, name) -> None:
     (([job()], [10.0]), dict(seed=-1), "seed"),
     (([job()], [10.0]), dict(until_ms=math.nan), "until_ms"),
     (([job()], [10.0]), dict(contention_efficiency=0.0), "contention_efficiency"),
+    (([job()], [10.0]), dict(contention_efficiency=0.009), "contention_efficiency"),
     (([job()], [10.0]), dict(contention_efficiency=1.5), "contention_efficiency"),
     (([job()], [10.0]), dict(contention_efficiency=math.nan), "contention_efficiency"),
     (([job()], [10.0]), dict(contention_efficiency="x"), "contention_efficiency"),
@@ -167,6 +168,17 @@ def test_bad_jobs_name_the_argument(kwargs, name) -> None:
 def test_bad_runs_name_the_argument(args, kwargs, name) -> None:
     with pytest.raises(ValueError, match=f"^{name}"):
         simulate_flows(*args, **kwargs)
+
+
+def test_a_full_link_of_background_is_named_with_its_figures() -> None:
+    from tdmcore.sim.scenarios import testbed
+
+    with pytest.raises(ValueError, match=r"^background_gbps: .* link 1 has 12 Gbps of "
+                                         r"background on 10$"):
+        simulate_flows([job()], [10.0, 10.0], background_gbps=[0.0, 12.0])
+    bed = testbed()  # the cluster's own rule, by node name (one owner: check_background)
+    with pytest.raises(ValueError, match=r"link 't4-1' has 10 Gbps of background on 10$"):
+        type(bed)(bed.cluster, np.array([0.0, 0.0, 0.0, 10.0]), bed.latency_ms)
 
 
 TINY_TRANSFER = """

@@ -202,7 +202,7 @@ def test_a_malformed_scheduler_address_is_refused_before_any_client(address, cap
               "--out", str(tmp_path / "r")])
     assert exit_info.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"Error: scheduler: {address!r} is not a "
+    assert len(err) == 1 and err[0].startswith(f"Error: --scheduler: {address!r} is not a "
                                                "Dask scheduler address"), err
     assert time.monotonic() - tic < 10
     assert not (tmp_path / "r").exists()
@@ -222,7 +222,7 @@ def test_a_malformed_scheduler_address_is_refused_when_every_task_is_cached(
         main([*main_args, "--scheduler", "inproc://x", "--out", str(tmp_path / "b")])
     assert exit_info.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"Error: scheduler: {'inproc://x'!r} is not a Dask scheduler address"
+    assert err == [f"Error: --scheduler: {'inproc://x'!r} is not a Dask scheduler address"
                    + err[0].split("address", 1)[1]], err
     assert not (tmp_path / "b").exists()
 

@@ -31,6 +31,7 @@ from ..framework import PolicyError
 from ..metronome.link import LinkPlan, LinkPod, plan_link
 from ..metronome.scoring import average_bandwidth_utilization
 from ..sim.elastic_workloads import MAX_GAP_S
+from ..sim.engine.network import MIN_CONTENTION_EFFICIENCY
 from ..sim.oasis_setting import MAX_SERVERS, MAX_SLOTS
 from ..sim.oasis_study import RATIO_MAX, RATIO_MAX_PRIORITY
 from ..sim.scenarios import MAX_WINDOW_S, MIN_WINDOW_S
@@ -62,7 +63,8 @@ class FiniteFloat(click.FloatRange):
 
 class OutDir(click.Path):
     """A report folder: a path, not the empty string (which would be the current
-    folder without anyone having asked for it)."""
+    folder without anyone having asked for it), nor anything that exists and is not
+    a folder (a file, ``/dev/null``)."""
 
     def __init__(self) -> None:
         super().__init__(file_okay=False, path_type=Path)
@@ -71,7 +73,11 @@ class OutDir(click.Path):
                 ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value.strip():
             self.fail("an empty folder name (use '.' for the current folder).", param, ctx)
-        return super().convert(value, param, ctx)
+        path = super().convert(value, param, ctx)
+        # click refuses a regular file; a device, pipe or socket is no folder either
+        if os.path.exists(path) and not os.path.isdir(path):
+            self.fail(f"{str(path)!r} exists and is not a folder.", param, ctx)
+        return path
 
 
 #: The example scenario file shipped inside the package (``tdmcore example`` prints it).
@@ -91,7 +97,8 @@ def _compiling_kernels(console: Console, delay_s: float = 1.0) -> Iterator[None]
 
     Numba compiles the kernels the first time they run after an install (about
     30-60 s on 2 cores) and caches them on disk; later runs load them in well under
-    a second, before the status line would appear.  On a terminal the line says
+    a second, before the status line would appear (on a loaded machine they may not,
+    so the line says "loading", true either way).  On a terminal the line says
     what is happening instead of leaving the screen blank; elsewhere (pipes, CI
     logs) nothing is printed.
     """
@@ -100,7 +107,8 @@ def _compiling_kernels(console: Console, delay_s: float = 1.0) -> Iterator[None]
         return
     import threading
 
-    status = console.status("compiling kernels (first run only; cached afterwards) ...",
+    status = console.status("loading the compiled kernels (compiling them the first "
+                            "time only) ...",
                             spinner="dots")
     timer = threading.Timer(delay_s, status.start)
     timer.daemon = True
@@ -167,15 +175,20 @@ def _scenario_rows() -> list[tuple[str, str, str]]:
 
 def _policy_rows() -> list[tuple[str, str, str]]:
     from ..elastic import ELASTIC_POLICIES
-    from ..metronome.policies import POLICIES
+    from ..metronome.policies import POLICIES, SUMMARIES
     from ..oasis.admission import ADMISSION_POLICIES
 
-    rows = [(name, "simulate (cluster scenarios)", "placement policy") for name in POLICIES]
+    def summary(make: Any) -> str:  # the first line of the policy class's docstring
+        lines = (type(make()).__doc__ or "").strip().splitlines()
+        return lines[0].replace("``", "") if lines else ""
+
+    rows = [(name, "simulate (cluster scenarios)", SUMMARIES[name]) for name in POLICIES]
     rows.append(("ideal", "simulate (cluster scenarios)",
                  "every job alone on the network: the bound"))
-    rows += [(name, "simulate dragon-testbed, elastic", "elastic gang policy")
-             for name in ELASTIC_POLICIES]
-    rows += [(name, "simulate oasis, oasis", "admission policy") for name in ADMISSION_POLICIES]
+    rows += [(name, "simulate dragon-testbed, elastic", f"elastic gangs: {summary(make)}")
+             for name, make in ELASTIC_POLICIES.items()]
+    rows += [(name, "simulate oasis, oasis", f"admission: {summary(make)}")
+             for name, make in ADMISSION_POLICIES.items()]
     return rows
 
 
@@ -292,20 +305,20 @@ def _report_dir(out_dir: Path, stem: str,
     try:
         report.__enter__()
     except OSError as exc:
-        raise click.ClickException(f"out: cannot write to {out_dir}: {exc.strerror}") \
+        raise click.ClickException(f"--out: cannot write to {out_dir}: {exc.strerror}") \
             from None
     try:
         yield report
     except BaseException as exc:
         report.__exit__(type(exc), exc, exc.__traceback__)
         if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
-            raise click.ClickException(f"out: cannot write to {out_dir}: {exc.strerror}") \
+            raise click.ClickException(f"--out: cannot write to {out_dir}: {exc.strerror}") \
                 from None
         raise
     try:
         report.__exit__(None, None, None)
     except OSError as exc:  # the file in the way, when the OS names one
-        raise click.ClickException(f"out: cannot write to {exc.filename or out_dir}: "
+        raise click.ClickException(f"--out: cannot write to {exc.filename or out_dir}: "
                                    f"{exc.strerror}") from None
 
 
@@ -407,6 +420,7 @@ OPTION_OF_ARGUMENT = {
     "seeds": "--seeds", "n_slots": "--slots", "n_worker_servers": "--worker-servers",
     "n_ps_servers": "--ps-servers", "mean_gap_s": "--gap", "start": "--start",
     "hours": "--hours", "load": "--load", "max_duration_s": "--max-duration",
+    "fit": "--fit", "check": "--check", "scheduler": "--scheduler", "policies": "--policies",
 }
 
 
@@ -434,9 +448,10 @@ def _write_rows(report: ReportDir, stem: str, rows: list[dict[str, Any]]) -> Non
 
 
 def _num(value: Any, digits: int = 1) -> str:
-    """A table cell: thousands separators, ``-`` for NaN, never ``-0.0``."""
+    """A table cell: thousands separators, ``-`` for a figure that does not exist
+    (NaN, or the infinite mean time of jobs that never finished), never ``-0.0``."""
     if isinstance(value, float):
-        if value != value:
+        if not math.isfinite(value):
             return "-"
         text = f"{value:,.{digits}f}"
         return text[1:] if text.startswith("-") and not text.strip("-0.,") else text
@@ -451,7 +466,7 @@ def _num(value: Any, digits: int = 1) -> str:
               help="Compute noise and the trace.")
 @click.option("--out", "out_dir", type=OutDir(),
               default=Path("report"), show_default=True)
-@click.option("--contention-efficiency", "eta", type=FiniteFloat(0.0, 1.0, min_open=True),
+@click.option("--contention-efficiency", "eta", type=FiniteFloat(MIN_CONTENTION_EFFICIENCY, 1.0),
               default=None, help="Share of a link that contending transfers get together "
               "(default: the calibrated value, `tdmcore calibrate`).")
 def fidelity_cmd(window_s: float, seed: int, out_dir: Path, eta: float | None) -> None:
@@ -591,7 +606,7 @@ def oasis_cmd(n_jobs: int, worker_servers: int, ps_servers: int, n_slots: int, s
 
     names: list[str | AdmissionPolicy] = list(_csv_list(policies, str, "--policies"))
     if not names:
-        raise click.ClickException("policies: name at least one policy")
+        raise click.ClickException("--policies: name at least one policy")
     console = Console()
     with _report_dir(out_dir, "oasis-compare") as report:
         try:
@@ -719,7 +734,8 @@ def elastic_cmd(workload: str, policies: str, n_jobs: int, mean_gap_s: float, se
 
     WORKLOAD: table1 (DRAGON Table 1 on its 2 x 4-GPU testbed), poisson (its
     4 x 8-GPU simulation), deadlock (four 4-worker jobs at once on the testbed).
-    Times are means over jobs; a policy that leaves jobs unfinished shows inf.
+    Times are means over jobs; a policy that leaves jobs unfinished shows -
+    (inf in the CSV, null in the JSON).
     Writes elastic-<workload>.csv/.json to --out.
     """
     from ..elastic import ELASTIC_POLICIES
@@ -732,12 +748,12 @@ def elastic_cmd(workload: str, policies: str, n_jobs: int, mean_gap_s: float, se
                                f"{workload}")
     names = _csv_list(policies, str, "--policies")
     if not names:
-        raise click.ClickException("policies: name at least one policy")
+        raise click.ClickException("--policies: name at least one policy")
     for i, name in enumerate(names):
         if name in names[:i]:
-            raise click.ClickException(f"policies: two policies named {name!r}")
+            raise click.ClickException(f"--policies: two policies named {name!r}")
         if name not in ELASTIC_POLICIES:
-            raise click.ClickException(f"policies: unknown policy {name!r}"
+            raise click.ClickException(f"--policies: unknown policy {name!r}"
                                        f"{did_you_mean(name, ELASTIC_POLICIES)}; choose from "
                                        f"{', '.join(ELASTIC_POLICIES)}")
     try:
@@ -981,7 +997,7 @@ def sweep_cmd(spec_file: Path | None, example_name: str | None, show: bool,
                                            scheduler=scheduler, workers=workers,
                                            on_done=done, on_retry=retry)
             except ValueError as exc:
-                raise click.ClickException(str(exc)) from None
+                raise _option_error(exc) from None
         rows = sweep.result_rows(spec, outcomes)
         _write_rows(report, f"sweep-{spec.name}", rows)
         _sweep_table(console, spec, sweep.summary_rows(spec, rows))
@@ -1008,16 +1024,23 @@ def _sweep_table(console: Console, spec: Any, rows: list[dict[str, Any]]) -> Non
         return
     keys = [k for k in rows[0] if k not in spec.fixed
             and not (k == "group" and len(spec.groups) < 2)]
-    if not console.is_terminal:  # piped or CI: room for the columns
-        console = Console(width=max(80, 14 * len(keys)), file=console.file)
     table = Table(title=spec.title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for key in keys:
-        table.add_column(key.rpartition(".")[2], overflow="fold", no_wrap=key in (
-            "group", "policy"), justify="left" if key in ("group", "policy") else "right")
+        table.add_column(key.rpartition(".")[2], no_wrap=True,
+                         justify="left" if key in ("group", "policy") else "right")
     for row in rows:
         table.add_row(*("" if row[k] is None else _num(row[k], 3)
                         if isinstance(row[k], float) else str(row[k]) for k in keys))
-    console.print(table)
+    # Printed at its natural width, whatever the terminal's: a metric's name has no
+    # space to wrap at and a number must never be split, so a narrow terminal wraps
+    # whole lines rather than rich cutting headers and values into pieces.
+    natural = Console(width=100_000, file=io.StringIO()).measure(table).maximum
+    width = console.width
+    console.width = max(natural, 80)
+    try:
+        console.print(table)
+    finally:
+        console.width = width
 
 
 @cli.command("example")
@@ -1047,7 +1070,8 @@ def example_cmd(show_path: bool) -> None:
               help="Compute noise and generated workloads.")
 @click.option("--out", "out_dir", type=OutDir(),
               default=Path("report"), show_default=True)
-@click.option("--window", "window_s", type=FiniteFloat(min=1.0), default=600.0,
+@click.option("--window", "window_s", type=FiniteFloat(min=MIN_WINDOW_S, max=MAX_WINDOW_S),
+              default=600.0,
               show_default=True,
               help="metronome-snapshots: seconds each job trains at its ideal speed.")
 @click.option("--hours", type=FiniteFloat(0.0, 48.0, min_open=True), default=4.0,
@@ -1075,7 +1099,7 @@ def example_cmd(show_path: bool) -> None:
               show_default=True,
               help="Waiting gangs: kube-scheduler back-off (the others are tried "
                    "meanwhile) or strict head-of-line FIFO.")
-@click.option("--contention-efficiency", "eta", type=FiniteFloat(0.0, 1.0, min_open=True),
+@click.option("--contention-efficiency", "eta", type=FiniteFloat(MIN_CONTENTION_EFFICIENCY, 1.0),
               default=None, help="Share of a link that contending transfers get together "
               "(default: the calibrated value, `tdmcore calibrate`).")
 @click.option("--wide", is_flag=True,
@@ -1124,7 +1148,7 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, trace_file: Path | No
     specs = list(CLUSTER_POLICIES) if policies is None else _csv_list(policies, str,
                                                                        "--policies")
     if not specs:
-        raise click.ClickException("policies: name at least one policy")
+        raise click.ClickException("--policies: name at least one policy")
     names = _policy_factories(specs, scenario)
     from click.core import ParameterSource
 
@@ -1234,7 +1258,7 @@ def _policy_factories(specs: list[str], scenario: str) -> dict[str, Any]:
         if ":" not in spec:
             if spec not in CLUSTER_POLICIES:
                 raise click.ClickException(
-                    f"policies: unknown policy {spec!r}{did_you_mean(spec, CLUSTER_POLICIES)}"
+                    f"--policies: unknown policy {spec!r}{did_you_mean(spec, CLUSTER_POLICIES)}"
                     f" for {scenario}; choose from "
                     f"{', '.join(CLUSTER_POLICIES)}, or give MODULE:CALLABLE")
             label, factory = spec, spec
@@ -1242,18 +1266,18 @@ def _policy_factories(specs: list[str], scenario: str) -> dict[str, Any]:
             try:
                 factory = import_policy(spec)
             except ValueError as exc:
-                raise click.ClickException(f"policies: {exc}") from None
+                raise click.ClickException(f"--policies: {exc}") from None
             try:
                 made = factory()
             except Exception as exc:  # the user's code (arguments it needs, too): theirs
-                raise click.ClickException(f"policies: {spec}() failed: "
+                raise click.ClickException(f"--policies: {spec}() failed: "
                                            f"{type(exc).__name__}: {exc}") from None
             try:
-                label = check_policy(made, f"policies: {spec}()").name
+                label = check_policy(made, f"--policies: {spec}()").name
             except (ValueError, TypeError) as exc:
                 raise click.ClickException(str(exc)) from None
         if label in out:
-            raise click.ClickException(f"policies: two policies named {label!r}")
+            raise click.ClickException(f"--policies: two policies named {label!r}")
         out[label] = factory
     return out
 

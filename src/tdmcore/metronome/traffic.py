@@ -69,7 +69,9 @@ def discretize(
     ----------
     period_ms, duty_cycle, bandwidth_gbps : float or array_like (k,)
         Iteration period ``t_p`` (ms), communication duty cycle ``d_p`` in [0, 1]
-        and bandwidth ``r_p`` (Gbps) while communicating.
+        and bandwidth ``r_p`` (Gbps) while communicating.  A scalar or a
+        length-1 array applies to every pod (NumPy broadcasting); arrays of two
+        other lengths are refused.
     base_period_ms : float
         The circle's perimeter ``T``; must be an integer multiple of every period
         within a relative tolerance of 1e-6.

@@ -44,7 +44,12 @@ from ..metronome.link import LinkPlan
 from ..metronome.policies import POLICIES, MetronomeConfig, make_policy
 from ..metronome.scoring import average_bandwidth_utilization
 from ..model import Cluster, Pod, TrafficPattern, priority_value
-from .engine.network import CONTENTION_EFFICIENCY, check_efficiency, check_noise_sigma
+from .engine.network import (
+    CONTENTION_EFFICIENCY,
+    check_background,
+    check_efficiency,
+    check_noise_sigma,
+)
 from .run.loop import Run
 
 __all__ = [
@@ -162,11 +167,8 @@ class SimCluster(ValueEquality):
 
     def __post_init__(self) -> None:
         k = len(self.cluster)
-        bg = v.as_float_array("background_gbps", self.background_gbps, ndim=1)
-        if bg.shape != (k,) or np.any(bg < 0):
-            raise ValueError(f"background_gbps: expected {k} values >= 0")
-        if np.any(bg >= self.cluster.link_gbps):
-            raise ValueError("background_gbps: must stay below each link's capacity")
+        bg = check_background(self.background_gbps, self.cluster.link_gbps,
+                              [n.name for n in self.cluster.nodes])
         lat = v.as_float_array("latency_ms", self.latency_ms, ndim=2)
         if lat.shape != (k, k) or np.any(lat < 0):
             raise ValueError(f"latency_ms: expected a ({k}, {k}) matrix of values >= 0")
@@ -323,7 +325,7 @@ def check_run_options(*, noise_sigma: Any = 0.01, sample_ms: Any = None,
         Naming the option: a noise below 0 or not a number, a ``sample_ms`` not
         > 0 (its bound against the jobs' span is :func:`run_cluster`'s), a
         ``progress`` that is not callable, a ``skip_ahead`` that is not a bool, an
-        unknown ``queue``, an efficiency outside (0, 1].
+        unknown ``queue``, an efficiency outside [0.01, 1].
     """
     sigma = check_noise_sigma(noise_sigma)
     if progress is not None and not callable(progress):
@@ -383,7 +385,7 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
         meanwhile, so one unschedulable gang never blocks the cluster.
         ``"fifo"``: strict head-of-line order, nothing passes a waiting gang.
     contention_efficiency : float
-        ``eta`` in (0, 1]: two or more transfers that together ask for more than
+        ``eta`` in [0.01, 1]: two or more transfers that together ask for more than
         a link has left share ``eta`` of it (docs/simulator.md, "Contention").
         The default is the value fitted on the Metronome paper's measurements
         (:data:`tdmcore.sim.engine.network.CONTENTION_EFFICIENCY`); 1 is plain max-min

@@ -1,9 +1,10 @@
 """Scheduling policies over the same framework, by name.
 
 ``metronome`` is the paper's scheduler; ``metronome-no-phase3`` and
-``metronome-no-monitor`` are its ablations (the controller skips the offline
-recalculation / the continuous regulation; the scheduler itself is the same);
-``default``, ``diktyo`` and ``exclusive`` are the baselines of §IV-A.
+``metronome-no-monitor`` are its ablations (§IV-C: compact rotations instead of the
+third stage's optimal ones / no continuous regulation); ``default``, ``diktyo`` and
+``exclusive`` are the baselines of §IV-A.  :data:`SUMMARIES` says each in a line
+(``tdmcore list policies``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .metronome import MetronomeConfig, MetronomePolicy
 
 __all__ = [
     "POLICIES",
+    "SUMMARIES",
     "DefaultPolicy",
     "DiktyoPolicy",
     "ExclusivePolicy",
@@ -36,6 +38,21 @@ POLICIES: dict[str, Callable[[], Policy]] = {
                                                    name="metronome-no-phase3"),
     "metronome-no-monitor": lambda: MetronomePolicy(MetronomeConfig(monitor=False),
                                                     name="metronome-no-monitor"),
+}
+
+
+#: One line per policy of :data:`POLICIES`, for listings.
+SUMMARIES: dict[str, str] = {
+    "default": "kube-scheduler's default, network-unaware (§IV-A De)",
+    "diktyo": "latency to the pod's deployed dependencies, scheduler-plugins' "
+              "NetworkOverhead (§IV-A Di)",
+    "exclusive": "bandwidth as an exclusive resource: pods wait rather than share "
+                 "a link (§IV-A)",
+    "metronome": "the paper's scheduler: traffic patterns interleaved on shared "
+                 "links, its controller regulating phases",
+    "metronome-no-phase3": "ablation: compact rotations instead of the third "
+                           "stage's optimal ones (§IV-C)",
+    "metronome-no-monitor": "ablation: no continuous regulation, no pauses (§IV-C)",
 }
 
 

@@ -39,8 +39,8 @@ from ... import _validation as v
 from ..._equality import ValueEquality
 from ._flow import STOP_IDLE, STOP_TIME, FlowEngine
 
-__all__ = ["CONTENTION_EFFICIENCY", "EngineJob", "FlowEngine", "FlowJob", "FlowResult",
-           "check_efficiency", "simulate_flows"]
+__all__ = ["CONTENTION_EFFICIENCY", "MIN_CONTENTION_EFFICIENCY", "EngineJob", "FlowEngine",
+           "FlowJob", "FlowResult", "check_background", "check_efficiency", "simulate_flows"]
 
 #: ``eta``: the share of a link's free capacity that two or more contending
 #: transfers get together (docs/simulator.md, "Contention"): where fluid max-min
@@ -53,6 +53,12 @@ __all__ = ["CONTENTION_EFFICIENCY", "EngineJob", "FlowEngine", "FlowJob", "FlowR
 #: between 0.90 and 1.00: the paper's baselines lose no more than fluid sharing
 #: predicts, except in S2 (docs/fidelity.md).
 CONTENTION_EFFICIENCY = 0.99
+
+#: The smallest contention efficiency accepted.  Below it contending transfers
+#: barely move: simulated time, and the run's time and memory with it, grow as
+#: ``1 / eta`` (``eta`` = 1e-6 took about a minute and 0.5 GB for five seconds of
+#: the snapshots, 1e-300 never finished), while the calibration's grid starts at 0.30.
+MIN_CONTENTION_EFFICIENCY = 0.01
 
 
 #: The largest lognormal spread of compute times (``noise_sigma``): at 1 an
@@ -71,11 +77,30 @@ def check_noise_sigma(value: Any) -> float:
 
 
 def check_efficiency(value: Any, name: str = "contention_efficiency") -> float:
-    """``value`` as a contention efficiency in (0, 1], or ValueError naming ``name``."""
+    """``value`` as a contention efficiency in [:data:`MIN_CONTENTION_EFFICIENCY`, 1],
+    or ValueError naming ``name``."""
     eta = v.real_number(name, value)
-    if not 0.0 < eta <= 1.0:
-        raise ValueError(f"{name}: expected 0 < eta <= 1, got {value!r}")
+    if not MIN_CONTENTION_EFFICIENCY <= eta <= 1.0:
+        raise ValueError(f"{name}: expected {MIN_CONTENTION_EFFICIENCY:g} <= eta <= 1 (the "
+                         f"share of a link contending transfers get), got {value!r}")
     return eta
+
+
+def check_background(value: Any, capacity_gbps: NDArray[np.float64],
+                     names: Sequence[str] | None = None) -> NDArray[np.float64]:
+    """``value`` as the background traffic on each link (Gbps): one value >= 0 per
+    link, each below its link's capacity (a transfer on a full link would never end);
+    or ValueError naming ``background_gbps`` (and the link, by ``names`` or index)."""
+    bg = v.as_float_array("background_gbps", value, ndim=1)
+    if bg.shape != capacity_gbps.shape or np.any(bg < 0):
+        raise ValueError(f"background_gbps: expected {capacity_gbps.size} values >= 0")
+    full = np.flatnonzero(bg >= capacity_gbps)
+    if full.size:
+        i = int(full[0])
+        link = repr(names[i]) if names is not None else str(i)
+        raise ValueError(f"background_gbps: must stay below each link's capacity; link "
+                         f"{link} has {bg[i]:g} Gbps of background on {capacity_gbps[i]:g}")
+    return bg
 
 
 class EngineJob(NamedTuple):
@@ -193,19 +218,15 @@ def simulate_flows(jobs: Sequence[FlowJob], link_capacity_gbps: Sequence[float],
 
     ``noise_sigma``: lognormal compute noise (spec default 1 %), mean 1, seeded
     per job and iteration (the module's docstring).  ``contention_efficiency``:
-    ``eta`` in (0, 1], the share of a link that contending transfers get
+    ``eta`` in [0.01, 1], the share of a link that contending transfers get
     together (1: plain max-min fair sharing).
     """
     jobs = tuple(jobs)
     if not jobs or not all(isinstance(j, FlowJob) for j in jobs):
         raise ValueError("jobs: expected a non-empty sequence of FlowJob")
     cap = v.capacities("link_capacity_gbps", link_capacity_gbps)
-    bg = np.zeros_like(cap) if background_gbps is None else v.as_float_array(
-        "background_gbps", background_gbps, ndim=1)
-    if bg.shape != cap.shape or np.any(bg < 0):
-        raise ValueError(f"background_gbps: expected {cap.size} values >= 0")
-    if np.any(bg >= cap):  # a transfer there would never end (as SimCluster rejects it)
-        raise ValueError("background_gbps: must stay below each link's capacity")
+    bg = np.zeros_like(cap) if background_gbps is None else check_background(
+        background_gbps, cap)
     sigma = check_noise_sigma(noise_sigma)
     v.seed(seed)
     until = float(until_ms)
