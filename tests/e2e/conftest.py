@@ -15,7 +15,6 @@ import pytest
 from k8s_bridge.envtest import ControlPlane, EnvtestUnavailable, assets_dir
 from tests.e2e.e2e_env import DEPLOY, PODGROUP_CRD, SCHEDULER, Component, Env
 
-
 #: Why the e2e tests cannot run here (None: they can), said once at the end of the run.
 _UNAVAILABLE: list[str] = []
 
