@@ -392,3 +392,18 @@ def test_every_policy_is_listed_with_what_it_does() -> None:
     for needle in ("compact rotations", "NetworkOverhead", "elastic gangs: Scale-down",
                    "admission: Online admission with dual prices"):
         assert needle in listing.output, needle
+
+
+def test_philly_defaults_to_a_busy_slice_that_runs_in_seconds(tmp_path: Path) -> None:
+    # the trace's first jobs run for days (4.5 minutes of simulation per policy);
+    # the command's default slice starts at the busy stretch docs/fidelity.md uses
+    from tdmcore.sim.scenarios import PHILLY_CLI_START
+
+    result = CliRunner().invoke(cli, ["simulate", "philly", "--jobs", "20", "--policies",
+                                      "default", "--no-plots", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert f"Philly jobs {PHILLY_CLI_START}-{PHILLY_CLI_START + 19}" in result.output
+    given = CliRunner().invoke(cli, ["simulate", "philly", "--jobs", "20", "--start", "0",
+                                     "--max-duration", "600", "--policies", "default",
+                                     "--no-plots", "--out", str(tmp_path / "zero")])
+    assert given.exit_code == 0 and "Philly jobs 0-19" in given.output

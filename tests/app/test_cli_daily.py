@@ -205,8 +205,9 @@ def test_a_signal_exits_with_its_code_and_leaves_no_partial_report(
     # the signal's default disposition in the child: a shell runs background jobs
     # (and so, maybe, this test) with SIGINT ignored, and Python then never raises
     # KeyboardInterrupt
-    proc = _tdmcore("simulate", "philly", "--jobs", "300", "--nodes", "16", "--out",
-                    str(out), cwd=tmp_path, stdout=subprocess.PIPE,
+    # (the trace's first jobs: a long run)
+    proc = _tdmcore("simulate", "philly", "--start", "0", "--jobs", "300", "--nodes", "16",
+                    "--out", str(out), cwd=tmp_path, stdout=subprocess.PIPE,
                     preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not list(out.glob(".tdmcore-partial-*")):  # the run has begun writing

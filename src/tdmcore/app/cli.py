@@ -34,7 +34,7 @@ from ..sim.elastic_workloads import MAX_GAP_S
 from ..sim.engine.network import MIN_CONTENTION_EFFICIENCY
 from ..sim.oasis_setting import MAX_SERVERS, MAX_SLOTS
 from ..sim.oasis_study import RATIO_MAX, RATIO_MAX_PRIORITY
-from ..sim.scenarios import MAX_WINDOW_S, MIN_WINDOW_S
+from ..sim.scenarios import MAX_WINDOW_S, MIN_WINDOW_S, PHILLY_CLI_START
 from .catalog import link_scenarios, load_link_file, parse_pod
 from .plot_pool import PlotPool
 from .report_dir import ReportDir, json_text
@@ -1083,8 +1083,10 @@ def example_cmd(show_path: bool) -> None:
                    "unless given).")
 @click.option("--nodes", "n_nodes", type=click.IntRange(1, 4096), default=16,
               show_default=True, help="philly, trace: nodes of 8 GPUs.")
-@click.option("--start", type=click.IntRange(min=0), default=0, show_default=True,
-              help="philly, trace: index of the slice's first job (in submit order).")
+@click.option("--start", type=click.IntRange(min=0), default=None,
+              help="philly, trace: index of the slice's first job (in submit order).  "
+                   f"[default: philly {PHILLY_CLI_START}, a busy slice that runs in seconds "
+                   "(the trace's first jobs run for days); trace 0]")
 @click.option("--max-duration", "max_duration_s",
               type=FiniteFloat(min=0.0, min_open=True), default=None,
               help="philly, trace: truncate jobs to this many seconds.")
@@ -1108,7 +1110,7 @@ def example_cmd(show_path: bool) -> None:
 def simulate_cmd(ctx: click.Context, scenario: str | None, trace_file: Path | None,
                  example: bool,
                  policies: str | None, seed: int, out_dir: Path, window_s: float,
-                 hours: float, load: float, n_jobs: int, n_nodes: int, start: int,
+                 hours: float, load: float, n_jobs: int, n_nodes: int, start: int | None,
                  max_duration_s: float | None, no_plots: bool, columns: tuple[str, ...],
                  plot_format: str, queue: str, eta: float | None, wide: bool) -> None:
     """Run every applicable policy side by side on a scenario and write the report.
@@ -1181,7 +1183,7 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, trace_file: Path | No
 
 
 def _cluster_scenarios(scenario: str, seed: int, window_s: float, hours: float, load: float,
-                       n_jobs: int, n_nodes: int, start: int,
+                       n_jobs: int, n_nodes: int, start: int | None,
                        max_duration_s: float | None, trace_file: Path | None = None,
                        columns: dict[str, str] | None = None, all_rows: bool = False
                        ) -> tuple[dict[str, Any], str]:
@@ -1193,7 +1195,7 @@ def _cluster_scenarios(scenario: str, seed: int, window_s: float, hours: float, 
         if trace_file is None:
             raise ValueError("trace: give the trace file: tdmcore simulate trace TRACE.csv")
         rows = read_trace(trace_file, columns)
-        loaded = trace_scenario(rows, name=trace_file.stem, n_nodes=n_nodes, start=start,
+        loaded = trace_scenario(rows, name=trace_file.stem, n_nodes=n_nodes, start=start or 0,
                                 n_jobs=None if all_rows else n_jobs, seed=seed,
                                 max_duration_s=max_duration_s,
                                 notes={"trace": str(trace_file)}, source=str(trace_file))
@@ -1204,7 +1206,8 @@ def _cluster_scenarios(scenario: str, seed: int, window_s: float, hours: float, 
         trace = sc.metronome_trace(seed, hours, load)
         return {"trace": trace}, scenario
     if scenario == "philly":
-        slice_ = sc.philly(n_jobs, n_nodes, start, seed, max_duration_s)
+        slice_ = sc.philly(n_jobs, n_nodes, PHILLY_CLI_START if start is None else start,
+                           seed, max_duration_s)
         return {"philly": slice_}, scenario
     path = Path(scenario)
     if path.suffix.lower() in (".yaml", ".yml", ".json"):
