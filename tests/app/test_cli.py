@@ -403,6 +403,8 @@ def test_philly_defaults_to_a_busy_slice_that_runs_in_seconds(tmp_path: Path) ->
                                       "default", "--no-plots", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert f"Philly jobs {PHILLY_CLI_START}-{PHILLY_CLI_START + 19}" in result.output
+    record = json.loads((tmp_path / "simulate-philly-run.json").read_text())
+    assert record["parameters"]["start"] == PHILLY_CLI_START  # the slice that ran
     given = CliRunner().invoke(cli, ["simulate", "philly", "--jobs", "20", "--start", "0",
                                      "--max-duration", "600", "--policies", "default",
                                      "--no-plots", "--out", str(tmp_path / "zero")])

@@ -1132,6 +1132,8 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, trace_file: Path | No
     if scenario is None:
         scenario = str(_example_path())
     _refuse_options_that_do_not_apply(ctx, scenario)
+    if start is None:  # the slice the run takes, in its run record too
+        start = ctx.params["start"] = PHILLY_CLI_START if scenario == "philly" else 0
     if scenario == "dragon-testbed":
         for workload in ("table1", "poisson"):
             kwargs: dict[str, Any] = {"workload": workload, "seed": seed, "out_dir": out_dir}
@@ -1183,7 +1185,7 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, trace_file: Path | No
 
 
 def _cluster_scenarios(scenario: str, seed: int, window_s: float, hours: float, load: float,
-                       n_jobs: int, n_nodes: int, start: int | None,
+                       n_jobs: int, n_nodes: int, start: int,
                        max_duration_s: float | None, trace_file: Path | None = None,
                        columns: dict[str, str] | None = None, all_rows: bool = False
                        ) -> tuple[dict[str, Any], str]:
@@ -1195,7 +1197,7 @@ def _cluster_scenarios(scenario: str, seed: int, window_s: float, hours: float, 
         if trace_file is None:
             raise ValueError("trace: give the trace file: tdmcore simulate trace TRACE.csv")
         rows = read_trace(trace_file, columns)
-        loaded = trace_scenario(rows, name=trace_file.stem, n_nodes=n_nodes, start=start or 0,
+        loaded = trace_scenario(rows, name=trace_file.stem, n_nodes=n_nodes, start=start,
                                 n_jobs=None if all_rows else n_jobs, seed=seed,
                                 max_duration_s=max_duration_s,
                                 notes={"trace": str(trace_file)}, source=str(trace_file))
@@ -1206,8 +1208,7 @@ def _cluster_scenarios(scenario: str, seed: int, window_s: float, hours: float, 
         trace = sc.metronome_trace(seed, hours, load)
         return {"trace": trace}, scenario
     if scenario == "philly":
-        slice_ = sc.philly(n_jobs, n_nodes, PHILLY_CLI_START if start is None else start,
-                           seed, max_duration_s)
+        slice_ = sc.philly(n_jobs, n_nodes, start, seed, max_duration_s)
         return {"philly": slice_}, scenario
     path = Path(scenario)
     if path.suffix.lower() in (".yaml", ".yml", ".json"):
