@@ -15,7 +15,10 @@ import pytest
 from k8s_bridge.envtest import ControlPlane, EnvtestUnavailable, assets_dir
 from tests.e2e.e2e_env import DEPLOY, PODGROUP_CRD, SCHEDULER, Component, Env
 
-#: Why the e2e tests cannot run here (None: they can), said once at the end of the run.
+#: The short reason every e2e test skips with when the binaries are missing.
+SKIP_REASON = "e2e: no envtest binaries (how to get them: the end of this run's output)"
+#: Why the e2e tests cannot run here (empty: they can), said once at the end of a
+#: run in which they skipped.
 _UNAVAILABLE: list[str] = []
 
 
@@ -29,14 +32,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         assets_dir()
     except EnvtestUnavailable as exc:
         _UNAVAILABLE.append(str(exc))
-        skip = pytest.mark.skip(reason="e2e: no envtest binaries (how to get them: the "
-                                       "end of this run's output)")
         for item in e2e:
-            item.add_marker(skip)
+            item.add_marker(pytest.mark.skip(reason=SKIP_REASON))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if _UNAVAILABLE:
+    """How to get the binaries, once, if some e2e test skipped for want of them (not
+    when ``-m "not e2e"`` deselected them all, nor on ``--collect-only``)."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if _UNAVAILABLE and any(SKIP_REASON in str(getattr(r, "longrepr", "")) for r in skipped):
         terminalreporter.write_line(f"e2e tests skipped: {_UNAVAILABLE[0]}", yellow=True)
 
 

@@ -49,6 +49,11 @@ def test_without_the_binaries_the_e2e_suite_skips_and_says_how_once(tmp_path):
     assert how.startswith("e2e tests skipped: KUBEBUILDER_ASSETS is not set")
     reasons = [line for line in out.splitlines() if line.startswith("SKIPPED")]
     assert reasons and all(len(line) < 160 for line in reasons)
+    # nothing to say when no e2e test was asked for
+    quiet = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                            "-m", "not e2e", str(root / "tests" / "e2e")], cwd=root, env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert "deselected" in quiet.stdout and "setup-envtest" not in quiet.stdout
 
 
 def test_wait_until_deadline_last_error_and_exited_process():

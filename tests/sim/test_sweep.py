@@ -687,7 +687,7 @@ def test_an_unwritable_cache_is_refused_before_any_task(tmp_path, capsys,
               "--out", str(tmp_path / "r")])
     err = capsys.readouterr().err
     assert exit_info.value.code == 1
-    assert err == f"Error: cache: cannot write to {tmp_path / 'file' / 'c'}: Not a " \
+    assert err == f"Error: --cache: cannot write to {tmp_path / 'file' / 'c'}: Not a " \
                   "directory\n", err
     assert not (tmp_path / "r").exists()
     with pytest.raises(ValueError, match="^cache: cannot write to "):

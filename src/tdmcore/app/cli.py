@@ -75,7 +75,7 @@ class OutDir(click.Path):
             self.fail("an empty folder name (use '.' for the current folder).", param, ctx)
         path = super().convert(value, param, ctx)
         # click refuses a regular file; a device, pipe or socket is no folder either
-        if os.path.exists(path) and not os.path.isdir(path):
+        if os.path.lexists(path) and not os.path.isdir(path):  # a dangling link too
             self.fail(f"{str(path)!r} exists and is not a folder.", param, ctx)
         return path
 
@@ -184,10 +184,10 @@ def _policy_rows() -> list[tuple[str, str, str]]:
 
     rows = [(name, "simulate (cluster scenarios)", SUMMARIES[name]) for name in POLICIES]
     rows.append(("ideal", "simulate (cluster scenarios)",
-                 "every job alone on the network: the bound"))
-    rows += [(name, "simulate dragon-testbed, elastic", f"elastic gangs: {summary(make)}")
+                 "Every job alone on the network: the bound."))
+    rows += [(name, "simulate dragon-testbed, elastic", f"Elastic gangs. {summary(make)}")
              for name, make in ELASTIC_POLICIES.items()]
-    rows += [(name, "simulate oasis, oasis", f"admission: {summary(make)}")
+    rows += [(name, "simulate oasis, oasis", f"Admission. {summary(make)}")
              for name, make in ADMISSION_POLICIES.items()]
     return rows
 
@@ -421,6 +421,7 @@ OPTION_OF_ARGUMENT = {
     "n_ps_servers": "--ps-servers", "mean_gap_s": "--gap", "start": "--start",
     "hours": "--hours", "load": "--load", "max_duration_s": "--max-duration",
     "fit": "--fit", "check": "--check", "scheduler": "--scheduler", "policies": "--policies",
+    "cache": "--cache",
 }
 
 
@@ -1035,12 +1036,10 @@ def _sweep_table(console: Console, spec: Any, rows: list[dict[str, Any]]) -> Non
     # space to wrap at and a number must never be split, so a narrow terminal wraps
     # whole lines rather than rich cutting headers and values into pieces.
     natural = Console(width=100_000, file=io.StringIO()).measure(table).maximum
-    width = console.width
-    console.width = max(natural, 80)
-    try:
-        console.print(table)
-    finally:
-        console.width = width
+    wide = Console(width=max(natural, 80), height=console.height, file=console.file,
+                   force_terminal=console.is_terminal, no_color=console.no_color,
+                   color_system=console.color_system)  # type: ignore[arg-type]
+    wide.print(table)
 
 
 @cli.command("example")
@@ -1086,7 +1085,7 @@ def example_cmd(show_path: bool) -> None:
 @click.option("--start", type=click.IntRange(min=0), default=None,
               help="philly, trace: index of the slice's first job (in submit order).  "
                    f"[default: philly {PHILLY_CLI_START}, a busy slice that runs in seconds "
-                   "(the trace's first jobs run for days); trace 0]")
+                   "(the trace's first jobs run for days); trace 0; x>=0]")
 @click.option("--max-duration", "max_duration_s",
               type=FiniteFloat(min=0.0, min_open=True), default=None,
               help="philly, trace: truncate jobs to this many seconds.")

@@ -138,7 +138,7 @@ def calibrate(fit: Sequence[str] = ("S1", "S2", "S3"), check: Sequence[str] = ("
     ------
     ValueError
         Naming the argument: an unknown or repeated snapshot, an empty fit or
-        grid, an ``eta`` outside [0.01, 1], bad seeds or window.
+        grid, an ``eta`` outside [MIN_CONTENTION_EFFICIENCY, 1], bad seeds or window.
     """
     fit, check = tuple(fit), tuple(check)
     known = set(PAPER_TABLE_V)

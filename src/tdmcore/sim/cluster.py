@@ -325,7 +325,7 @@ def check_run_options(*, noise_sigma: Any = 0.01, sample_ms: Any = None,
         Naming the option: a noise below 0 or not a number, a ``sample_ms`` not
         > 0 (its bound against the jobs' span is :func:`run_cluster`'s), a
         ``progress`` that is not callable, a ``skip_ahead`` that is not a bool, an
-        unknown ``queue``, an efficiency outside [0.01, 1].
+        unknown ``queue``, an efficiency outside [MIN_CONTENTION_EFFICIENCY, 1].
     """
     sigma = check_noise_sigma(noise_sigma)
     if progress is not None and not callable(progress):
@@ -385,8 +385,9 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
         meanwhile, so one unschedulable gang never blocks the cluster.
         ``"fifo"``: strict head-of-line order, nothing passes a waiting gang.
     contention_efficiency : float
-        ``eta`` in [0.01, 1]: two or more transfers that together ask for more than
-        a link has left share ``eta`` of it (docs/simulator.md, "Contention").
+        ``eta`` in [:data:`~tdmcore.sim.engine.network.MIN_CONTENTION_EFFICIENCY`,
+        1]: two or more transfers that together ask for more than a link has left
+        share ``eta`` of it (docs/simulator.md, "Contention").
         The default is the value fitted on the Metronome paper's measurements
         (:data:`tdmcore.sim.engine.network.CONTENTION_EFFICIENCY`); 1 is plain max-min
         fair sharing.  ``ideal`` gives every transfer a private link, so it

@@ -388,7 +388,7 @@ def lingjun_latency(n_nodes: int) -> NDArray[np.float64]:
 #: The first job of the slice ``tdmcore simulate philly`` takes by default: the busy
 #: stretch docs/fidelity.md measures (800 jobs from 1,300).  The trace's first jobs
 #: run for days (jobs 0-199 on 16 nodes: a mean JCT of 367 h, about 4.5 minutes of
-#: simulation per policy); 200 jobs from here run in a couple of seconds per policy.
+#: simulation per policy); 200 jobs from here run in well under a second per policy.
 PHILLY_CLI_START = 1300
 
 

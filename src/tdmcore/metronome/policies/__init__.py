@@ -43,16 +43,16 @@ POLICIES: dict[str, Callable[[], Policy]] = {
 
 #: One line per policy of :data:`POLICIES`, for listings.
 SUMMARIES: dict[str, str] = {
-    "default": "kube-scheduler's default, network-unaware (§IV-A De)",
-    "diktyo": "latency to the pod's deployed dependencies, scheduler-plugins' "
-              "NetworkOverhead (§IV-A Di)",
-    "exclusive": "bandwidth as an exclusive resource: pods wait rather than share "
-                 "a link (§IV-A)",
-    "metronome": "the paper's scheduler: traffic patterns interleaved on shared "
-                 "links, its controller regulating phases",
-    "metronome-no-phase3": "ablation: compact rotations instead of the third "
-                           "stage's optimal ones (§IV-C)",
-    "metronome-no-monitor": "ablation: no continuous regulation, no pauses (§IV-C)",
+    "default": "Kube-scheduler's default, network-unaware (§IV-A De).",
+    "diktyo": "Latency to the pod's deployed dependencies: scheduler-plugins' "
+              "NetworkOverhead (§IV-A Di).",
+    "exclusive": "Bandwidth as an exclusive resource: pods wait rather than share a "
+                 "link (§IV-A).",
+    "metronome": "The paper's scheduler: traffic patterns interleaved on shared links, "
+                 "its controller regulating their phases.",
+    "metronome-no-phase3": "Ablation: compact rotations instead of the third stage's "
+                           "optimal ones (§IV-C).",
+    "metronome-no-monitor": "Ablation: no continuous regulation, so no pauses (§IV-C).",
 }
 
 

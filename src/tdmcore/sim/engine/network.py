@@ -218,8 +218,8 @@ def simulate_flows(jobs: Sequence[FlowJob], link_capacity_gbps: Sequence[float],
 
     ``noise_sigma``: lognormal compute noise (spec default 1 %), mean 1, seeded
     per job and iteration (the module's docstring).  ``contention_efficiency``:
-    ``eta`` in [0.01, 1], the share of a link that contending transfers get
-    together (1: plain max-min fair sharing).
+    ``eta`` in [:data:`MIN_CONTENTION_EFFICIENCY`, 1], the share of a link that
+    contending transfers get together (1: plain max-min fair sharing).
     """
     jobs = tuple(jobs)
     if not jobs or not all(isinstance(j, FlowJob) for j in jobs):
