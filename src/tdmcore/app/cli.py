@@ -179,7 +179,7 @@ def _policy_rows() -> list[tuple[str, str, str]]:
     from ..oasis.admission import ADMISSION_POLICIES
 
     def summary(make: Any) -> str:  # the first line of the policy class's docstring
-        lines = (type(make()).__doc__ or "").strip().splitlines()
+        lines = (make.__doc__ or "").strip().splitlines()
         return lines[0].replace("``", "") if lines else ""
 
     rows = [(name, "simulate (cluster scenarios)", SUMMARIES[name]) for name in POLICIES]
