@@ -234,3 +234,86 @@ def test_a_reserve_that_placed_the_pod_and_failed_leaves_no_placement(answer):
     with pytest.raises(PolicyError):
         Scheduler(Placing()).schedule(state, Pod("a-0", "a", cpu=1))
     assert state == before  # placements, resources, order and version
+
+
+# A scheduler author's review, 2026-11-25: each of these raised a raw TypeError,
+# AttributeError or IndexError, answered silently wrong, or changed state first.
+
+def test_discretize_unified_refuses_a_base_unified_for_other_periods():
+    base = tdmcore.unify_periods([400.0, 300.0], ["high", "low"])  # T = 1200, [3, 4]
+    with pytest.raises(ValueError, match=r"^period_ms: base was unified for periods"):
+        tdmcore.discretize_unified(base, [100.0, 999.0], [0.2, 0.2], [25.0, 25.0])
+    rows = tdmcore.discretize_unified(base, [400.0, 300.0], [0.2, 0.2], [25.0, 25.0])
+    assert rows.limits.tolist() == [24, 18]
+
+
+def test_unify_periods_caps_periods_as_the_traffic_pattern_does():
+    with pytest.raises(ValueError, match=r"^periods_ms\[1\]: at most 1e\+07, got 3000000000000\.0"):
+        tdmcore.unify_periods([1e12 / 1e6, 3e12], ["high", "low"])
+
+
+def test_controller_plan_link_refuses_a_bad_node_before_planning():
+    from tdmcore.metronome.controller import Controller
+
+    state = ClusterState(_cluster())
+    sch = Scheduler(make_policy("metronome"))
+    ctl = Controller.for_policy(state, sch.policy)
+    vgg = TrafficPattern(422.26, 0.2, 25.0)
+    for job, prio in (("a", 1), ("b", 0)):
+        gang = sch.schedule_gang(state, [Pod(f"{job}-{i}", job, gpu=1, pattern=vgg,
+                                             priority=prio, spread=True) for i in range(2)])
+        ctl.on_reserve_gang([d.reserve for d in gang.decisions])
+    before = (ctl.recalculations, dict(ctl.links))
+    for bad in (1.5, True, "1", -1, 3):
+        with pytest.raises(ValueError, match=r"^node: "):
+            ctl.plan_link(bad, optimal=True)
+    with pytest.raises(ValueError, match=r"^optimal: "):
+        ctl.plan_link(0, optimal="yes")
+    with pytest.raises(ValueError, match=r"^results: "):
+        ctl.on_reserve_gang(gang.decisions[0].reserve)
+    with pytest.raises(ValueError, match=r"^results: "):
+        ctl.on_reserve_gang(None)
+    assert (ctl.recalculations, dict(ctl.links)) == before
+
+
+@pytest.mark.parametrize(("call", "name"), [
+    (lambda: Cluster(None), "nodes"),
+    (lambda: Cluster(Node("n", cpu=1, mem_gib=1, gpu=1, link_gbps=1)), "nodes"),
+    (lambda: Cluster(_cluster().nodes, workloads=["w"]), r"workloads\[0\]"),
+    (lambda: Cluster(_cluster().nodes, workloads=None), "workloads"),
+    (lambda: tdmcore.model.Workload("w", ("a", "b"), dependencies=None), "dependencies"),
+    (lambda: ClusterState("x"), "cluster"),
+    (lambda: Scheduler(None), "policy"),
+    (lambda: Scheduler(object()), "policy"),
+    (lambda: Scheduler(_Policy), "policy"),
+    (lambda: Scheduler(make_policy("default")).schedule("s", Pod("p", "j")), "state"),
+    (lambda: Scheduler(make_policy("default")).schedule_gang("s", [Pod("p", "j")]), "state"),
+    (lambda: Scheduler(make_policy("default")).decide(ClusterState(_cluster()), Pod("p", "j"),
+                                                      snapshot="x"), "snapshot"),
+    (lambda: ClusterState(_cluster()).pods_on(3), "node"),
+    (lambda: ClusterState(_cluster()).pods_on(-1), "node"),
+    (lambda: ClusterState(_cluster()).remove(["x"]), "pod_name"),
+    (lambda: ClusterState(_cluster()).update_pattern(["x"], TrafficPattern(100, 0.2, 1)),
+     "pod_name"),
+    (lambda: ClusterState(_cluster()).set_shifts([("p", 1.0)]), "shifts_ms"),
+    (lambda: ClusterState(_cluster()).set_job_shifts([("j", 1.0)]), "shifts_ms"),
+    (lambda: tdmcore.score(None, [0], 25.0), "demand"),
+    (lambda: tdmcore.search_rotations(None, 25.0, [72]), "demand"),
+    (lambda: tdmcore.search_rotations(np.full((2, 72), 1e307), 25.0, [72, 72]), "demand"),
+    (lambda: plan_link([LinkPod(None, 100.0, 0.2, 5.0)], 25.0), r"pods\[0\]"),
+    (lambda: plan_link([LinkPod("a", 100.0, 0.2, 5.0, job=3)], 25.0), r"pods\[0\]"),
+])
+def test_wrong_objects_are_refused_by_name(call, name):
+    with pytest.raises(ValueError, match=rf"^{name}: "):
+        call()
+
+
+def test_run_cluster_refuses_jobs_that_are_no_sequence():
+    from tdmcore.sim.scenarios import metronome_snapshots
+
+    sc = metronome_snapshots(10.0)["S1"]
+    from tdmcore.sim.cluster import run_cluster
+
+    for bad in (None, sc.jobs[0]):
+        with pytest.raises(ValueError, match=r"^jobs: "):
+            run_cluster(sc.sim, bad, "default")

@@ -37,6 +37,8 @@ def _dtype_of(value: Any) -> np.dtype[Any]:
 
 def as_float_array(name: str, value: Any, *, ndim: int | None = None) -> NDArray[np.float64]:
     """Coerce ``value`` to a contiguous float64 array; reject NaN/inf and bad shapes."""
+    if value is None:  # NumPy would make it NaN, and the message blame NaN
+        raise ValueError(f"{name}: expected numbers, got None")
     try:
         complex_values = np.iscomplexobj(value)
     except (TypeError, ValueError) as exc:  # ragged: numpy's message names no argument

@@ -145,6 +145,9 @@ def check_policy(policy: object, name: str = "policy") -> Policy:
     :data:`EXTENSION_POINTS`; what a user's policy returns is checked where the
     scheduler calls it (:class:`Scheduler`, :class:`PolicyError`).
     """
+    if isinstance(policy, type):
+        raise ValueError(f"{name}: expected a policy object, got the class "
+                         f"{policy.__name__} (pass an instance: {policy.__name__}())")
     missing = [point for point in EXTENSION_POINTS
                if not callable(getattr(policy, point, None))]
     label = getattr(policy, "name", None)
@@ -191,7 +194,7 @@ class Scheduler:
     """Runs a policy's extension points for a pod, a job or a workload."""
 
     def __init__(self, policy: Policy) -> None:
-        self.policy = policy
+        self.policy = check_policy(policy)
         self._user = _user_policy(policy)
 
     def _call(self, point: str, *args: Any) -> Any:
@@ -238,8 +241,14 @@ class Scheduler:
     def decide(self, state: ClusterState, pod: Pod, snapshot: Snapshot | None = None
                ) -> tuple[Decision, CycleState]:
         """PreFilter -> Filter -> Score -> NormalizeScore; nothing is changed."""
+        if not isinstance(state, ClusterState):
+            raise ValueError(f"state: expected a tdmcore.model.ClusterState, got "
+                             f"{type(state).__name__}")
         if not isinstance(pod, Pod):
             raise ValueError(f"pod: expected a tdmcore.model.Pod, got {type(pod).__name__}")
+        if snapshot is not None and not isinstance(snapshot, Snapshot):
+            raise ValueError(f"snapshot: expected a tdmcore.snapshot.Snapshot or None, got "
+                             f"{type(snapshot).__name__}")
         snap = snapshot if snapshot is not None and snapshot.matches(state) \
             else Snapshot.of(state)
         try:
@@ -313,6 +322,9 @@ class Scheduler:
         Pods are scheduled one by one on a copy of ``state``; the copy replaces
         the state only if all succeed, so a rejected gang leaves nothing behind.
         """
+        if not isinstance(state, ClusterState):
+            raise ValueError(f"state: expected a tdmcore.model.ClusterState, got "
+                             f"{type(state).__name__}")
         if isinstance(pods, Pod) or not isinstance(pods, Sequence):
             raise ValueError(f"pods: expected a sequence of tdmcore.model.Pod, got "
                              f"{type(pods).__name__}")

@@ -168,6 +168,9 @@ class Workload:
         if not jobs or len(set(jobs)) != len(jobs) or not all(
                 isinstance(j, str) and j for j in jobs):
             raise ValueError("jobs: expected a non-empty list of distinct job names")
+        if isinstance(self.dependencies, str) or not isinstance(self.dependencies, Iterable):
+            raise ValueError(
+                f"dependencies: expected (job, job) pairs, got {self.dependencies!r:.80}")
         for pair in self.dependencies:
             if isinstance(pair, str) or not isinstance(pair, Sequence) or len(pair) != 2:
                 raise ValueError(f"dependencies: expected (job, job) pairs, got {pair!r}")
@@ -191,6 +194,8 @@ class Cluster:
         latency: Any = None,
         workloads: Iterable[Workload] = (),
     ) -> None:
+        if isinstance(nodes, str | Node) or not isinstance(nodes, Iterable):
+            raise ValueError(f"nodes: expected a sequence of Nodes, got {nodes!r:.80}")
         nodes = tuple(nodes)
         if not nodes:
             raise ValueError("nodes: a cluster needs at least one node")
@@ -220,15 +225,21 @@ class Cluster:
         self.mean_latency: NDArray[np.float64] = tau.mean(axis=1)
         self.mean_latency.setflags(write=False)
         self.node_index = {n.name: i for i, n in enumerate(nodes)}
+        if isinstance(workloads, str | Workload) or not isinstance(workloads, Iterable):
+            raise ValueError(f"workloads: expected a sequence of Workloads, got {workloads!r:.80}")
         self.workloads: dict[str, Workload] = {}
-        for w in workloads:
+        for i, w in enumerate(workloads):
+            if not isinstance(w, Workload):
+                raise ValueError(f"workloads[{i}]: expected a Workload, got {w!r:.80}")
             if w.name in self.workloads:
                 raise ValueError(f"workloads: duplicate workload {w.name!r}")
             self.workloads[w.name] = w
-        self.cpu = np.array([n.cpu for n in nodes])
-        self.mem_gib = np.array([n.mem_gib for n in nodes])
-        self.gpu = np.array([n.gpu for n in nodes])
-        self.link_gbps = np.array([n.link_gbps for n in nodes])
+        self.cpu: NDArray[np.float64] = np.array([n.cpu for n in nodes], dtype=np.float64)
+        self.mem_gib: NDArray[np.float64] = np.array([n.mem_gib for n in nodes],
+                                                     dtype=np.float64)
+        self.gpu: NDArray[np.float64] = np.array([n.gpu for n in nodes], dtype=np.float64)
+        self.link_gbps: NDArray[np.float64] = np.array([n.link_gbps for n in nodes],
+                                                       dtype=np.float64)
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -282,6 +293,8 @@ class ClusterState(ValueEquality):
     complete_jobs: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.cluster, Cluster):
+            raise ValueError(f"cluster: expected a Cluster, got {self.cluster!r:.80}")
         k = len(self.cluster)
         if not self.link_rows:
             self.link_rows = [[] for _ in range(k)]
@@ -306,6 +319,8 @@ class ClusterState(ValueEquality):
         return self.cluster.gpu - self.used_gpu
 
     def pods_on(self, node: int) -> list[Pod]:
+        """The pods on ``node`` (an index into the cluster's nodes), in deploy order."""
+        node = _validation.whole("node", node, 0, len(self.cluster) - 1)
         return [self.placed[name].pod for name in self.node_pods[node]]
 
     def node_of(self, pod_name: str) -> int | None:
@@ -458,7 +473,7 @@ class ClusterState(ValueEquality):
 
     def remove(self, pod_name: str) -> Pod:
         """Remove a placed pod (it finished or was evicted)."""
-        entry = self.placed.get(pod_name)
+        entry = self.placed.get(pod_name) if isinstance(pod_name, str) else None
         if entry is None:
             raise ValueError(f"pod_name: {pod_name!r} is not placed")
         job = entry.pod.job
@@ -483,7 +498,7 @@ class ClusterState(ValueEquality):
 
     def update_pattern(self, pod_name: str, pattern: TrafficPattern) -> None:
         """Replace a placed pod's traffic pattern (the controller's pattern update)."""
-        entry = self.placed.get(pod_name)
+        entry = self.placed.get(pod_name) if isinstance(pod_name, str) else None
         if entry is None:
             raise ValueError(f"pod_name: {pod_name!r} is not placed")
         if not isinstance(pattern, TrafficPattern):
@@ -502,6 +517,9 @@ class ClusterState(ValueEquality):
         one pass over the pods instead of a pod-by-pod :meth:`set_shifts`.  Every
         job with a placed pod needs a finite entry; nothing is written otherwise.
         """
+        if not isinstance(shifts_ms, Mapping):
+            raise ValueError(f"shifts_ms: expected a mapping of job name to shift (ms), "
+                             f"got {shifts_ms!r:.80}")
         values: dict[str, float] = {}
         for job in self.job_members:
             shift = shifts_ms.get(job)
@@ -520,6 +538,9 @@ class ClusterState(ValueEquality):
     def set_shifts(self, shifts_ms: Mapping[str, float]) -> None:
         """Give each named placed pod its shift (ms); every entry is checked before
         any is written."""
+        if not isinstance(shifts_ms, Mapping):
+            raise ValueError(f"shifts_ms: expected a mapping of pod name to shift (ms), "
+                             f"got {shifts_ms!r:.80}")
         values: dict[str, float] = {}
         for name, shift in shifts_ms.items():
             if name not in self.placed:

@@ -129,6 +129,29 @@ def test_discretize_matches_interval_arithmetic(seed: int) -> None:
                                 abs_tol=1e-9)
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_unify_periods_matches_enumeration_with_many_candidates(seed: int) -> None:
+    """300 links whose periods are short against G_T, so many multiple vectors
+    qualify and the search's pruning (a bound on T, the products' 2 G_T spread)
+    decides most of them: it still equals the M^k enumeration, multiples
+    included."""
+    rng = np.random.default_rng(1000 + seed)
+    for _ in range(30):
+        k = int(rng.integers(2, 6))
+        periods = rng.uniform(0.5, 15.0, size=k)
+        priorities = [int(p) for p in rng.integers(0, 2, size=k)]
+        gt, et, m_max = float(rng.uniform(0, 8)), float(rng.uniform(0, 0.5)), 6
+        got = tdmcore.unify_periods(periods, priorities, gt_ms=gt, et_frac=et,
+                                    max_multiple=m_max)
+        want_t, want_ok, want_m, want_idle = naive.unify_with_multiples(
+            periods, priorities, gt, et, m_max)
+        where = f"seed={seed} periods={periods.tolist()} prio={priorities} gt={gt} et={et}"
+        assert got.compatible == want_ok, where
+        assert math.isclose(got.period_ms, want_t, rel_tol=1e-12), where
+        assert got.multiples.tolist() == want_m, where
+        np.testing.assert_allclose(got.idle_ms, want_idle, atol=1e-9, err_msg=where)
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_unify_periods_matches_enumeration(seed: int) -> None:
     """500 random links: the anchored search equals the M^k enumeration of the rule

@@ -23,37 +23,94 @@ def _ceil_div(x: float, t: float) -> int:
 
 
 @jit
-def common_multiples(
-    periods: np.ndarray, idx: np.ndarray, gt_ms: float, max_multiple: int,
-    out_base: np.ndarray, out_mult: np.ndarray,
-) -> int:
-    """Every ``(T, m)`` over pods ``idx`` with ``m_p <= M``, all ``|m_p t_p - T| <= G_T``.
+def _fit_low(periods: np.ndarray, low: np.ndarray, base: float, gt_ms: float,
+             et_frac: float, max_multiple: int, mult: np.ndarray, idle: np.ndarray) -> bool:
+    """Fit every low-priority pod to the high-priority pods' multiple ``base``.
 
-    ``T = mean(m_p t_p)``.  Anchored on the first pod's multiple ``m_0``: every
-    other product must lie within ``2 G_T`` of ``m_0 t_0`` (with the comparisons'
-    float allowance on each side).  Writes candidates in
-    generation order (m_0 ascending, then odometer order) into ``out_base`` /
-    ``out_mult`` (rows) and returns how many there are; only the first
-    ``len(out_base)`` are written, so a caller seeing a larger count retries with
-    bigger buffers.
+    Each pod either has a multiple within ``G_T`` of ``base`` (the closest; no idle),
+    or is the shorter one with a gap ``G_T < base - m t <= E_T`` (``E_T = et_frac x
+    t``): idle ``(gap - G_T) / m`` per iteration brings the gap to ``G_T`` (the
+    smallest such gap is taken).  Writes ``mult[i]`` / ``idle[i]`` for the pods of
+    ``low``; False when one of them fits neither way.
+    """
+    for j in range(low.shape[0]):
+        i = low[j]
+        t = periods[i]
+        best_dev = np.inf
+        best_m = 0
+        for m in range(1, max_multiple + 1):
+            dev = abs(m * t - base)
+            if dev <= gt_ms + EPS_MS and dev < best_dev:
+                best_dev = dev
+                best_m = m
+        if best_m > 0:
+            mult[i] = best_m
+            idle[i] = 0.0
+            continue
+        best_gap = np.inf
+        for m in range(1, max_multiple + 1):
+            gap = base - m * t
+            if gap > gt_ms and gap <= et_frac * t + EPS_MS and gap < best_gap:
+                best_gap = gap
+                best_m = m
+        if best_m == 0:
+            return False
+        mult[i] = best_m
+        idle[i] = (best_gap - gt_ms) / best_m
+    return True
+
+
+@jit
+def smallest_common_multiple(
+    periods: np.ndarray, idx: np.ndarray, low: np.ndarray, gt_ms: float, et_frac: float,
+    max_multiple: int, multiples: np.ndarray, idle: np.ndarray,
+) -> float:
+    """The smallest ``T = mean(m_p t_p)`` over pods ``idx`` to which ``low`` fit.
+
+    Candidates are every ``m_p <= M`` over the pods ``idx`` with all ``|m_p t_p - T|
+    <= G_T``, generated anchored on the first pod's multiple ``m_0`` (ascending;
+    every other product must lie within ``2 G_T`` of ``m_0 t_0``, with the
+    comparisons' float allowance on each side), then in odometer order (last pod
+    fastest).  Among the candidates to which every pod of ``low`` fits
+    (:func:`_fit_low`; ``low`` empty: every candidate), the smallest ``T`` wins,
+    the first generated on ties.  Writes the winner's multiples (pods ``idx``),
+    multiples and idle (pods ``low``) and returns ``T``; ``inf`` (nothing written)
+    when there is none.
+
+    Exact, and pruned where no skipped candidate could win: a partial choice whose
+    least completion has a larger ``T`` than the best found, or whose products
+    already spread over more than ``2 G_T``, is not completed, and enumeration stops
+    once ``m_0 t_0`` lies more than ``2 G_T`` above the best ``T``.  Nothing is
+    stored per candidate, so memory stays ``O(k)``.
     """
     k = idx.shape[0]
+    n = periods.shape[0]
     lo = np.empty(k, dtype=np.int64)
     hi = np.empty(k, dtype=np.int64)
     combo = np.empty(k, dtype=np.int64)
-    count = 0
-    cap = out_base.shape[0]
+    cur_mult = np.empty(n, dtype=np.int64)
+    cur_idle = np.zeros(n)
+    prefix = np.empty(k + 1)
+    suffix = np.empty(k + 1)
+    low_x = np.empty(k + 1)
+    high_x = np.empty(k + 1)
+    margin = 1e-9
+    best = np.inf
+    reach = 2.0 * (gt_ms + EPS_MS)
+    spread = reach * (1.0 + margin)  # no two products of a candidate differ by more
     t0 = periods[idx[0]]
     for m0 in range(1, max_multiple + 1):
         x0 = m0 * t0
+        if x0 - reach > best:
+            break
         lo[0] = m0
         hi[0] = m0
         feasible = True
         for j in range(1, k):
             t = periods[idx[j]]
             # each product within G_T (+ EPS) of the mean: two differ by 2 (G_T + EPS)
-            a = max(1, _ceil_div(x0 - 2.0 * (gt_ms + EPS_MS), t))
-            b = min(max_multiple, int(np.floor((x0 + 2.0 * (gt_ms + EPS_MS)) / t)))
+            a = max(1, _ceil_div(x0 - reach, t))
+            b = min(max_multiple, int(np.floor((x0 + reach) / t)))
             if a > b:
                 feasible = False
                 break
@@ -61,35 +118,65 @@ def common_multiples(
             hi[j] = b
         if not feasible:
             continue
-        for j in range(k):
-            combo[j] = lo[j]
+        # depth-first over the other pods' multiples, ascending (the odometer's
+        # order, last pod fastest); prefix[j] = sum of the first j products, in
+        # the order the mean sums them, low_x / high_x their least and largest.
+        # A prefix whose least completion already puts T above the best one, or
+        # whose newest product lies more than 2 G_T above another, is skipped with
+        # every larger multiple at its position: products only grow.  The margin
+        # keeps float ties evaluated as the mean and the G_T test compute them.
+        prefix[1] = 0.0 + x0
+        low_x[1] = x0
+        high_x[1] = x0
+        suffix[k] = 0.0
+        for j in range(k - 1, 0, -1):
+            suffix[j] = suffix[j + 1] + lo[j] * periods[idx[j]]
+        combo[0] = m0
+        pos = 1
+        if k > 1:
+            combo[1] = lo[1] - 1
         while True:
-            total = 0.0
-            for j in range(k):
-                total += combo[j] * periods[idx[j]]
-            base = total / k
-            ok = True
-            for j in range(k):
-                if abs(combo[j] * periods[idx[j]] - base) > gt_ms + EPS_MS:
-                    ok = False
-                    break
-            if ok:
-                if count < cap:
-                    out_base[count] = base
+            if k > 1:
+                combo[pos] += 1
+                if combo[pos] > hi[pos]:
+                    pos -= 1
+                    if pos == 0:
+                        break
+                    continue
+                x = combo[pos] * periods[idx[pos]]
+                prefix[pos + 1] = prefix[pos] + x
+                low_x[pos + 1] = min(low_x[pos], x)
+                high_x[pos + 1] = max(high_x[pos], x)
+                if ((prefix[pos + 1] + suffix[pos + 1]) / k - best > margin * max(1.0, best)
+                        or x - low_x[pos] > spread):
+                    pos -= 1
+                    if pos == 0:
+                        break
+                    continue
+                if high_x[pos] - x > spread:  # a larger multiple here may still fit
+                    continue
+                if pos < k - 1:
+                    pos += 1
+                    combo[pos] = lo[pos] - 1
+                    continue
+            base = prefix[k] / k
+            if base < best:
+                ok = True
+                for j in range(k):
+                    if abs(combo[j] * periods[idx[j]] - base) > gt_ms + EPS_MS:
+                        ok = False
+                        break
+                if ok and _fit_low(periods, low, base, gt_ms, et_frac, max_multiple,
+                                   cur_mult, cur_idle):
+                    best = base
                     for j in range(k):
-                        out_mult[count, j] = combo[j]
-                count += 1
-            # odometer, last pod fastest
-            j = k - 1
-            while j >= 0:
-                combo[j] += 1
-                if combo[j] <= hi[j]:
-                    break
-                combo[j] = lo[j]
-                j -= 1
-            if j < 0:
+                        multiples[idx[j]] = combo[j]
+                    for j in range(low.shape[0]):
+                        multiples[low[j]] = cur_mult[low[j]]
+                        idle[low[j]] = cur_idle[low[j]]
+            if k == 1:
                 break
-    return count
+    return best
 
 
 @jit
@@ -102,37 +189,28 @@ def unify_kernel(
     ``step`` is 1 (common multiple within G_T), 2 (idle injected into low-priority
     pods) or 3 (incompatible: ``T`` = longest period, multiples 1).
 
-    Step 2 (the paper's rule, §III-B and §IV-D): over the
-    high-priority pods' common multiples ``T_high`` (smallest first), each
-    low-priority pod either has a multiple within ``G_T`` of ``T_high`` (no idle),
-    or is the shorter one with a gap ``G_T < T_high - m t <= E_T`` (``E_T =
-    et_frac x t``, 10 % of its own period): idle ``(gap - G_T) / m`` per iteration
-    brings the gap to ``G_T`` (the smallest such gap is taken).  Then ``T`` is the
+    Step 1: the smallest ``T`` over every pod's multiples
+    (:func:`smallest_common_multiple`).  Step 2 (the paper's rule, §III-B and
+    §IV-D): over the high-priority pods' common multiples ``T_high`` (smallest
+    first), each low-priority pod either has a multiple within ``G_T`` of
+    ``T_high`` (no idle), or is the shorter one with a gap ``G_T < T_high - m t <=
+    E_T`` (``E_T = et_frac x t``, 10 % of its own period): idle ``(gap - G_T) / m``
+    per iteration brings the gap to ``G_T`` (:func:`_fit_low`).  Then ``T`` is the
     mean of every pod's ``m_p (t_p + idle_p)``, as in step 1.  High-priority pods
     never get idle.
     """
     k = periods.shape[0]
-    bases = np.empty(16 * max_multiple)
-    mults = np.empty((16 * max_multiple, k), dtype=np.int64)
-    everyone = np.arange(k)
     for i in range(k):
         idle[i] = 0.0
         multiples[i] = 1
+    everyone = np.arange(k)
+    nobody = np.empty(0, dtype=np.int64)
 
     # Step 1: the smallest T, first generated on ties.
-    n = common_multiples(periods, everyone, gt_ms, max_multiple, bases, mults)
-    if n > bases.shape[0]:
-        bases = np.empty(n)
-        mults = np.empty((n, k), dtype=np.int64)
-        n = common_multiples(periods, everyone, gt_ms, max_multiple, bases, mults)
-    if n > 0:
-        best = 0
-        for c in range(1, n):
-            if bases[c] < bases[best]:
-                best = c
-        for i in range(k):
-            multiples[i] = mults[best, i]
-        return bases[best], STEP_COMMON
+    base = smallest_common_multiple(periods, everyone, nobody, gt_ms, et_frac, max_multiple,
+                                    multiples, idle)
+    if base < np.inf:
+        return base, STEP_COMMON
 
     # Step 2: T from the high-priority pods alone; only low-priority pods get idle.
     top = priorities.max()
@@ -152,49 +230,13 @@ def unify_kernel(
             else:
                 low[b] = i
                 b += 1
-        n = common_multiples(periods, high, gt_ms, max_multiple, bases, mults)
-        if n > bases.shape[0]:
-            bases = np.empty(n)
-            mults = np.empty((n, k), dtype=np.int64)
-            n = common_multiples(periods, high, gt_ms, max_multiple, bases, mults)
-        order = np.argsort(bases[:n], kind="mergesort")
-        for c in order:
-            base = bases[c]
-            ok = True
-            for j in range(low.shape[0]):
-                i = low[j]
-                t = periods[i]
-                best_dev = np.inf
-                best_m = 0
-                for m in range(1, max_multiple + 1):
-                    dev = abs(m * t - base)
-                    if dev <= gt_ms + EPS_MS and dev < best_dev:
-                        best_dev = dev
-                        best_m = m
-                if best_m > 0:
-                    multiples[i] = best_m
-                    idle[i] = 0.0
-                    continue
-                # the pod is the shorter one: its gap G_T < T - m t <= E_T closes
-                # to G_T with idle (T - m t - G_T) / m per iteration; least gap wins
-                best_gap = np.inf
-                for m in range(1, max_multiple + 1):
-                    gap = base - m * t
-                    if gap > gt_ms and gap <= et_frac * t + EPS_MS and gap < best_gap:
-                        best_gap = gap
-                        best_m = m
-                if best_m == 0:
-                    ok = False
-                    break
-                multiples[i] = best_m
-                idle[i] = (best_gap - gt_ms) / best_m
-            if ok:
-                total = 0.0
-                for j in range(n_high):
-                    multiples[high[j]] = mults[c, j]
-                for i in range(k):
-                    total += multiples[i] * (periods[i] + idle[i])
-                return total / k, STEP_IDLE
+        base = smallest_common_multiple(periods, high, low, gt_ms, et_frac, max_multiple,
+                                        multiples, idle)
+        if base < np.inf:
+            total = 0.0
+            for i in range(k):
+                total += multiples[i] * (periods[i] + idle[i])
+            return total / k, STEP_IDLE
 
     # Step 3: incompatible on this link.
     for i in range(k):

@@ -48,12 +48,16 @@ class BasePeriod(ValueEquality):
         False when neither step 1 nor step 2 applies (step 3): then ``T`` is the
         longest period, every ``mul_p`` is 1 and no perfect score is possible by
         construction of the policy (paper §IV-B1, snapshot 0).
+    periods_ms : ndarray (k,) or None
+        The pods' periods ``t_p`` it was unified for (None when built by hand):
+        :func:`tdmcore.discretize_unified` refuses other periods.
     """
 
     period_ms: float
     multiples: NDArray[np.int64]
     idle_ms: NDArray[np.float64]
     compatible: bool
+    periods_ms: NDArray[np.float64] | None = None
 
 
 def check_settings(gt_ms: Any, et_frac: Any, max_multiple: Any) -> tuple[float, float, int]:
@@ -93,7 +97,8 @@ def unify_periods(
     Parameters
     ----------
     periods_ms : array_like (k,)
-        Each pod's iteration period ``t_p`` (ms), > 0.
+        Each pod's iteration period ``t_p`` (ms), > 0 and at most 10^7 (the
+        traffic pattern's cap, docs/traffic-circle.md).
     priorities : sequence (k,)
         ``"high"``/``"low"`` or integers (larger = higher).  The pods with the
         largest priority are the high-priority ones; idle is never injected there.
@@ -128,11 +133,12 @@ def unify_periods(
     3. Else incompatible: ``T`` = the longest period, every multiple 1, no idle.
 
     The search is exact: anchored on the first pod's multiple, every other pod's
-    product must lie within ``2 G_T`` of it (see
-    :func:`tdmcore._kernels.base_period.common_multiples`).  That leaves one or two
-    candidates per pod for realistic periods (tens of ms and more); periods far
-    shorter than ``G_T`` make the candidate count grow like ``M^k`` (k = 6 pods of
-    ~1 ms take seconds).
+    product must lie within ``2 G_T`` of it, and a partial choice is dropped only
+    when no completion of it could win (see
+    :func:`tdmcore._kernels.base_period.smallest_common_multiple`).  That leaves one
+    or two candidates per pod for realistic periods (tens of ms and more); periods
+    far shorter than ``G_T`` give up to ``M^k`` candidates, most of them cut off by
+    the bound (20 pods of 1-3 ms take well under a millisecond), in ``O(k)`` memory.
     """
     periods = v.as_float_vector("periods_ms", periods_ms)
     k = periods.shape[0]
@@ -140,6 +146,9 @@ def unify_periods(
         raise ValueError("periods_ms: at least one period is required")
     if np.any(periods <= 0):
         raise ValueError("periods_ms: every period must be > 0 ms")
+    if np.any(periods > v.MAX_PERIOD_MS):  # the traffic pattern's cap, as discretize has it
+        i = int(np.flatnonzero(periods > v.MAX_PERIOD_MS)[0])
+        raise ValueError(f"periods_ms[{i}]: at most {v.MAX_PERIOD_MS:g}, got {float(periods[i])!r}")
     prio = check_priorities(priorities, k)
     gt, et, m_max = check_settings(gt_ms, et_frac, max_multiple)
     return unify(np.ascontiguousarray(periods), prio, gt, et, m_max)
@@ -155,4 +164,5 @@ def unify(periods_ms: NDArray[np.float64], priorities: NDArray[np.int64], gt_ms:
     idle = np.empty(k)
     base, step = unify_kernel(periods_ms, priorities, gt_ms, et_frac, max_multiple, multiples,
                               idle)
-    return BasePeriod(float(base), multiples, idle, step != STEP_INCOMPATIBLE)
+    return BasePeriod(float(base), multiples, idle, step != STEP_INCOMPATIBLE,
+                      periods_ms.copy())

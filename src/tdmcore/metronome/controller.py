@@ -291,6 +291,9 @@ class Controller:
         of the gang plans again (so :attr:`recalculations` can be lower than
         pod by pod).
         """
+        if isinstance(results, ReserveResult) or not isinstance(results, Sequence):
+            raise ValueError(f"results: expected a sequence of ReserveResult (one per pod "
+                             f"of the gang), got {type(results).__name__}")
         for result in results:
             self._check_reserve("results", result)
         if self._placement_keeps_offsets(results):
@@ -397,9 +400,8 @@ class Controller:
         A front end that rebuilds the controller from recorded state (the
         Kubernetes controller after a restart) uses this to restore each link.
         """
-        if not 0 <= node < len(self.state.cluster):
-            raise ValueError(f"node: expected a node index in [0, {len(self.state.cluster)})")
-        self.links[node] = self._plan(node, self._recalc_mode(optimal))
+        node = v.whole("node", node, 0, len(self.state.cluster) - 1)
+        self.links[node] = self._plan(node, self._recalc_mode(v.boolean("optimal", optimal)))
 
     def _plan(self, node: int, mode: str, reserved: LinkPlan | None = None) -> LinkPlan:
         """The link's plan in ``mode``: from the cache, the Reserve's own plan

@@ -164,6 +164,11 @@ def plan_link(
     for i, p in enumerate(pods):
         if not isinstance(p, LinkPod):
             raise ValueError(f"pods[{i}]: expected a LinkPod, got {type(p).__name__}")
+        if not isinstance(p.name, str) or not p.name:
+            raise ValueError(f"pods[{i}]: name must be a non-empty string, got {p.name!r:.80}")
+        if p.job is not None and (not isinstance(p.job, str) or not p.job):
+            raise ValueError(f"pods[{i}]: job must be a non-empty string or None, got "
+                             f"{p.job!r:.80}")
     names = [p.name for p in pods]
     if len(set(names)) != len(names):
         raise ValueError("pods: pod names must be unique")

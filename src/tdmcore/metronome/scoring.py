@@ -24,8 +24,9 @@ PERFECT_RTOL = 1e-9
 
 
 def check_demand(demand: Any, name: str = "demand") -> NDArray[np.float64]:
-    """A (k, bins) array of non-negative finite demands with k >= 1 and
-    8 <= bins <= 3,600 (:data:`tdmcore._validation.MIN_BINS`, ``MAX_BINS``)."""
+    """A (k, bins) array of finite demands in [0, 10^6] Gbps (the rates' cap,
+    :data:`tdmcore._validation.MAX_GBPS`) with k >= 1 and 8 <= bins <= 3,600
+    (:data:`tdmcore._validation.MIN_BINS`, ``MAX_BINS``)."""
     arr = v.as_float_array(name, demand)
     if arr.ndim == 1:
         arr = arr[None, :]
@@ -38,6 +39,9 @@ def check_demand(demand: Any, name: str = "demand") -> NDArray[np.float64]:
                          f"got {arr.shape[1]:,}")
     if np.any(arr < 0):
         raise ValueError(f"{name}: demands must be >= 0")
+    if np.any(arr > v.MAX_GBPS):  # a row's rate is capped so; beyond it sums overflow
+        raise ValueError(f"{name}: demands must be at most {v.MAX_GBPS:g} Gbps, got "
+                         f"{float(arr.max())!r}")
     return np.ascontiguousarray(arr)
 
 

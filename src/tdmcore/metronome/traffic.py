@@ -151,6 +151,28 @@ def discretize_unified(
       unchanged, so its duty cycle on the circle is ``d_p t_p / (t_p + idle_p)``;
     * incompatible: one unit per pod on ``T`` = the longest period, arc
       ``2 pi d_p t_p / T`` (the pattern truncated to one unit).
+
+    Parameters
+    ----------
+    base : BasePeriod
+        From :func:`tdmcore.unify_periods` for these pods' periods.
+    period_ms, duty_cycle, bandwidth_gbps : float or array_like (k,)
+        Each pod's traffic pattern ``t_p`` (ms), ``d_p`` and ``r_p`` (Gbps), as
+        :func:`tdmcore.discretize` takes them (a number stands for every pod).
+    bins : int, default 72
+        Di-Pre, the circle's bins, 8 to 3,600.
+
+    Returns
+    -------
+    CircleRows
+        Each pod's demand per bin, its comm units' midpoints, its duty cycle on
+        the circle and its rotation limit.
+
+    Raises
+    ------
+    ValueError
+        A bad pattern or ``bins``; a ``base`` that is not a valid BasePeriod, or
+        describes another number of pods, or was unified for other periods.
     """
     periods, duty, bandwidth, _ = v.pattern(period_ms, duty_cycle, bandwidth_gbps)
     n_bins = v.bins_count(bins)
@@ -180,6 +202,15 @@ def discretize_unified(
         raise ValueError(
             f"base: describes {base.multiples.shape[0]} pods but {k} patterns were given"
         )
+    if base.periods_ms is not None:
+        try:
+            made_for = np.asarray(base.periods_ms, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError("base: periods_ms must be the periods it was unified for, "
+                             "as tdmcore.unify_periods makes them") from None
+        if made_for.shape != (k,) or not np.allclose(made_for, periods, rtol=1e-12, atol=0):
+            raise ValueError(f"period_ms: base was unified for periods {made_for.tolist()} "
+                             f"ms, got {periods.tolist()}")
     return draw(base, periods, duty, bandwidth, n_bins)
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -427,6 +427,9 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
     """
     if not isinstance(sim, SimCluster):
         raise ValueError(f"sim: expected a SimCluster, got {type(sim).__name__}")
+    if isinstance(jobs, SimJob) or not isinstance(jobs, Iterable):
+        raise ValueError(f"jobs: expected a non-empty sequence of SimJob, got "
+                         f"{type(jobs).__name__}")
     jobs = tuple(jobs)
     if not jobs or not all(isinstance(j, SimJob) for j in jobs):
         raise ValueError("jobs: expected a non-empty sequence of SimJob")
