@@ -77,7 +77,26 @@ class CycleState(ValueEquality):
 class ReserveResult:
     """What Reserve hands to the controller (Alg. 1 lines 30-40).
 
-    ``shifts_ms`` is empty when no rotation was computed (EarlyReturn, LowComm).
+    Attributes
+    ----------
+    node : int
+        The node the pod was placed on.
+    shifts_ms : dict of str to float
+        Time shift per pod on the node's link; empty when no rotation was
+        computed (EarlyReturn, LowComm).
+    skip_phase_three : bool
+        ``SkipPhaseThree``: the controller need not re-plan the link in
+        ``optimal`` mode.
+    link_pods : tuple of str
+        The rows of the node's link after the Reserve: one pod per job whose
+        traffic crosses it, in deploy order (``state.link_rows[node]``).
+    rotations : dict of str to int
+        Rotation per pod (bins), when one was computed.
+    base_period_ms : float
+        The link's base period ``T`` (0 when no rotation was computed).
+    plan : LinkPlan or None
+        The link plan the rotations come from (Metronome), so that the controller
+        need not plan the link again.
     """
 
     node: int
@@ -86,8 +105,6 @@ class ReserveResult:
     link_pods: tuple[str, ...]
     rotations: dict[str, int] = field(default_factory=dict)
     base_period_ms: float = 0.0
-    #: the link plan the rotations come from (Metronome), so that the controller
-    #: need not plan the link again
     plan: LinkPlan | None = field(default=None, compare=False, repr=False)
 
 
@@ -116,6 +133,15 @@ class GangDecision:
     @property
     def placements(self) -> dict[str, str]:
         return {d.pod: d.node_name for d in self.decisions if d.node_name is not None}
+
+    @property
+    def reserves(self) -> tuple[ReserveResult, ...]:
+        """Each pod's Reserve, in order, for a placed gang: what
+        :meth:`tdmcore.metronome.controller.Controller.on_reserve_gang` takes.
+        Empty when the gang was not placed (nothing was reserved)."""
+        if self.status is not Status.SUCCESS:
+            return ()
+        return tuple(d.reserve for d in self.decisions if d.reserve is not None)
 
 
 class Policy(Protocol):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -126,6 +126,12 @@ class Pod:
     workload: str | None = None
     gang_size: int | None = None
     spread: bool = False
+
+    if TYPE_CHECKING:  # the generated __init__, with the priority it reads as an int
+        def __init__(self, name: str, job: str, cpu: float = 0.0, mem_gib: float = 0.0,
+                     gpu: float = 0.0, pattern: TrafficPattern | None = None,
+                     priority: int | str = 0, workload: str | None = None,
+                     gang_size: int | None = None, spread: bool = False) -> None: ...
 
     def __post_init__(self) -> None:
         _name("name", self.name)

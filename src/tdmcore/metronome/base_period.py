@@ -25,9 +25,7 @@ __all__ = ["BasePeriod", "unify_periods"]
 
 #: The largest ``max_multiple`` (``M``) accepted: :data:`tdmcore._validation.MAX_BINS`,
 #: 3,600.  A pod with more comm units per circle than the finest circle has bins
-#: would draw units narrower than one bin even at a duty cycle of 1, and the
-#: unification kernel's candidate buffers take ``16 M (k + 1)`` words (0.46 MB per
-#: pod at this bound); a huge ``M`` ran out of memory instead of raising.
+#: would draw units narrower than one bin even at a duty cycle of 1.
 MAX_M = v.MAX_BINS
 
 

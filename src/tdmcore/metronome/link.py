@@ -35,14 +35,15 @@ class LinkPod:
    ]** a job's row on a link is one pod's demand (one ring
     segment per node, however many of its pods the node holds), which
     :meth:`tdmcore.model.ClusterState.job_links` picks.  ``priority``: larger is
-    higher.
+    higher; ``"high"``/``"low"`` are read as :func:`tdmcore.unify_periods` reads
+    them (the plan's pods carry the integer).
     """
 
     name: str
     period_ms: float
     duty_cycle: float
     bandwidth_gbps: float
-    priority: int = 0
+    priority: int | str = 0
     job: str | None = None
 
     @property

@@ -87,4 +87,4 @@ class DefaultPolicy:
 
     def reserve(self, state: ClusterState, cycle: CycleState, node: int) -> ReserveResult:
         state.place(cycle.pod, node)
-        return ReserveResult(node, {}, True, tuple(state.node_pods[node]))
+        return ReserveResult(node, {}, True, tuple(state.link_rows[node]))
