@@ -14,6 +14,7 @@ import click
 import kubernetes
 import yaml
 
+from tdmcore._click import FiniteFloat
 from tdmcore.elastic import ELASTIC_POLICIES
 from tdmcore.framework import QUEUES
 from tdmcore.metronome.policies import POLICIES
@@ -46,13 +47,6 @@ def start_informers(kube: Kube, model: ClusterModel, kinds: Sequence[str] = WATC
     return informers, ready
 
 
-def _finite_positive(ctx: click.Context, param: click.Parameter, value: float) -> float:
-    """click's FloatRange lets inf and nan through; these options need a real number."""
-    if not 0 < value < float("inf"):
-        raise click.BadParameter(f"{value!r} is not a finite number > 0")
-    return value
-
-
 def _common(f: Callable[..., None]) -> Callable[..., None]:
     options = [
         click.option("--kubeconfig", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -70,7 +64,7 @@ def _common(f: Callable[..., None]) -> Callable[..., None]:
 
 
 def _policy_options(f: Callable[..., None]) -> Callable[..., None]:
-    f = click.option("--default-link-gbps", type=float, callback=_finite_positive,
+    f = click.option("--default-link-gbps", type=FiniteFloat(min=0.0, min_open=True),
                      default=25.0, show_default=True,
                      help="Link capacity of nodes without NodeBandwidth.spec.bandwidth.")(f)
     f = click.option("--policy", type=click.Choice(list(POLICIES)), default="metronome",
@@ -129,7 +123,7 @@ def cli() -> None:
               show_default=True, help="Larger requests are answered 400.")
 @click.option("--scheduler-name", default="tdmcore-scheduler", show_default=True,
               help="Bind only pods whose spec.schedulerName is this.")
-@click.option("--gang-wait-seconds", type=click.FloatRange(min=0.0, max=60.0), default=3.0,
+@click.option("--gang-wait-seconds", type=FiniteFloat(min=0.0, max=60.0), default=3.0,
               show_default=True,
               help="How long a PodGroup member's bind waits for the rest of its gang "
                    "(keep it under the extender's httpTimeout); 0: no gang wait.")
@@ -137,7 +131,7 @@ def cli() -> None:
               help="Touch waiting pods so that kube-scheduler retries them at once.")
 @click.option("--async-status/--sync-status", default=True, show_default=True,
               help="Write NodeBandwidth status behind the bind (not inside it).")
-@click.option("--status-max-delay-seconds", type=click.FloatRange(min=0.0, max=60.0),
+@click.option("--status-max-delay-seconds", type=FiniteFloat(min=0.0, max=60.0),
               default=1.0, show_default=True,
               help="With --async-status: a NodeBandwidth write waits for a lull in the binds "
                    "(0.1 s without one), at most this long.")
@@ -233,7 +227,7 @@ def scheduler_cmd(kubeconfig: str | None, api_server: str | None, host: str, log
 @click.option("--leader-elect/--no-leader-elect", default=False, show_default=True)
 @click.option("--lease-name", default="tdmcore-controller", show_default=True)
 @click.option("--lease-namespace", default="tdmcore-system", show_default=True)
-@click.option("--resync-seconds", type=click.FloatRange(min=0.5), default=5.0,
+@click.option("--resync-seconds", type=FiniteFloat(min=0.5), default=5.0,
               show_default=True)
 @click.option("--elastic", type=click.Choice(list(ELASTIC_POLICIES)), default=None,
               help="Also run this elastic policy over annotated PyTorchJobs/TFJobs.")
@@ -293,7 +287,7 @@ def controller_cmd(kubeconfig: str | None, api_server: str | None, host: str, lo
               help="The controller's URL [TDMCORE_CONTROLLER_URL] (none: answer every "
                    "report with no action).")
 @click.option("--node", envvar="NODE_NAME", default="", help="This node's name [NODE_NAME].")
-@click.option("--timeout", "timeout_s", type=float, callback=_finite_positive, default=0.5,
+@click.option("--timeout", "timeout_s", type=FiniteFloat(min=0.0, min_open=True), default=0.5,
               show_default=True, help="Seconds to wait for the controller.")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))

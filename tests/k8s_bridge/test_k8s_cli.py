@@ -155,13 +155,15 @@ BAD = {
     "port": (["agent", "--port", "-1"], "--port"),
     "link-zero": (["extender", "--default-link-gbps", "0"], "--default-link-gbps"),
     "kubeconfig-path": (["extender", "--kubeconfig", "/nonexistent.yaml"], "--kubeconfig"),
+    # NaN passes click's FloatRange and turned checks such as `wait > 0` off
+    "link-nan": (["controller", "--default-link-gbps", "nan"], "--default-link-gbps"),
+    "gang-wait-nan": (["extender", "--gang-wait-seconds", "nan"], "--gang-wait-seconds"),
+    "resync-nan": (["controller", "--resync-seconds", "nan"], "--resync-seconds"),
 }
 # bad values click lets through: the command itself must still refuse them cleanly
 BAD_LATE = {
     "controller-url": (["agent", "--host", "127.0.0.1", "--port", "0",
                         "--controller", "notaurl"], "notaurl"),
-    "link-nan": (["controller", "--host", "127.0.0.1", "--port", "0", "--api-server", CLOSED,
-                  "--default-link-gbps", "nan"], "default-link-gbps"),
     "kubeconfig-missing": (["controller", "--host", "127.0.0.1", "--port", "0",
                             "--kubeconfig", "/nonexistent/kubeconfig"], "kubeconfig"),
     # written by the `quick` fixture: a kubeconfig whose YAML is cut short

@@ -26,6 +26,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from .._click import FiniteFloat
 from .._validation import MAX_BINS, MAX_JOBS, MAX_SEED, MIN_BINS, did_you_mean, read_error
 from ..framework import PolicyError
 from ..metronome.link import LinkPlan, LinkPod, plan_link
@@ -48,18 +49,6 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 
 log = logging.getLogger("tdmcore")
 
-
-class FiniteFloat(click.FloatRange):
-    """A float option in a range that also refuses NaN and infinities."""
-
-    name = "number"
-
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> Any:
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number.", param, ctx)
-        return number
 
 class OutDir(click.Path):
     """A report folder: a path, not the empty string (which would be the current
