@@ -47,6 +47,11 @@ def start_informers(kube: Kube, model: ClusterModel, kinds: Sequence[str] = WATC
     return informers, ready
 
 
+#: The extender's threads kept free of waiting binds: the bind that completes a gang,
+#: Filter, Prioritize and the probes.
+SPARE_THREADS = 4
+
+
 def _common(f: Callable[..., None]) -> Callable[..., None]:
     options = [
         click.option("--kubeconfig", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -127,6 +132,10 @@ def cli() -> None:
               show_default=True,
               help="How long a PodGroup member's bind waits for the rest of its gang "
                    "(keep it under the extender's httpTimeout); 0: no gang wait.")
+@click.option("--threads", type=click.IntRange(8, 1024), default=32, show_default=True,
+              help="Web server threads.  A PodGroup member's bind holds one while it waits "
+                   f"for its gang, so at most threads - {SPARE_THREADS} binds wait at once "
+                   "and a gang's minMember may be one more than that.")
 @click.option("--requeue/--no-requeue", default=True, show_default=True,
               help="Touch waiting pods so that kube-scheduler retries them at once.")
 @click.option("--async-status/--sync-status", default=True, show_default=True,
@@ -146,8 +155,9 @@ def cli() -> None:
 def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_level: str,
                  policy: str, default_link_gbps: float, port: int, prefix: str,
                  max_body_bytes: int, scheduler_name: str, gang_wait_seconds: float,
-                 requeue: bool, async_status: bool, status_max_delay_seconds: float,
-                 node_updates: str, decide_in_filter: bool) -> None:
+                 threads: int, requeue: bool, async_status: bool,
+                 status_max_delay_seconds: float, node_updates: str,
+                 decide_in_filter: bool) -> None:
     """kube-scheduler HTTP extender: POST /filter, /prioritize, /bind."""
     from .extender import Extender
     from .pipeline import Pipeline
@@ -162,10 +172,11 @@ def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_
     pipeline.async_status = async_status
     pipeline.status_max_delay_s = status_max_delay_seconds
     pipeline.filter_decides = decide_in_filter
+    pipeline.max_waiting_binds = threads - SPARE_THREADS
     pipeline.warm_up()
     ext = Extender(pipeline, prefix=prefix, ready=ready, max_body=max_body_bytes)
     stop = threading.Event()
-    server = Server(ext.app, host, port)  # listening from here on
+    server = Server(ext.app, host, port, threads)  # listening from here on
     if requeue:  # after the server listens: requeued pods reach an extender that answers
         threading.Thread(target=Requeuer(pipeline, kube, scheduler_name).run,
                          args=(stop, ready), name="requeue", daemon=True).start()

@@ -126,6 +126,12 @@ class Pipeline:
         #: extender mode: how long a gang member's bind waits for the rest of its gang
         #: (0: members bind one by one, as before)
         self.gang_wait_s = gang_wait_s
+        #: extender mode: how many binds may wait for their gangs at once (None: no
+        #: bound).  Each waiting bind holds one of the web server's threads, so the
+        #: extender sets this below its thread count: a gang whose minMember exceeds
+        #: it could never complete, and more waiters would starve Filter and bind.
+        self.max_waiting_binds: int | None = None
+        self._too_large: set[str] = set()  # gangs refused for their size, logged once
         # gang key -> the members reserved at bind time, waiting for the rest
         self._gangs: dict[str, list[_Waiter]] = {}
         self._deadlines: dict[str, float] = {}  # gang key -> when its waiters give up
@@ -477,6 +483,27 @@ class Pipeline:
             self._forget(w.pod_json)
             w.error = BindError(f"pod {w.key} was deleted while its gang {gkey} waited")
             w.done.set()
+        cap = self.max_waiting_binds
+        if cap is not None:
+            refusal = None
+            if need > cap + 1:  # cap waiting members, and the one that completes the gang
+                refusal = (f"gang {gkey}: minMember {need} is more than the extender can "
+                           f"hold waiting at once ({cap} binds, and the one that completes "
+                           f"it: raise --threads)")
+            elif sum(len(w) for w in self._gangs.values()) >= cap:
+                refusal = (f"gang {gkey}: the extender already holds {cap} binds waiting "
+                           f"for their gangs; released (kube-scheduler retries it)")
+            if refusal is not None and self._waits(me, gkey, need):
+                if not waiters:
+                    del self._gangs[gkey]
+                self._forget(me.pod_json)
+                me.error = BindError(refusal)
+                if need <= cap + 1:
+                    log.info("%s", refusal)  # passing: the other gangs bind or time out
+                elif gkey not in self._too_large:  # lasting: said once per gang
+                    self._too_large.add(gkey)
+                    log.warning("%s", refusal)
+                return [me]
         if not waiters:  # the first member to wait sets the gang's deadline
             self._deadlines[gkey] = time.monotonic() + self.gang_wait_s
         me.deadline = self._deadlines[gkey]
@@ -494,6 +521,13 @@ class Pipeline:
             if w is not me:
                 w.done.set()
         return waiters
+
+    def _waits(self, me: _Waiter, gkey: str, need: int) -> bool:
+        """Whether ``me``, joining ``gkey`` now, would wait (the gang stays short of
+        ``need`` with it), rather than complete the gang and bind at once."""
+        waiting = {w.key for w in self._gangs.get(gkey, [])} | {me.key}
+        bound = sum(1 for k in self._members(gkey) if k not in waiting)
+        return bound + len(waiting) < need
 
     def _still_reserved(self, w: _Waiter) -> bool:
         """The waiting member's pod is still in the cache, the same object, on its

@@ -62,6 +62,23 @@ def test_extender_gang_that_cannot_fit_binds_no_member(env: Env, extender: Compo
     print(f"\ne2e: gang of 8 bound {took:.1f} s after its 8th node appeared")
 
 
+def test_extender_gang_larger_than_waitresss_default_pool_binds(
+        env: Env, extender: Component, space: tuple[str, list[str]]) -> None:
+    """16 x 1-GPU members on 2 nodes: more members waiting at bind than waitress's
+    default 8 threads (each waiting bind holds one; the gang cycled from deadline to
+    deadline, never bound).  The extender serves 32 threads and lets 28 binds wait."""
+    ns, nodes = space
+    nodes += env.nodes("gang16", 2)
+    wait_known(extender, nodes)
+    env.podgroup(ns, "g", 16)
+    t0 = time.monotonic()
+    for i in range(16):
+        env.pod(ns, f"g-{i}", gpu=1, labels={GROUP: "g"}, node_selector={TEST: "gang16"})
+    bound = env.wait_bound(ns, 16, 60)
+    assert len(bound) == 16
+    print(f"\ne2e: gang of 16 bound in {time.monotonic() - t0:.1f} s")
+
+
 def test_extender_held_back_member_binds_soon_after_its_gang_completes(
         env: Env, extender: Component, space: tuple[str, list[str]]) -> None:
     """Members created before minMember exist are held back by Filter; once the last

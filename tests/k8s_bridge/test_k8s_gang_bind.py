@@ -127,3 +127,53 @@ def test_base_period_of_an_uncontended_link_with_several_jobs():
         status = fake.get("tdmcore.io/v1alpha1", "NodeBandwidth", "n0")["status"]
         assert {e["name"] for e in status["pods"]} == {"a-0", "b-0"}
         assert status["basePeriodMs"] == pytest.approx(200.0)
+
+
+def test_a_gang_larger_than_the_binds_that_can_wait_is_refused_whole_and_at_once():
+    # Each waiting bind holds a web-server thread: with room for 1 waiting bind, a
+    # gang of 3 could never complete (it cycled until its deadline, forever).
+    with cluster(objects()) as (fake, kube, model, informers):
+        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
+        pipeline.max_waiting_binds = 1
+        with pytest.raises(BindError, match=r"minMember 3 is more than the extender can hold "
+                                            r"waiting at once \(1 binds.*raise --threads"):
+            pipeline.bind("default", "g-0", None, "n0")
+        assert pipeline._gangs == {} and node_of(fake, "g-0") is None
+        pod = fake.get("v1", "Pod", "g-0", "default")
+        assert pipeline.filter(pod, NODES).nodes == NODES  # its reservation is gone
+
+
+def test_a_gang_of_one_more_than_the_waiting_binds_completes():
+    with cluster(objects()) as (fake, kube, model, informers):
+        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
+        pipeline.max_waiting_binds = 2
+        out: dict[str, BaseException | None] = {}
+        first = [bind_async(pipeline, f"g-{i}", NODES[i], out) for i in range(2)]
+        wait_for(lambda: len(pipeline._gangs.get("default/g", [])) == 2, 10,
+                 "two members waiting")
+        last = bind_async(pipeline, "g-2", "n2", out)
+        for thread in [*first, last]:
+            thread.join(10)
+        assert out == {"g-0": None, "g-1": None, "g-2": None}
+
+
+def test_a_member_that_would_wait_beyond_the_room_left_is_released():
+    # two gangs of 3 with room for 2 waiting binds: the second gang's first member
+    # finds the room taken and is refused at once (kube-scheduler retries it)
+    objs = ([K.node(n) for n in NODES] + [K.podgroup("g", 3), K.podgroup("h", 3)]
+            + [K.pod(f"g-{i}", gpu=1, labels={GROUP: "g"}) for i in range(3)]
+            + [K.pod(f"h-{i}", gpu=1, labels={GROUP: "h"}) for i in range(3)])
+    with cluster(objs) as (fake, kube, model, informers):
+        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
+        pipeline.max_waiting_binds = 2
+        out: dict[str, BaseException | None] = {}
+        first = [bind_async(pipeline, f"g-{i}", NODES[i], out) for i in range(2)]
+        wait_for(lambda: len(pipeline._gangs.get("default/g", [])) == 2, 10,
+                 "two members waiting")
+        with pytest.raises(BindError, match=r"already holds 2 binds waiting"):
+            pipeline.bind("default", "h-0", None, "n0")
+        assert node_of(fake, "h-0") is None
+        last = bind_async(pipeline, "g-2", "n2", out)  # completing needs no room
+        for thread in [*first, last]:
+            thread.join(10)
+        assert out == {"g-0": None, "g-1": None, "g-2": None}
