@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .convert import pod_key
 from .kube import ApiError, Kube, NotFound
 from .pipeline import Pipeline, gang_key
 
@@ -88,7 +89,8 @@ class Requeuer:
                     continue
                 self._activated[gkey] = now
                 keys.extend(k for k, p in model.objects["Pod"].items()
-                            if gang_key(p) == gkey and not (p.get("spec") or {}).get("nodeName")
+                            if gang_key(p) == gkey and self._ours(p)
+                            and not (p.get("spec") or {}).get("nodeName")
                             and not (p.get("metadata") or {}).get("deletionTimestamp"))
             if len(self._activated) > 10_000:
                 self._activated.clear()
@@ -109,9 +111,8 @@ class Requeuer:
         self.touched += 1
         return True
 
-    def _pending(self, key: str) -> bool:
-        pod = self.pipeline.model.objects["Pod"].get(key)
-        return pod is not None and not (pod.get("spec") or {}).get("nodeName")
+    def _ours(self, pod: Mapping[str, Any]) -> bool:
+        return bool((pod.get("spec") or {}).get("schedulerName") == self.scheduler_name)
 
     def complete_gangs(self) -> int:
         """Touch the held-back members of every gang that is complete now."""
@@ -119,15 +120,18 @@ class Requeuer:
         pipeline = self.pipeline
         with pipeline.lock, pipeline.model.lock:
             for gkey, keys in list(pipeline.held_back.items()):
+                # Filter's request named the pods; the cache (the API's truth) must too:
+                # only pods of ours that are members of this gang are ever touched
                 pods = [pipeline.model.objects["Pod"].get(k) for k in keys]
-                live = [p for p in pods if p is not None]
+                live = [p for p in pods if p is not None and self._ours(p)
+                        and gang_key(p) == gkey]
                 if not live:
                     del pipeline.held_back[gkey]
                     continue
                 if pipeline.gang_shortfall(live[0]):
                     continue
                 del pipeline.held_back[gkey]
-                ready.extend(k for k in keys if self._pending(k))
+                ready.extend(pod_key(p) for p in live if not (p.get("spec") or {}).get("nodeName"))
         touched = sum(self.touch(k) for k in sorted(ready))
         if touched:
             log.info("requeued %d member(s) of newly complete gangs", touched)

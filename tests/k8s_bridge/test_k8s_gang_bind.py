@@ -95,6 +95,26 @@ def test_requeuer_touches_held_back_members_once_the_gang_is_complete():
         assert pipeline.held_back == {}
 
 
+@pytest.mark.parametrize("scheduler", [K.SCHEDULER, "default-scheduler"])
+def test_a_filter_request_that_lies_about_a_pods_gang_touches_no_pod(scheduler):
+    # An operator's review: anyone reaching the extender's port could post a Filter
+    # request for a real pending pod with a group label it does not have; the
+    # requeuer then checked "complete" on the cached pod (no label: no gang) and
+    # patched it.  The cache must agree that the pod is ours and of that gang.
+    with cluster([K.node(n) for n in NODES] + [K.pod("p3x", scheduler=scheduler)]) \
+            as (fake, kube, model, informers):
+        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=1.0)
+        requeuer = Requeuer(pipeline, kube, K.SCHEDULER)
+        forged = fake.get("v1", "Pod", "p3x", "default")
+        forged["metadata"]["labels"] = {GROUP: "nonexistent"}
+        assert pipeline.filter(forged, NODES).nodes == []  # held back: no PodGroup
+        assert requeuer.complete_gangs() == 0
+        requeuer.activate("default/nonexistent")
+        assert requeuer.activate_siblings() == 0
+        annotations = fake.get("v1", "Pod", "p3x", "default")["metadata"].get("annotations")
+        assert ANNOTATION not in (annotations or {})
+
+
 @pytest.mark.parametrize(("pod", "expected"), [
     (K.pod("p"), False),  # never tried
     ({**K.pod("p"), "status": {"phase": "Pending", "conditions": [
