@@ -8,8 +8,12 @@ extra instead of an ``ImportError`` traceback.
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Sequence
+
+#: Exit status after Ctrl-C (128 + SIGINT), as :func:`k8s_bridge.cli.main` has it.
+EXIT_INTERRUPTED = 130
 
 #: The modules of the ``k8s`` extra (``pyproject.toml``), by import name.
 K8S_EXTRA_MODULES = ("kubernetes", "prometheus_client", "werkzeug", "waitress")
@@ -24,13 +28,24 @@ def missing_k8s_modules() -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``tdmcore-bridge``, or explain which extra it needs (exit status 1)."""
-    missing = missing_k8s_modules()
+    # Ctrl-C during the imports (about 2 s) is noted, not raised: raised inside an
+    # import it can surface as another exception (a RuntimeError from a class body)
+    # with a traceback; the command then ends as cli.main ends after Ctrl-C.
+    interrupted: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
+    try:
+        missing = missing_k8s_modules()
+        if not missing:
+            from .cli import main as bridge_main
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if interrupted:
+        print("Error: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if missing:
         print(f"Error: tdmcore-bridge needs the Kubernetes extra ({', '.join(missing)} "
               "not installed): pip install 'tdmcore[k8s]'", file=sys.stderr)
         return 1
-    from .cli import main as bridge_main
-
     return bridge_main(argv)
 
 

@@ -19,6 +19,7 @@ from tdmcore.elastic import ELASTIC_POLICIES
 from tdmcore.framework import QUEUES
 from tdmcore.metronome.policies import POLICIES
 
+from ._entry import EXIT_INTERRUPTED
 from .cache import WATCHED_KINDS, ClusterModel
 from .informer import Informer
 from .kube import Kube
@@ -323,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("Error: interrupted", err=True)
-        return 130
+        return EXIT_INTERRUPTED
     except click.UsageError as exc:  # one line, as `tdmcore` prints it
         hint = f" (see: {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
         click.echo(f"Error: {exc.format_message()}{hint}", err=True)

@@ -400,3 +400,17 @@ def test_a_busy_port_is_named_in_the_one_error_line(tmp_path):
         r = Result(rc, proc.stdout(), proc.stderr())
     _assert_clean_refusal(r, f"cannot listen on 127.0.0.1:{port}: Address already in use")
     assert "Errno" not in r.stderr
+
+
+def test_ctrl_c_during_the_start_up_imports_is_one_line(tmp_path):
+    # The console script's imports take about 2 s; Ctrl-C there printed a traceback
+    # (sometimes a RuntimeError raised from a class body inside kubernetes' imports).
+    popen = subprocess.Popen([sys.executable, "-m", "k8s_bridge._entry", "extender", "--help"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=child_env(), cwd=tmp_path)
+    time.sleep(0.5)
+    popen.send_signal(signal.SIGINT)
+    out, err = popen.communicate(timeout=60)
+    assert popen.returncode == 130, err.decode()[-2000:]
+    assert err.decode() == "Error: interrupted\n"
+    assert out == b""
