@@ -50,7 +50,7 @@ from . import api
 from .api import BadRequest
 from .cache import ClusterModel, pod_is_placed
 from .convert import PodConfigError, pod_identity
-from .kube import ApiError, Kube
+from .kube import ApiError, Kube, NotFound
 from .once import Once
 from .records import node_status, write_status
 
@@ -407,7 +407,8 @@ class Pipeline:
         failed binding is *forgotten* (the model re-reads the API).  Raises
         :class:`BadRequest` for an unknown pod, UID or node or a pod of another
         scheduler (nothing changes) and :class:`BindError` when the node no longer
-        passes Filter or the API refuses the binding (nothing is recorded).
+        passes Filter, the API refuses the binding (nothing is recorded), or a pod
+        not cached yet cannot be read from the API.
         """
         key = f"{namespace}/{name}"
         if key not in self.model.objects["Pod"] and self.kube is not None:
@@ -604,8 +605,11 @@ class Pipeline:
         asked = time.monotonic()
         try:
             pod = self.kube.get("Pod", name, namespace)
-        except ApiError:
-            return  # absent (or unreachable): bind answers as for an unknown pod
+        except NotFound:
+            return  # absent: bind answers as for an unknown pod
+        except ApiError as exc:  # unreachable or refusing: not the caller's mistake
+            raise BindError(f"pod {namespace}/{name} is not in the cache yet and the API "
+                            f"could not be read ({exc})") from exc
         meta = pod.get("metadata") if isinstance(pod, dict) else None
         if not isinstance(meta, dict) or meta.get("name") != name \
                 or (meta.get("namespace") or "default") != namespace:

@@ -193,3 +193,24 @@ def test_a_pod_deleted_while_bind_reads_it_stays_deleted(api):  # noqa: F811
         pipeline.bind("default", "g-0", None, "n0")
     assert sorted(model.objects["Pod"]) == ["default/g-1"]
     assert "1 of minMember 2" in pipeline.gang_shortfall(model.objects["Pod"]["default/g-1"])
+
+
+def test_a_pod_bind_cannot_read_is_the_extenders_trouble_not_the_callers(api):  # noqa: F811
+    # An operator's review: with the API unreachable, bind answered 400 "pod does
+    # not exist" for a real pod -- the extender's own trouble reported as the
+    # caller's mistake.  Now an Error answer (kube-scheduler retries), nothing kept.
+    from k8s_bridge.kube import ApiError
+
+    fake, kube = api
+    model = load(fake, [K.node("n0")])
+    fake.create(K.pod("p", gpu=1))  # the watch has not delivered it yet
+    pipeline = Pipeline(model, "metronome", kube)
+
+    def unreachable(kind: str, name: str, namespace: str | None = None) -> Any:
+        raise ApiError(0, "ConnectionError", "connection refused")
+
+    kube.get = unreachable  # type: ignore[method-assign]
+    with pytest.raises(BindError, match=r"not in the cache yet and the API could not be read"):
+        pipeline.bind("default", "p", None, "n0")
+    assert "default/p" not in model.objects["Pod"]
+    assert fake.get("v1", "Pod", "p", "default")["spec"].get("nodeName") is None
