@@ -264,11 +264,14 @@ class Pipeline:
                 self._warn_refused(pod_json, str(exc))
                 reason = f"tdmcore/{self.policy_name}: {exc}"
                 return FilterOutcome([], {}, {name: reason for name in node_names})
+            if decision.status is Status.ERROR:  # the pod disagrees with its job's pods
+                # (priority, workload, spread, gang size): no node can help either
+                self._warn_refused(pod_json, decision.message)
+                reason = f"tdmcore/{self.policy_name}: {decision.message}"
+                return FilterOutcome([], {}, {name: reason for name in node_names})
             if self._refused:  # only then: Filter is kube-scheduler's hot path
                 self._refused.forget(pod_identity(pod_json))  # readable (again)
             idx, unknown = self._index(state, node_names)
-            if decision.status is Status.ERROR:
-                return FilterOutcome([], error=decision.message)
             waiting = self.gang_shortfall(pod_json)
             if waiting:  # coscheduling's PreFilter: the gang is not all there yet
                 gkey = gang_key(pod_json)

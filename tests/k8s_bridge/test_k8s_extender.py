@@ -548,3 +548,26 @@ def test_a_pod_tdmcore_cannot_read_is_unschedulable_with_its_reason(env, caplog,
     assert status == 200 and needle in result["Error"]
     assert model.state().same_as(before)
     assert [m for m, _ in fake.requests[writes:] if m != "GET"] == []
+
+
+def test_a_pod_that_disagrees_with_its_jobs_pods_is_unschedulable_with_its_reason(env,
+                                                                                  caplog):
+    """An operator's review (2026-11-25): a job whose pods carry different priorities
+    (one `high`, one unlabelled) got a top-level Filter Error, which kube-scheduler
+    treats as its own failure; like a label tdmcore cannot read, every node is now
+    unresolvable with the reason, and one WARNING is logged."""
+    fake, model, pipeline, url, informers = env
+    labels = K.job_labels("mix")
+    fake.create(K.pod("mix-0", labels={**labels, "tdmcore.io/priority": "high"}, node="n0"))
+    fake.create(K.pod("mix-1", labels=labels))
+    synced_to(fake, informers)
+    pod = model.objects["Pod"]["default/mix-1"]
+    with caplog.at_level("WARNING", logger="k8s_bridge"):
+        for _ in range(3):
+            status, result = post(url + "/filter", args(pod))
+            assert status == 200 and result["Error"] == ""
+            reasons = result["FailedAndUnresolvableNodes"]
+            assert set(reasons) == set(NODES)
+            assert all("priority: pod" in r and "its job" in r for r in reasons.values())
+    warned = [r for r in caplog.records if "default/mix-1" in r.getMessage()]
+    assert len(warned) == 1
