@@ -112,6 +112,7 @@ def _serve_forever(server: Server, stop: threading.Event) -> None:
     signal.signal(signal.SIGINT, handle)
     log.info("serving on %s", server.url)
     server.run()
+    log.info("stopped serving on %s", server.url)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -227,6 +227,9 @@ class Server:
             busy = OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
             busy.errno = exc.errno
             raise busy from exc
+        except ValueError as exc:  # waitress: "Invalid host/port specified." (no names)
+            raise OSError(f"cannot listen on {host}:{port}: the host does not resolve "
+                          f"to an address here") from exc
         # [decision] waitress refuses a body over max_request_body_size from its
         # Content-Length (or while reading a chunked one) before the application runs;
         # that refusal, too, is the documented 400 with a JSON message

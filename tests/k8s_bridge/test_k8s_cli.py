@@ -414,3 +414,13 @@ def test_ctrl_c_during_the_start_up_imports_is_one_line(tmp_path):
     assert popen.returncode == 130, err.decode()[-2000:]
     assert err.decode() == "Error: interrupted\n"
     assert out == b""
+
+
+def test_a_host_that_does_not_resolve_is_named():
+    # An operator's review (2026-11-25): waitress said only "Invalid host/port
+    # specified." and the CLI printed that as its one Error line.
+    from k8s_bridge.web import Server
+
+    with pytest.raises(OSError, match=r"^cannot listen on nosuch\.invalid:0: the host does "
+                                      r"not resolve"):
+        Server(lambda environ, start_response: [], "nosuch.invalid", 0)
