@@ -55,7 +55,25 @@ def _check_rotations(rotations: Any, k: int) -> NDArray[np.int64]:
 def excess(demand: Any, rotations: Any, capacity_gbps: float) -> float:
     """``Excess = sum_b max(0, S[b] - B)`` with rows rolled by ``rotations`` (Eq. 18).
 
-    Rotations are in bins and taken modulo the number of bins.
+    Parameters
+    ----------
+    demand : array_like (k, bins) or (bins,)
+        Each pod's demand per bin at rotation 0 (Gbps; :func:`tdmcore.discretize`),
+        finite, in [0, 10^6], with 8 to 3,600 bins.
+    rotations : array_like of int (k,)
+        Each row's rotation in bins (taken modulo the number of bins).
+    capacity_gbps : float
+        The link's capacity ``B`` (Gbps, > 0, at most 10^6).
+
+    Raises
+    ------
+    ValueError
+        Naming the argument that is malformed.
+
+    Returns
+    -------
+    float
+        The demand above the capacity, summed over the bins (Gbps x bins).
     """
     arr = check_demand(demand)
     rot = _check_rotations(rotations, arr.shape[0])
@@ -114,7 +132,28 @@ def score(demand: Any, rotations: Any, capacity_gbps: float) -> float:
 
 
 def link_utilization(demand: Any, rotations: Any, capacity_gbps: float) -> float:
-    """``xi = sum_b min(S[b], B) / (B N)``, in [0, 1] (Eq. 6, discretized)."""
+    """``xi = sum_b min(S[b], B) / (B N)``, in [0, 1] (Eq. 6, discretized).
+
+    Parameters
+    ----------
+    demand : array_like (k, bins) or (bins,)
+        Each pod's demand per bin at rotation 0 (Gbps; :func:`tdmcore.discretize`),
+        finite, in [0, 10^6], with 8 to 3,600 bins.
+    rotations : array_like of int (k,)
+        Each row's rotation in bins (taken modulo the number of bins).
+    capacity_gbps : float
+        The link's capacity ``B`` (Gbps, > 0, at most 10^6).
+
+    Raises
+    ------
+    ValueError
+        Naming the argument that is malformed.
+
+    Returns
+    -------
+    float
+        The share of the link's capacity the rotated rows use, in [0, 1].
+    """
     arr = check_demand(demand)
     rot = _check_rotations(rotations, arr.shape[0])
     cap = v.capacity("capacity_gbps", capacity_gbps)

@@ -236,7 +236,28 @@ def draw(base: BasePeriod, periods: NDArray[np.float64], duty: NDArray[np.float6
 
 
 def comm_midpoints(multiple: int, duty_cycle: float, bins: int = 72) -> NDArray[np.float64]:
-    """Midpoints (bins, rotation 0) of the ``multiple`` comm units of one pod (Eq. 3)."""
+    """Midpoints (bins, rotation 0) of the ``multiple`` comm units of one pod (Eq. 3).
+
+    Parameters
+    ----------
+    multiple : int
+        ``mul_p``, the pod's comm units per circle, 1 to 3,600.
+    duty_cycle : float
+        ``d_p`` in [0, 1].
+    bins : int, default 72
+        Di-Pre, the circle's bins, 8 to 3,600.
+
+    Returns
+    -------
+    ndarray (multiple,)
+        Each unit's midpoint in bins, as :func:`tdmcore.search_rotations` takes
+        them in ``mids``.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument out of range.
+    """
     mul = int(v.as_int_array("multiple", [multiple])[0])
     if not 1 <= mul <= MAX_MULTIPLE:
         raise ValueError(f"multiple: must lie in [1, {MAX_MULTIPLE}], got {mul}")
