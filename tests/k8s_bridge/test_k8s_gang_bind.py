@@ -163,14 +163,20 @@ def test_a_gang_larger_than_the_binds_that_can_wait_is_refused_whole_and_at_once
         assert pipeline.filter(pod, NODES).nodes == NODES  # its reservation is gone
 
 
+def two_of_g_waiting(model: Any, kube: Any, room: int
+                     ) -> tuple[Pipeline, dict[str, BaseException | None], list[threading.Thread]]:
+    """A pipeline with ``room`` for waiting binds, and g-0, g-1 waiting at bind."""
+    pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
+    pipeline.max_waiting_binds = room
+    out: dict[str, BaseException | None] = {}
+    first = [bind_async(pipeline, f"g-{i}", NODES[i], out) for i in range(2)]
+    wait_for(lambda: len(pipeline._gangs.get("default/g", [])) == 2, 10, "two members waiting")
+    return pipeline, out, first
+
+
 def test_a_gang_of_one_more_than_the_waiting_binds_completes():
     with cluster(objects()) as (fake, kube, model, informers):
-        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
-        pipeline.max_waiting_binds = 2
-        out: dict[str, BaseException | None] = {}
-        first = [bind_async(pipeline, f"g-{i}", NODES[i], out) for i in range(2)]
-        wait_for(lambda: len(pipeline._gangs.get("default/g", [])) == 2, 10,
-                 "two members waiting")
+        pipeline, out, first = two_of_g_waiting(model, kube, room=2)
         last = bind_async(pipeline, "g-2", "n2", out)
         for thread in [*first, last]:
             thread.join(10)
@@ -184,12 +190,7 @@ def test_a_member_that_would_wait_beyond_the_room_left_is_released():
             + [K.pod(f"g-{i}", gpu=1, labels={GROUP: "g"}) for i in range(3)]
             + [K.pod(f"h-{i}", gpu=1, labels={GROUP: "h"}) for i in range(3)])
     with cluster(objs) as (fake, kube, model, informers):
-        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
-        pipeline.max_waiting_binds = 2
-        out: dict[str, BaseException | None] = {}
-        first = [bind_async(pipeline, f"g-{i}", NODES[i], out) for i in range(2)]
-        wait_for(lambda: len(pipeline._gangs.get("default/g", [])) == 2, 10,
-                 "two members waiting")
+        pipeline, out, first = two_of_g_waiting(model, kube, room=2)
         with pytest.raises(BindError, match=r"already holds 2 binds waiting"):
             pipeline.bind("default", "h-0", None, "n0")
         assert node_of(fake, "h-0") is None

@@ -136,18 +136,8 @@ def link_utilization(demand: Any, rotations: Any, capacity_gbps: float) -> float
 
     Parameters
     ----------
-    demand : array_like (k, bins) or (bins,)
-        Each pod's demand per bin at rotation 0 (Gbps; :func:`tdmcore.discretize`),
-        finite, in [0, 10^6], with 8 to 3,600 bins.
-    rotations : array_like of int (k,)
-        Each row's rotation in bins (taken modulo the number of bins).
-    capacity_gbps : float
-        The link's capacity ``B`` (Gbps, > 0, at most 10^6).
-
-    Raises
-    ------
-    ValueError
-        Naming the argument that is malformed.
+    demand, rotations, capacity_gbps
+        As :func:`excess` takes them (the same checks, the same ``ValueError``).
 
     Returns
     -------
