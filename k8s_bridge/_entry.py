@@ -31,14 +31,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Ctrl-C during the imports (about 2 s) is noted, not raised: raised inside an
     # import it can surface as another exception (a RuntimeError from a class body)
     # with a traceback; the command then ends as cli.main ends after Ctrl-C.
+    # An ignored SIGINT (nohup, `cmd &` in a script) stays ignored.
     interrupted: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
     try:
         missing = missing_k8s_modules()
         if not missing:
             from .cli import main as bridge_main
     finally:
-        signal.signal(signal.SIGINT, previous)
+        if previous is not signal.SIG_IGN:
+            signal.signal(signal.SIGINT, previous)
     if interrupted:
         print("Error: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

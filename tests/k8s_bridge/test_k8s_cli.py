@@ -424,3 +424,18 @@ def test_a_host_that_does_not_resolve_is_named():
     with pytest.raises(OSError, match=r"^cannot listen on nosuch\.invalid:0: the host does "
                                       r"not resolve"):
         Server(lambda environ, start_response: [], "nosuch.invalid", 0)
+
+
+def test_an_ignored_sigint_stays_ignored_during_the_start_up_imports(tmp_path):
+    # A reviewer's find (2026-11-25): the handler that notes Ctrl-C during the imports
+    # replaced an inherited SIG_IGN (nohup, `cmd &` in a script), so an ignored
+    # SIGINT ended the start-up with 130.
+    popen = subprocess.Popen([sys.executable, "-m", "k8s_bridge._entry", "extender", "--help"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=child_env(), cwd=tmp_path,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    time.sleep(0.5)
+    popen.send_signal(signal.SIGINT)
+    out, err = popen.communicate(timeout=60)
+    assert popen.returncode == 0, err.decode()[-2000:]
+    assert out.decode().startswith("Usage: tdmcore-bridge extender")

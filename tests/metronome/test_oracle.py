@@ -132,13 +132,17 @@ def test_discretize_matches_interval_arithmetic(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(10))
 def test_unify_periods_matches_enumeration_with_many_candidates(seed: int) -> None:
     """300 links whose periods are short against G_T, so many multiple vectors
-    qualify and the search's pruning (a bound on T, the products' 2 G_T spread)
-    decides most of them: it still equals the M^k enumeration, multiples
-    included."""
+    qualify and the search's pruning (a bound on T, the products' 2 G_T spread, the
+    range of T the low-priority pods can fit) decides most of them, half of them
+    with integer periods (exact ties): it still equals the M^k enumeration,
+    multiples included."""
     rng = np.random.default_rng(1000 + seed)
-    for _ in range(30):
+    for n in range(30):
         k = int(rng.integers(2, 6))
-        periods = rng.uniform(0.5, 15.0, size=k)
+        # every other link has integer periods: exact ties between multiple vectors,
+        # which the tie rule ("first generated") decides
+        periods = (rng.integers(1, 16, size=k).astype(float) if n % 2
+                   else rng.uniform(0.5, 15.0, size=k))
         priorities = [int(p) for p in rng.integers(0, 2, size=k)]
         gt, et, m_max = float(rng.uniform(0, 8)), float(rng.uniform(0, 0.5)), 6
         got = tdmcore.unify_periods(periods, priorities, gt_ms=gt, et_frac=et,
@@ -245,3 +249,45 @@ def test_oracle_catches_planted_over_tight_bounds() -> None:
     assert shipped == 0
     for (what, _, _), wrong in zip(MUTANTS, mutants, strict=True):
         assert wrong > 0, f"mutant '{what}' went unnoticed"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_unify_periods_step_two_ties_go_to_the_first_generated(seed: int) -> None:
+    """Links built for exact ties in step 2 (several high-priority pods of whole
+    multiples of one period, integer low-priority periods): equal ``T_high`` from
+    different multiple vectors, decided by "first generated".  The oracle once
+    collected them in a set and lost that order (a reviewer's find, 2026-11-25)."""
+    import random
+
+    ties = 0
+    for link in range(250 * seed, 250 * (seed + 1)):  # link 1065 tied
+        r = random.Random(link)
+        nh, nl = r.randint(2, 4), r.randint(1, 2)
+        unit = r.choice([2, 3, 4, 5, 6, 10])
+        periods = [float(unit * r.randint(1, 3)) for _ in range(nh)] + \
+            [float(r.randint(1, 30)) for _ in range(nl)]
+        priorities = [1] * nh + [0] * nl
+        order = list(range(nh + nl))
+        r.shuffle(order)
+        periods = [periods[i] for i in order]
+        priorities = [priorities[i] for i in order]
+        gt, et = float(r.randint(0, 10)), r.choice([0.0, 0.1, 0.3, 0.5])
+        m_max = r.randint(2, 6)
+        got = tdmcore.unify_periods(periods, priorities, gt_ms=gt, et_frac=et,
+                                    max_multiple=m_max)
+        want_t, want_ok, want_m, want_idle = naive.unify_with_multiples(
+            periods, priorities, gt, et, m_max)
+        where = f"periods={periods} prio={priorities} gt={gt} et={et} M={m_max}"
+        assert got.compatible == want_ok, where
+        assert math.isclose(got.period_ms, want_t, rel_tol=1e-12), where
+        assert got.multiples.tolist() == want_m, where
+        np.testing.assert_allclose(got.idle_ms, want_idle, atol=1e-9, err_msg=where)
+        ties += got.compatible and bool(np.any(got.idle_ms > 0))
+    assert ties > 0  # step 2 ran
+
+
+def test_unify_periods_reviewers_step_two_tie() -> None:
+    got = tdmcore.unify_periods([4.0, 4.0, 4.0, 12.0, 16.0], [1, 1, 1, 1, 0], gt_ms=2.0,
+                                et_frac=0.3, max_multiple=4)
+    assert got.period_ms == pytest.approx(14.4)
+    assert got.multiples.tolist() == [3, 4, 4, 1, 1]  # (3, 4, 4, 1) is generated first

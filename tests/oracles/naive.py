@@ -190,13 +190,14 @@ def unify_with_multiples(periods, priorities, gt_ms=5.0, et_frac=0.10, max_multi
     high = [i for i in range(k) if priorities[i] == top]
     low = [i for i in range(k) if priorities[i] != top]
     if low:
-        bases = set()
+        bases = []  # in generation order: a set lost it, and with it the tie rule
         for combo in itertools.product(range(1, max_multiple + 1), repeat=len(high)):
             products = [m * periods[i] for m, i in zip(combo, high, strict=True)]
             base = sum(products) / len(products)
             if all(abs(x - base) <= gt_ms + eps for x in products):
-                bases.add((base, combo))
-        # smallest T_high first (ties: the first multiple vector generated)
+                bases.append((base, combo))
+        # smallest T_high first (ties: the first multiple vector generated; sorted is
+        # stable)
         for base, combo in sorted(bases, key=lambda bc: bc[0]):
             idle = [0.0] * k
             mult = [1] * k

@@ -68,7 +68,7 @@ def test_s2_metronome_is_the_baselines_in_the_model() -> None:
 def test_s2_at_the_paper_s_own_contention_the_monitor_acts_and_still_ties_default() -> None:
     # Grant S2 the contention its paper baseline shows: eta = 0.30, the S2-only fit
     # (docs/fidelity.md, "The calibration").  Default's high job then takes the
-    # paper's implied 122.35 s per 1,000 iterations (98.68 / (1 - 0.1935)) to 0.3 %,
+    # paper's implied 122.36 s per 1,000 iterations (98.68 / (1 - 0.1935)) to 0.24 %,
     # and contended low iterations now exceed the trigger, so the monitor pauses
     # (80 times, seed 0) -- yet the high job stays where default has it (+0.2 %):
     # a pause comes after 6 slow iterations of 10, about one collision episode, and

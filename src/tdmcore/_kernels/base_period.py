@@ -78,10 +78,12 @@ def smallest_common_multiple(
     when there is none.
 
     Exact, and pruned where no skipped candidate could win: a partial choice whose
-    least completion has a larger ``T`` than the best found, or whose products
-    already spread over more than ``2 G_T``, is not completed, and enumeration stops
-    once ``m_0 t_0`` lies more than ``2 G_T`` above the best ``T``.  Nothing is
-    stored per candidate, so memory stays ``O(k)``.
+    least completion has a larger ``T`` than the best found, or than any ``T`` the
+    pods of ``low`` can fit, whose largest completion has a smaller ``T`` than they
+    can fit, or whose products already spread over more than ``2 G_T``, is not
+    completed; enumeration stops once ``m_0 t_0`` lies more than ``2 G_T`` above the
+    best ``T`` (or the fitting range).  Nothing is stored per candidate, so memory
+    stays ``O(k)``.
     """
     k = idx.shape[0]
     n = periods.shape[0]
@@ -96,13 +98,25 @@ def smallest_common_multiple(
     high_x = np.empty(k + 1)
     margin = 1e-9
     best = np.inf
+    # the T every low-priority pod can fit lies in [floor_t, ceil_t]: within G_T of
+    # one of its multiples, or up to E_T above one (_fit_low); none is below its own
+    # period less G_T, or above M times it plus the larger of G_T and E_T
+    floor_t = -np.inf
+    ceil_t = np.inf
+    for j in range(low.shape[0]):
+        t = periods[low[j]]
+        floor_t = max(floor_t, t - gt_ms - EPS_MS)
+        ceil_t = min(ceil_t, max_multiple * t + max(gt_ms, et_frac * t) + EPS_MS)
+    suffix_hi = np.empty(k + 1)
     reach = 2.0 * (gt_ms + EPS_MS)
     spread = reach * (1.0 + margin)  # no two products of a candidate differ by more
     t0 = periods[idx[0]]
     for m0 in range(1, max_multiple + 1):
         x0 = m0 * t0
-        if x0 - reach > best:
+        if x0 - reach > min(best, ceil_t):
             break
+        if x0 + reach < floor_t:  # every T of this anchor lies within 2 G_T of it
+            continue
         lo[0] = m0
         hi[0] = m0
         feasible = True
@@ -129,8 +143,11 @@ def smallest_common_multiple(
         low_x[1] = x0
         high_x[1] = x0
         suffix[k] = 0.0
+        suffix_hi[k] = 0.0
         for j in range(k - 1, 0, -1):
             suffix[j] = suffix[j + 1] + lo[j] * periods[idx[j]]
+            suffix_hi[j] = suffix_hi[j + 1] + hi[j] * periods[idx[j]]
+        limit = min(best, ceil_t)
         combo[0] = m0
         pos = 1
         if k > 1:
@@ -147,13 +164,16 @@ def smallest_common_multiple(
                 prefix[pos + 1] = prefix[pos] + x
                 low_x[pos + 1] = min(low_x[pos], x)
                 high_x[pos + 1] = max(high_x[pos], x)
-                if ((prefix[pos + 1] + suffix[pos + 1]) / k - best > margin * max(1.0, best)
+                if ((prefix[pos + 1] + suffix[pos + 1]) / k - limit
+                        > margin * max(1.0, abs(limit))
                         or x - low_x[pos] > spread):
                     pos -= 1
                     if pos == 0:
                         break
                     continue
-                if high_x[pos] - x > spread:  # a larger multiple here may still fit
+                if (high_x[pos] - x > spread  # a larger multiple here may still fit
+                        or floor_t - (prefix[pos + 1] + suffix_hi[pos + 1]) / k
+                        > margin * max(1.0, abs(floor_t))):
                     continue
                 if pos < k - 1:
                     pos += 1
@@ -169,6 +189,7 @@ def smallest_common_multiple(
                 if ok and _fit_low(periods, low, base, gt_ms, et_frac, max_multiple,
                                    cur_mult, cur_idle):
                     best = base
+                    limit = min(best, ceil_t)
                     for j in range(k):
                         multiples[idx[j]] = combo[j]
                     for j in range(low.shape[0]):
