@@ -269,6 +269,12 @@ class Pipeline:
                 self._warn_refused(pod_json, decision.message)
                 reason = f"tdmcore/{self.policy_name}: {decision.message}"
                 return FilterOutcome([], {}, {name: reason for name in node_names})
+            gkey = gang_key(pod_json) if self.max_waiting_binds is not None else None
+            too_large = self.too_large(gkey) if gkey is not None else None
+            if too_large is not None:  # it could never bind: say so in the event
+                self._warn_refused(pod_json, too_large)
+                reason = f"tdmcore/{self.policy_name}: {too_large}"
+                return FilterOutcome([], {}, {name: reason for name in node_names})
             if self._refused:  # only then: Filter is kube-scheduler's hot path
                 self._refused.forget(pod_identity(pod_json))  # readable (again)
             idx, unknown = self._index(state, node_names)
@@ -488,16 +494,20 @@ class Pipeline:
             w.error = BindError(f"pod {w.key} was deleted while its gang {gkey} waited")
             w.done.set()
         cap = self.max_waiting_binds
-        if cap is not None:
-            refusal = None
-            if need > cap + 1:  # cap waiting members, and the one that completes the gang
-                refusal = (f"gang {gkey}: minMember {need} is more than the extender can "
-                           f"hold waiting at once ({cap} binds, and the one that completes "
-                           f"it: raise --threads)")
-            elif sum(len(w) for w in self._gangs.values()) >= cap:
-                refusal = (f"gang {gkey}: the extender already holds {cap} binds waiting "
-                           f"for their gangs; released (kube-scheduler retries it)")
-            if refusal is not None and self._waits(me, gkey, need):
+        if cap is not None and self._waits(me, gkey, need):
+            # A gang is admitted to wait only if all its waits fit the room the gangs
+            # already waiting leave (each holds minMember - 1 binds' room until it
+            # completes or times out); its later members then always fit, so two
+            # gangs never hold each other's room until both time out.
+            refusal = self.too_large(gkey)
+            if refusal is None and not waiters:
+                held = sum(self._min_member(g) - 1 for g, ws in self._gangs.items()
+                           if ws and g != gkey)
+                if held + need - 1 > cap:
+                    refusal = (f"gang {gkey}: the gangs waiting at bind leave room for "
+                               f"{cap - held} of the {need - 1} binds it would hold; "
+                               f"released (kube-scheduler retries it)")
+            if refusal is not None:
                 if not waiters:
                     del self._gangs[gkey]
                 self._forget(me.pod_json)
@@ -525,6 +535,17 @@ class Pipeline:
             if w is not me:
                 w.done.set()
         return waiters
+
+    def too_large(self, gkey: str) -> str | None:
+        """Why gang ``gkey`` can never bind in extender mode (its ``minMember`` is
+        more than :attr:`max_waiting_binds` + 1), or None."""
+        cap = self.max_waiting_binds
+        need = self._min_member(gkey)
+        if cap is None or self.gang_wait_s <= 0 or need <= cap + 1:
+            return None
+        return (f"gang {gkey}: minMember {need} is more than the extender can hold "
+                f"waiting at once ({cap} binds, and the one that completes it: raise "
+                f"--threads)")
 
     def _waits(self, me: _Waiter, gkey: str, need: int) -> bool:
         """Whether ``me``, joining ``gkey`` now, would wait (the gang stays short of

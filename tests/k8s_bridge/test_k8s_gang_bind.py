@@ -159,6 +159,7 @@ def test_a_gang_larger_than_the_binds_that_can_wait_is_refused_whole_and_at_once
                                             r"waiting at once \(1 binds.*raise --threads"):
             pipeline.bind("default", "g-0", None, "n0")
         assert pipeline._gangs == {} and node_of(fake, "g-0") is None
+        pipeline.max_waiting_binds = None  # (Filter would refuse the gang up front)
         pod = fake.get("v1", "Pod", "g-0", "default")
         assert pipeline.filter(pod, NODES).nodes == NODES  # its reservation is gone
 
@@ -184,17 +185,51 @@ def test_a_gang_of_one_more_than_the_waiting_binds_completes():
 
 
 def test_a_member_that_would_wait_beyond_the_room_left_is_released():
-    # two gangs of 3 with room for 2 waiting binds: the second gang's first member
-    # finds the room taken and is refused at once (kube-scheduler retries it)
+    # two gangs of 3 with room for 2 waiting binds: the first gang holds both; the
+    # second gang's first member is refused at once (kube-scheduler retries it)
     objs = ([K.node(n) for n in NODES] + [K.podgroup("g", 3), K.podgroup("h", 3)]
             + [K.pod(f"g-{i}", gpu=1, labels={GROUP: "g"}) for i in range(3)]
             + [K.pod(f"h-{i}", gpu=1, labels={GROUP: "h"}) for i in range(3)])
     with cluster(objs) as (fake, kube, model, informers):
         pipeline, out, first = two_of_g_waiting(model, kube, room=2)
-        with pytest.raises(BindError, match=r"already holds 2 binds waiting"):
+        with pytest.raises(BindError, match=r"leave room for 0 of the 2 binds it would hold"):
             pipeline.bind("default", "h-0", None, "n0")
         assert node_of(fake, "h-0") is None
         last = bind_async(pipeline, "g-2", "n2", out)  # completing needs no room
         for thread in [*first, last]:
             thread.join(10)
         assert out == {"g-0": None, "g-1": None, "g-2": None}
+
+
+def test_a_waiting_gang_keeps_its_room_against_a_gang_that_arrives_later():
+    # A reviewer's find (2026-11-25): with the room counted in waiting binds, two
+    # gangs arriving interleaved could each fill part of it and both time out, again
+    # and again.  An admitted gang holds minMember - 1 binds' room until it binds.
+    objs = ([K.node(n) for n in NODES] + [K.podgroup("g", 3), K.podgroup("h", 2)]
+            + [K.pod(f"g-{i}", gpu=1, labels={GROUP: "g"}) for i in range(3)]
+            + [K.pod(f"h-{i}", gpu=1, labels={GROUP: "h"}) for i in range(2)])
+    with cluster(objs) as (fake, kube, model, informers):
+        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
+        pipeline.max_waiting_binds = 2
+        out: dict[str, BaseException | None] = {}
+        first = bind_async(pipeline, "g-0", "n0", out)  # g holds 2 binds' room
+        wait_for(lambda: len(pipeline._gangs.get("default/g", [])) == 1, 10, "g-0 waiting")
+        with pytest.raises(BindError, match=r"leave room for 0 of the 1 binds"):
+            pipeline.bind("default", "h-0", None, "n1")  # would take g's second place
+        rest = [bind_async(pipeline, f"g-{i}", NODES[i], out) for i in (1, 2)]
+        for thread in [first, *rest]:
+            thread.join(10)
+        assert out == {"g-0": None, "g-1": None, "g-2": None}
+
+
+def test_filter_says_a_gang_too_large_to_bind_is_unschedulable():
+    with cluster(objects()) as (fake, kube, model, informers):
+        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
+        pipeline.max_waiting_binds = 1
+        outcome = pipeline.filter(fake.get("v1", "Pod", "g-0", "default"), NODES)
+        assert outcome.nodes == [] and outcome.failed == {}
+        assert set(outcome.unresolvable) == set(NODES)
+        assert all("minMember 3 is more than the extender can hold" in r
+                   for r in outcome.unresolvable.values())
+        pipeline.max_waiting_binds = 2  # room for it: Filter places it as before
+        assert pipeline.filter(fake.get("v1", "Pod", "g-0", "default"), NODES).nodes == NODES
