@@ -184,13 +184,17 @@ def test_a_gang_of_one_more_than_the_waiting_binds_completes():
         assert out == {"g-0": None, "g-1": None, "g-2": None}
 
 
+def two_gangs(g: int, h: int) -> list[dict[str, Any]]:
+    """The nodes and two gangs of 1-GPU pods, g-* and h-*, of these sizes."""
+    return ([K.node(n) for n in NODES] + [K.podgroup("g", g), K.podgroup("h", h)]
+            + [K.pod(f"g-{i}", gpu=1, labels={GROUP: "g"}) for i in range(g)]
+            + [K.pod(f"h-{i}", gpu=1, labels={GROUP: "h"}) for i in range(h)])
+
+
 def test_a_member_that_would_wait_beyond_the_room_left_is_released():
     # two gangs of 3 with room for 2 waiting binds: the first gang holds both; the
     # second gang's first member is refused at once (kube-scheduler retries it)
-    objs = ([K.node(n) for n in NODES] + [K.podgroup("g", 3), K.podgroup("h", 3)]
-            + [K.pod(f"g-{i}", gpu=1, labels={GROUP: "g"}) for i in range(3)]
-            + [K.pod(f"h-{i}", gpu=1, labels={GROUP: "h"}) for i in range(3)])
-    with cluster(objs) as (fake, kube, model, informers):
+    with cluster(two_gangs(3, 3)) as (fake, kube, model, informers):
         pipeline, out, first = two_of_g_waiting(model, kube, room=2)
         with pytest.raises(BindError, match=r"leave room for 0 of the 2 binds it would hold"):
             pipeline.bind("default", "h-0", None, "n0")
@@ -205,10 +209,7 @@ def test_a_waiting_gang_keeps_its_room_against_a_gang_that_arrives_later():
     # A reviewer's find (2026-11-25): with the room counted in waiting binds, two
     # gangs arriving interleaved could each fill part of it and both time out, again
     # and again.  An admitted gang holds minMember - 1 binds' room until it binds.
-    objs = ([K.node(n) for n in NODES] + [K.podgroup("g", 3), K.podgroup("h", 2)]
-            + [K.pod(f"g-{i}", gpu=1, labels={GROUP: "g"}) for i in range(3)]
-            + [K.pod(f"h-{i}", gpu=1, labels={GROUP: "h"}) for i in range(2)])
-    with cluster(objs) as (fake, kube, model, informers):
+    with cluster(two_gangs(3, 2)) as (fake, kube, model, informers):
         pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
         pipeline.max_waiting_binds = 2
         out: dict[str, BaseException | None] = {}

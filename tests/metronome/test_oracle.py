@@ -129,6 +129,20 @@ def test_discretize_matches_interval_arithmetic(seed: int) -> None:
                                 abs_tol=1e-9)
 
 
+def assert_unify_is_the_oracles(periods: list[float], priorities: list[int], gt: float,
+                                et: float, m_max: int) -> tdmcore.BasePeriod:
+    """``unify_periods`` equals the M^k enumeration: T, compatibility, multiples, idle."""
+    got = tdmcore.unify_periods(periods, priorities, gt_ms=gt, et_frac=et, max_multiple=m_max)
+    want_t, want_ok, want_m, want_idle = naive.unify_with_multiples(
+        periods, priorities, gt, et, m_max)
+    where = f"periods={periods} prio={priorities} gt={gt} et={et} M={m_max}"
+    assert got.compatible == want_ok, where
+    assert math.isclose(got.period_ms, want_t, rel_tol=1e-12), where
+    assert got.multiples.tolist() == want_m, where
+    np.testing.assert_allclose(got.idle_ms, want_idle, atol=1e-9, err_msg=where)
+    return got
+
+
 @pytest.mark.parametrize("seed", range(10))
 def test_unify_periods_matches_enumeration_with_many_candidates(seed: int) -> None:
     """300 links whose periods are short against G_T, so many multiple vectors
@@ -145,15 +159,7 @@ def test_unify_periods_matches_enumeration_with_many_candidates(seed: int) -> No
                    else rng.uniform(0.5, 15.0, size=k))
         priorities = [int(p) for p in rng.integers(0, 2, size=k)]
         gt, et, m_max = float(rng.uniform(0, 8)), float(rng.uniform(0, 0.5)), 6
-        got = tdmcore.unify_periods(periods, priorities, gt_ms=gt, et_frac=et,
-                                    max_multiple=m_max)
-        want_t, want_ok, want_m, want_idle = naive.unify_with_multiples(
-            periods, priorities, gt, et, m_max)
-        where = f"seed={seed} periods={periods.tolist()} prio={priorities} gt={gt} et={et}"
-        assert got.compatible == want_ok, where
-        assert math.isclose(got.period_ms, want_t, rel_tol=1e-12), where
-        assert got.multiples.tolist() == want_m, where
-        np.testing.assert_allclose(got.idle_ms, want_idle, atol=1e-9, err_msg=where)
+        assert_unify_is_the_oracles(periods.tolist(), priorities, gt, et, m_max)
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -273,15 +279,7 @@ def test_unify_periods_step_two_ties_go_to_the_first_generated(seed: int) -> Non
         priorities = [priorities[i] for i in order]
         gt, et = float(r.randint(0, 10)), r.choice([0.0, 0.1, 0.3, 0.5])
         m_max = r.randint(2, 6)
-        got = tdmcore.unify_periods(periods, priorities, gt_ms=gt, et_frac=et,
-                                    max_multiple=m_max)
-        want_t, want_ok, want_m, want_idle = naive.unify_with_multiples(
-            periods, priorities, gt, et, m_max)
-        where = f"periods={periods} prio={priorities} gt={gt} et={et} M={m_max}"
-        assert got.compatible == want_ok, where
-        assert math.isclose(got.period_ms, want_t, rel_tol=1e-12), where
-        assert got.multiples.tolist() == want_m, where
-        np.testing.assert_allclose(got.idle_ms, want_idle, atol=1e-9, err_msg=where)
+        got = assert_unify_is_the_oracles(periods, priorities, gt, et, m_max)
         ties += got.compatible and bool(np.any(got.idle_ms > 0))
     assert ties > 0  # step 2 ran
 
