@@ -405,9 +405,12 @@ def test_a_busy_port_is_named_in_the_one_error_line(tmp_path):
 def test_ctrl_c_during_the_start_up_imports_is_one_line(tmp_path):
     # The console script's imports take about 2 s; Ctrl-C there printed a traceback
     # (sometimes a RuntimeError raised from a class body inside kubernetes' imports).
+    # SIGINT as a terminal gives it (a run started in the background inherits SIG_IGN,
+    # which the bridge keeps: the next test)
     popen = subprocess.Popen([sys.executable, "-m", "k8s_bridge._entry", "extender", "--help"],
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=child_env(), cwd=tmp_path)
+                             stderr=subprocess.PIPE, env=child_env(), cwd=tmp_path,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(0.5)
     popen.send_signal(signal.SIGINT)
     out, err = popen.communicate(timeout=60)
