@@ -131,7 +131,6 @@ class Pipeline:
         #: extender sets this below its thread count: a gang whose minMember exceeds
         #: it could never complete, and more waiters would starve Filter and bind.
         self.max_waiting_binds: int | None = None
-        self._too_large: set[str] = set()  # gangs refused for their size, logged once
         # gang key -> the members reserved at bind time, waiting for the rest
         self._gangs: dict[str, list[_Waiter]] = {}
         self._deadlines: dict[str, float] = {}  # gang key -> when its waiters give up
@@ -493,13 +492,16 @@ class Pipeline:
             self._forget(w.pod_json)
             w.error = BindError(f"pod {w.key} was deleted while its gang {gkey} waited")
             w.done.set()
+        waiting = {w.key for w in waiters} | {me.key}
+        bound = sum(1 for k in self._members(gkey) if k not in waiting)
+        completes = bound + len(waiting) >= need  # me completes the gang: no wait
         cap = self.max_waiting_binds
-        if cap is not None and self._waits(me, gkey, need):
+        if cap is not None and not completes:
             # A gang is admitted to wait only if all its waits fit the room the gangs
             # already waiting leave (each holds minMember - 1 binds' room until it
             # completes or times out); its later members then always fit, so two
             # gangs never hold each other's room until both time out.
-            refusal = self.too_large(gkey)
+            refusal = self.too_large(gkey)  # (Filter has said so already, once per pod)
             if refusal is None and not waiters:
                 held = sum(self._min_member(g) - 1 for g, ws in self._gangs.items()
                            if ws and g != gkey)
@@ -512,19 +514,13 @@ class Pipeline:
                     del self._gangs[gkey]
                 self._forget(me.pod_json)
                 me.error = BindError(refusal)
-                if need <= cap + 1:
-                    log.info("%s", refusal)  # passing: the other gangs bind or time out
-                elif gkey not in self._too_large:  # lasting: said once per gang
-                    self._too_large.add(gkey)
-                    log.warning("%s", refusal)
+                log.info("%s", refusal)
                 return [me]
         if not waiters:  # the first member to wait sets the gang's deadline
             self._deadlines[gkey] = time.monotonic() + self.gang_wait_s
         me.deadline = self._deadlines[gkey]
         waiters.append(me)
-        waiting = {w.key for w in waiters}
-        bound = sum(1 for k in self._members(gkey) if k not in waiting)
-        if bound + len(waiters) < need:
+        if not completes:
             return []
         del self._gangs[gkey]
         self._deadlines.pop(gkey, None)
@@ -546,13 +542,6 @@ class Pipeline:
         return (f"gang {gkey}: minMember {need} is more than the extender can hold "
                 f"waiting at once ({cap} binds, and the one that completes it: raise "
                 f"--threads)")
-
-    def _waits(self, me: _Waiter, gkey: str, need: int) -> bool:
-        """Whether ``me``, joining ``gkey`` now, would wait (the gang stays short of
-        ``need`` with it), rather than complete the gang and bind at once."""
-        waiting = {w.key for w in self._gangs.get(gkey, [])} | {me.key}
-        bound = sum(1 for k in self._members(gkey) if k not in waiting)
-        return bound + len(waiting) < need
 
     def _still_reserved(self, w: _Waiter) -> bool:
         """The waiting member's pod is still in the cache, the same object, on its

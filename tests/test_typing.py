@@ -52,3 +52,24 @@ def test_package_and_doc_examples_pass_mypy_strict(tmp_path: Path,
                                 str(tmp_path / "cache"), "--no-error-summary",
                                 "src/tdmcore", "k8s_bridge", *files])
     assert status == 0, out + err
+
+
+def test_pods_typed_init_is_the_dataclass_fields() -> None:
+    """``Pod``'s ``__init__`` for type checkers (it reads ``"high"``/``"low"`` as
+    priorities) restates the fields: the same names, order and defaults."""
+    import ast
+    import dataclasses
+
+    from tdmcore.model import Pod
+
+    tree = ast.parse((ROOT / "src" / "tdmcore" / "model.py").read_text(encoding="utf-8"))
+    pod = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Pod")
+    stub = next(f for block in pod.body if isinstance(block, ast.If)
+                for f in block.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+    args = stub.args.args[1:]  # without self
+    defaults = ["(none)"] * (len(args) - len(stub.args.defaults)) + [
+        ast.literal_eval(d) for d in stub.args.defaults]
+    fields = dataclasses.fields(Pod)
+    assert [a.arg for a in args] == [f.name for f in fields]
+    assert defaults == ["(none)" if f.default is dataclasses.MISSING else f.default
+                        for f in fields]

@@ -65,15 +65,15 @@ def excess(demand: Any, rotations: Any, capacity_gbps: float) -> float:
     capacity_gbps : float
         The link's capacity ``B`` (Gbps, > 0, at most 10^6).
 
-    Raises
-    ------
-    ValueError
-        Naming the argument that is malformed.
-
     Returns
     -------
     float
         The demand above the capacity, summed over the bins (Gbps x bins).
+
+    Raises
+    ------
+    ValueError
+        Naming the argument that is malformed.
     """
     arr = check_demand(demand)
     rot = _check_rotations(rotations, arr.shape[0])
