@@ -15,11 +15,24 @@ decoder does.  Answers:
 * bind -> ``ExtenderBindingResult`` (``Error`` empty on success).
 
 Malformed requests get HTTP 400 with ``Error`` set, and change nothing.
+
+**[decision]** Bind binds only what this extender's Filter passed
+(:class:`FilterPasses`): the node must be one Filter kept for that pod -- same
+namespace, name and UID -- in the pod's latest Filter call, at most
+:data:`FILTER_PASS_TTL_S` old, and each pass is used by one bind.  Any other bind is
+refused with the reason (``Error``), and changes nothing.  kube-scheduler runs its own
+filters (node selectors, affinity, taints) before it calls the extender, so a node
+our Filter saw is one kube-scheduler's filters kept; a forged ``POST /bind`` of a pod
+whose ``nodeSelector`` no node matches was bound before (issue 40).  Who may call the
+verbs at all is the transport's rule: loopback, or TLS with client certificates.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
@@ -30,7 +43,60 @@ from .api import BadRequest, parse_args, parse_binding
 from .pipeline import BindError, Pipeline
 from .web import DEFAULT_MAX_BODY, HttpError, JsonApp, RawJson, read_json
 
-__all__ = ["Extender"]
+__all__ = ["FILTER_PASS_TTL_S", "Extender", "FilterPasses"]
+
+#: How long a Filter pass authorizes a bind (seconds).  kube-scheduler binds a pod
+#: milliseconds after its Filter call; a pass older than this is another cycle's.
+FILTER_PASS_TTL_S = 30.0
+
+
+class FilterPasses:
+    """The nodes this extender's Filter passed, per pod, for the pod's current cycle.
+
+    Keyed by (namespace, name, UID) as the Filter request carried them; a pod's new
+    Filter call replaces its previous pass, and :meth:`take` uses a pass up (one bind
+    per scheduling cycle).  At most ``capacity`` pods are remembered (the oldest pass
+    goes first).
+    """
+
+    def __init__(self, ttl_s: float = FILTER_PASS_TTL_S, capacity: int = 10_000) -> None:
+        self.ttl_s = ttl_s
+        self.capacity = capacity
+        self._lock = threading.Lock()
+        self._passed: OrderedDict[tuple[str, str, str | None],
+                                  tuple[float, frozenset[str]]] = OrderedDict()
+
+    @staticmethod
+    def _key(pod_json: Mapping[str, Any]) -> tuple[str, str, str | None]:
+        meta = pod_json.get("metadata") or {}
+        return (str(meta.get("namespace") or "default"), str(meta.get("name")),
+                meta.get("uid") or None)
+
+    def record(self, pod_json: Mapping[str, Any], nodes: Sequence[str]) -> None:
+        """Filter kept ``nodes`` for the pod: its cycle's pass (the previous one goes)."""
+        key = self._key(pod_json)
+        with self._lock:
+            self._passed.pop(key, None)
+            self._passed[key] = (time.monotonic(), frozenset(nodes))
+            while len(self._passed) > self.capacity:
+                self._passed.popitem(last=False)
+
+    def take(self, namespace: str, name: str, uid: str | None, node: str) -> str | None:
+        """Use the pod's pass up: None if Filter passed ``node`` for it in its current
+        cycle, else why not."""
+        pod = f"{namespace}/{name}" + (f" (UID {uid})" if uid else "")
+        with self._lock:
+            entry = self._passed.pop((namespace, name, uid), None)
+        if entry is None:
+            return (f"pod {pod} has no Filter pass of this extender (a bind must follow "
+                    f"this extender's Filter of the pod in the same scheduling cycle)")
+        at, nodes = entry
+        if time.monotonic() - at > self.ttl_s:
+            return (f"pod {pod}: its Filter pass is {time.monotonic() - at:.0f} s old, "
+                    f"from an earlier scheduling cycle (more than {self.ttl_s:g} s)")
+        if node not in nodes:
+            return f"node {node!r} did not pass this extender's Filter for pod {pod}"
+        return None
 
 
 class Extender:
@@ -38,8 +104,12 @@ class Extender:
 
     def __init__(self, pipeline: Pipeline, *, prefix: str = "",
                  ready: Callable[[], bool] | None = None,
-                 max_body: int = DEFAULT_MAX_BODY) -> None:
+                 max_body: int = DEFAULT_MAX_BODY,
+                 passes: FilterPasses | None = None) -> None:
         self.pipeline = pipeline
+        #: what Filter passed, per pod: Bind binds nothing else (module docstring)
+        self.passes = passes if passes is not None else FilterPasses()
+        pipeline.bind_check = self.passes.take
         self.app = JsonApp("tdmcore_extender", ready=ready, max_body=max_body)
         registry = self.app.registry
         self.outcomes = Counter("tdmcore_extender_decisions", "Decisions by verb and outcome",
@@ -75,6 +145,7 @@ class Extender:
             pod, names, node_list = parse_args(body)
             outcome = self.pipeline.filter(pod, names)
         except BindError as exc:  # not the caller's fault (e.g. no Node cached yet)
+            self.passes.record(pod, [])  # this cycle passed no node
             self.outcomes.labels("filter", "error").inc()
             return {"Nodes": None, "NodeNames": None, "FailedNodes": {},
                     "FailedAndUnresolvableNodes": {}, "Error": str(exc)}
@@ -83,6 +154,7 @@ class Extender:
             raise HttpError(400, str(exc), {"Nodes": None, "NodeNames": None, "FailedNodes": {},
                                             "FailedAndUnresolvableNodes": {},
                                             "Error": str(exc)}) from exc
+        self.passes.record(pod, outcome.nodes)
         self.outcomes.labels("filter", "error" if outcome.error else "ok").inc()
         self.rejections.labels("failed").inc(len(outcome.failed))
         self.rejections.labels("unresolvable").inc(len(outcome.unresolvable))

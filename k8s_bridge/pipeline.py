@@ -161,6 +161,9 @@ class Pipeline:
         self.filter_decides = False
         #: bind only pods whose ``spec.schedulerName`` is this (None: any)
         self.scheduler_name = scheduler_name
+        #: extender mode: ``(namespace, name, uid, node)`` -> None when this bind may
+        #: go ahead, else why not (the extender's record of what its Filter passed)
+        self.bind_check: Callable[[str, str, str | None, str], str | None] | None = None
         self.policy_name = policy
         self.policy = make_policy(policy)
         self.scheduler = Scheduler(self.policy)
@@ -441,6 +444,10 @@ class Pipeline:
             index = state.cluster.node_index.get(node)
             if index is None:
                 raise BadRequest(f"Node: {node!r} is unknown to tdmcore")
+            refusal = self.bind_check(namespace, name, meta.get("uid"), node) \
+                if self.bind_check is not None else None
+            if refusal is not None:
+                raise BindError(f"refused: {refusal}")
             if decision.status is Status.ERROR:
                 raise BindError(decision.message)
             if cycle.feasible is None or not cycle.feasible[index]:

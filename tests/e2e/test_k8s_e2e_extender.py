@@ -133,3 +133,26 @@ def test_a_pod_tdmcore_cannot_read_says_why_in_its_event(env: Env, extender: Com
                       "a FailedScheduling event naming the label")
     assert "urgent" in said[0] and "code 400" not in said[0], said
     assert env.bound(ns) == {}
+
+
+def test_a_forged_bind_is_refused_with_its_reason(env: Env, extender: Component,
+                                                  placed: tuple[str, list[str]]) -> None:
+    """Issue 40: a well-formed ``POST /bind`` from anyone bound a pending pod whose
+    ``nodeSelector`` no node matches (``pool=does-not-exist``) onto a node of ours:
+    bind re-checked only tdmcore's own filter.  kube-scheduler never calls the
+    extender's Filter for that pod (its own filters leave no node), so the extender
+    has passed no node for it, and the forged bind is refused with the reason."""
+    ns, nodes = placed
+    pod = env.pod(ns, "forged", gpu=1, node_selector={"pool": "does-not-exist"})
+    wait_until(lambda: env.event_messages(ns, "forged", "FailedScheduling"), 30,
+               "kube-scheduler to find no node for the pod")
+    refused = extender.metric("tdmcore_extender_decisions_total",
+                              {"verb": "bind", "outcome": "refused"})
+    status, answer = extender.post("/bind", {
+        "PodName": "forged", "PodNamespace": ns, "PodUID": pod["metadata"]["uid"],
+        "Node": nodes[0]})
+    assert status == 200, answer
+    assert "did not pass" in answer["Error"] or "no Filter pass" in answer["Error"], answer
+    assert env.node_of(ns, "forged") is None
+    assert extender.metric("tdmcore_extender_decisions_total",
+                           {"verb": "bind", "outcome": "refused"}) == refused + 1

@@ -77,6 +77,13 @@ def args(pod: dict[str, Any], names: list[str] | None = None,
     return body
 
 
+def filtered(url: str, pod: dict[str, Any], names: list[str] | None = None) -> Any:
+    """kube-scheduler's Filter call of the pod's cycle: Bind binds only what it passed."""
+    status, result = post(url + "/filter", args(pod, names))
+    assert status == 200, result
+    return result
+
+
 def test_filter_node_names(env):
     fake, model, _, url, _ = env
     status, result = post(url + "/filter", args(fake.get("v1", "Pod", "b-0", "default")))
@@ -161,6 +168,7 @@ def test_extender_score(score, finalist, expected):
 def test_bind_binds_records_and_reserves(env):
     fake, model, pipeline, url, informers = env
     uid = fake.get("v1", "Pod", "b-0", "default")["metadata"]["uid"]
+    assert "n1" in filtered(url, fake.get("v1", "Pod", "b-0", "default"))["NodeNames"]
     status, result = post(url + "/bind", {"PodName": "b-0", "PodNamespace": "default",
                                           "PodUID": uid, "Node": "n1"})
     assert status == 200 and result == {"Error": ""}
@@ -183,8 +191,14 @@ def test_bind_binds_records_and_reserves(env):
 def test_bind_refused_when_node_no_longer_fits(env):
     fake, model, _, url, _ = env
     before = model.state().copy()
-    writes = len(fake.requests)
     uid = fake.get("v1", "Pod", "big", "default")["metadata"]["uid"]
+    # Filter passed n0 for the pod as its request carried it (one GPU then); the pod
+    # the cache holds at bind asks for 16: the bind's own decision refuses the node
+    small = copy.deepcopy(fake.get("v1", "Pod", "big", "default"))
+    small["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1"
+    small["metadata"]["resourceVersion"] = "0"  # an earlier version of the pod
+    assert "n0" in filtered(url, small)["NodeNames"]
+    writes = len(fake.requests)
     status, result = post(url + "/bind", {"PodName": "big", "PodNamespace": "default",
                                           "PodUID": uid, "Node": "n0"})
     assert status == 200
@@ -194,9 +208,65 @@ def test_bind_refused_when_node_no_longer_fits(env):
     assert not any(m in ("POST", "PATCH", "PUT") for m, _ in fake.requests[writes:])
 
 
+def test_bind_binds_only_what_filter_passed_for_the_pod_in_its_cycle(env):
+    """Issue 40: a well-formed POST /bind from anyone bound a pod on any node that
+    fits tdmcore's own filter, whatever kube-scheduler decided.  Bind now takes only a
+    node this extender's Filter kept for that pod (namespace, name, UID) in its latest
+    Filter call, once; anything else is refused with the reason and changes nothing."""
+    fake, model, pipeline, url, _ = env
+    pod = fake.get("v1", "Pod", "b-0", "default")
+    uid = pod["metadata"]["uid"]
+    before = model.state().copy()
+    writes = len(fake.requests)
+
+    def bind(node: str, pod_uid: str | None = uid) -> str:
+        body = {"PodName": "b-0", "PodNamespace": "default", "Node": node}
+        if pod_uid:
+            body["PodUID"] = pod_uid
+        status, result = post(url + "/bind", body)
+        assert status == 200
+        return str(result["Error"])
+
+    assert "no Filter pass" in bind("n1")                      # never filtered
+    assert "no Filter pass" in bind("n1", None)                # nor without a UID
+    assert filtered(url, pod, ["n0", "n2"])["NodeNames"] == ["n0", "n2"]
+    assert "'n1' did not pass this extender's Filter" in bind("n1")  # not asked about
+    assert "no Filter pass" in bind("n0")                      # the pass is used up
+    other = copy.deepcopy(pod)
+    other["metadata"]["uid"] = "another-pod-of-that-name"
+    filtered(url, other, ["n0"])                               # another pod's pass
+    assert "no Filter pass" in bind("n0")
+    assert model.state().same_as(before)
+    assert [m for m, _ in fake.requests[writes:] if m != "GET"] == []
+    assert fake.get("v1", "Pod", "b-0", "default")["spec"].get("nodeName") is None
+    filtered(url, pod, ["n0", "n2"])
+    filtered(url, pod, ["n2"])                                 # a new cycle replaces it
+    assert "'n0' did not pass" in bind("n0")
+    filtered(url, pod, ["n2"])
+    assert bind("n2") == ""
+    assert fake.get("v1", "Pod", "b-0", "default")["spec"]["nodeName"] == "n2"
+
+
+def test_a_filter_pass_of_an_earlier_cycle_binds_nothing(monkeypatch):
+    from k8s_bridge.extender import FilterPasses
+
+    clock = [100.0]
+    monkeypatch.setattr("k8s_bridge.extender.time.monotonic", lambda: clock[0])
+    passes = FilterPasses(ttl_s=30.0, capacity=2)
+    pod = K.pod("p")
+    passes.record(pod, ["n0"])
+    clock[0] += 31.0
+    assert "earlier scheduling cycle" in str(passes.take("default", "p", "uid-default-p", "n0"))
+    for name in ("p", "q", "r"):  # at most two pods remembered: the oldest goes
+        passes.record(K.pod(name), ["n0"])
+    assert "no Filter pass" in str(passes.take("default", "p", "uid-default-p", "n0"))
+    assert passes.take("default", "r", "uid-default-r", "n0") is None
+
+
 def test_bind_api_conflict_is_an_error_and_changes_nothing(env):
     fake, model, _, url, _ = env
     fake.fail_next("POST", r"/pods/b-0/binding", status=409)
+    filtered(url, fake.get("v1", "Pod", "b-0", "default"))
     before = model.state().copy()
     status, result = post(url + "/bind", {"PodName": "b-0", "PodNamespace": "default",
                                           "Node": "n0"})
@@ -341,6 +411,7 @@ def test_async_status_is_written_behind_the_bind(env):
 
     pipeline._write_now = blocked
     uid = fake.get("v1", "Pod", "b-0", "default")["metadata"]["uid"]
+    filtered(url, fake.get("v1", "Pod", "b-0", "default"))
     status, result = post(url + "/bind", {"PodName": "b-0", "PodNamespace": "default",
                                           "PodUID": uid, "Node": "n1"})
     assert status == 200 and result == {"Error": ""}
@@ -446,6 +517,7 @@ def test_bind_of_a_pod_the_informer_has_not_seen_yet(env):
     with model.lock:
         model.objects["Pod"].pop("default/late-0", None)
     uid = fake.get("v1", "Pod", "late-0", "default")["metadata"]["uid"]
+    filtered(url, fake.get("v1", "Pod", "late-0", "default"))  # the request carries it
     status, result = post(url + "/bind", {"PodName": "late-0", "PodNamespace": "default",
                                           "PodUID": uid, "Node": "n2"})
     assert status == 200 and result == {"Error": ""}
