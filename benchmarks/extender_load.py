@@ -113,7 +113,8 @@ def start_extender(api_url: str, timeout_s: float = 120.0, node_updates: str = "
     log = tempfile.TemporaryFile()  # a pipe nobody reads would fill up and block it
     proc = subprocess.Popen(
         [sys.executable, "-m", "k8s_bridge.cli", "extender", "--api-server", api_url,
-         "--host", "127.0.0.1", "--port", str(port), "--log-level", "WARNING",
+         "--host", "127.0.0.1", "--port", str(port), "--probe-port", "0",
+         "--log-level", "WARNING",
          "--node-updates", node_updates],
         stdout=subprocess.DEVNULL, stderr=log)
     url = f"http://127.0.0.1:{port}"

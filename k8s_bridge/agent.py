@@ -50,6 +50,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import re
 import signal
 import socket
@@ -143,6 +144,12 @@ class Agent:
     backoff_base_s, backoff_cap_s : float
         First and largest backoff interval, seconds; the interval doubles with each
         further failure.
+    token_file : str or None
+        The agent's ServiceAccount token (a projected token, audience
+        ``tdmcore-controller``; the kubelet refreshes the file), sent to the controller
+        as ``Authorization: Bearer``; re-read when the file changes.  ``None``, or a
+        file that cannot be read, sends no token (the controller then answers 401,
+        passed on to the pod).
 
     Raises
     ------
@@ -160,6 +167,7 @@ class Agent:
         backoff_after: int = BACKOFF_AFTER,
         backoff_base_s: float = BACKOFF_BASE_S,
         backoff_cap_s: float = BACKOFF_CAP_S,
+        token_file: str | None = None,
     ) -> None:
         if controller_url is not None:
             controller_url = controller_url.strip().rstrip("/")
@@ -182,6 +190,8 @@ class Agent:
         self.backoff_cap_s = float(backoff_cap_s)
         # Set by run_agent on SIGTERM so that /readyz drops the agent from service.
         self.draining = False
+        self.token_file = token_file
+        self._token: tuple[float, str] | None = None  # (the file's mtime, the token)
 
         self._lock = threading.Lock()
         self._failures = 0
@@ -344,13 +354,23 @@ class Agent:
         # the controller's own answer, status and body unchanged ({"Error": ...})
         return Response(body, status=status, mimetype="application/json")
 
+    def _authorization(self) -> dict[str, str]:
+        """The ``Authorization`` header of a forward (none without a token)."""
+        if self.token_file is None:
+            return {}
+        with self._lock:
+            self._token = _read_token(self.token_file, self._token)
+            token = self._token[1] if self._token is not None else ""
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
     def _post(self, report: dict[str, Any]) -> tuple[int, bytes]:
         """POST to the controller; returns (200 or 4xx, body) or raises _ForwardFailed."""
         assert self.controller_url is not None
         request = urllib.request.Request(
             self.controller_url + REPORT_PATH,
             data=json.dumps(report, allow_nan=False).encode(),
-            headers={"Content-Type": "application/json", "Accept": "application/json"},
+            headers={"Content-Type": "application/json", "Accept": "application/json",
+                     **self._authorization()},
             method="POST",
         )
         try:
@@ -380,6 +400,21 @@ class Agent:
         return status, body
 
 
+def _read_token(path: str, cached: tuple[float, str] | None
+                ) -> tuple[float, str] | None:
+    """(mtime, token) of the token file, re-read only when its mtime changed."""
+    try:
+        mtime = os.stat(path).st_mtime
+        if cached is not None and cached[0] == mtime:
+            return cached
+        with open(path, encoding="utf-8") as f:
+            return mtime, f.read().strip()
+    except OSError as exc:
+        log.warning("cannot read the token file %s (reports go without a token): %s",
+                    path, exc.strerror or exc)
+        return None
+
+
 def serve(app: WSGIApplication, host: str, port: int) -> Server:
     """Bind the bridge's waitress server (4 threads) for ``app`` without starting it.
 
@@ -407,6 +442,7 @@ def run_agent(
     controller: str | None,
     node: str | None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    token_file: str | None = None,
 ) -> None:
     """Run the agent until SIGTERM or SIGINT.
 
@@ -423,8 +459,10 @@ def run_agent(
         This node's name (the Downward API's ``spec.nodeName``).
     timeout_s : float
         Socket timeout of forwards to the controller, seconds.
+    token_file : str or None
+        The agent's ServiceAccount token, sent with every forward (see :class:`Agent`).
     """
-    agent = Agent(controller, node, timeout_s=timeout_s)
+    agent = Agent(controller, node, timeout_s=timeout_s, token_file=token_file)
     server = serve(agent.app(), host, port)
 
     def stop(signum: int, frame: object) -> None:

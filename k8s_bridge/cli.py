@@ -20,10 +20,11 @@ from tdmcore.framework import QUEUES
 from tdmcore.metronome.policies import POLICIES
 
 from ._entry import EXIT_INTERRUPTED
+from .auth import AGENT_USER, AUDIENCE
 from .cache import WATCHED_KINDS, ClusterModel
 from .informer import Informer
 from .kube import Kube
-from .web import DEFAULT_MAX_BODY, Server
+from .web import DEFAULT_MAX_BODY, JsonApp, Server
 
 __all__ = ["main", "start_informers"]
 
@@ -53,13 +54,14 @@ def start_informers(kube: Kube, model: ClusterModel, kinds: Sequence[str] = WATC
 SPARE_THREADS = 4
 
 
-def _common(f: Callable[..., None]) -> Callable[..., None]:
+def _common(f: Callable[..., None], host: str = "0.0.0.0",
+            host_help: str | None = None) -> Callable[..., None]:
     options = [
         click.option("--kubeconfig", type=click.Path(exists=True, dir_okay=False), default=None,
                      help="Outside a cluster: the kubeconfig to use."),
         click.option("--api-server", default=None,
                      help="Talk to this URL without authentication (kubectl proxy)."),
-        click.option("--host", default="0.0.0.0", show_default=True),
+        click.option("--host", default=host, show_default=True, help=host_help),
         click.option("--log-level", default="INFO", show_default=True,
                      type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
                                        case_sensitive=False)),
@@ -67,6 +69,30 @@ def _common(f: Callable[..., None]) -> Callable[..., None]:
     for option in reversed(options):
         f = option(f)
     return f
+
+
+def _probe_options(port: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """``--probe-host`` / ``--probe-port``: where ``/healthz``, ``/readyz`` and
+    ``/metrics`` are served apart from the component's own routes."""
+    def add(f: Callable[..., None]) -> Callable[..., None]:
+        f = click.option("--probe-port", type=click.IntRange(0, 65535), default=port,
+                         show_default=True,
+                         help="Port of /healthz, /readyz and /metrics alone (the kubelet's "
+                              "probes, Prometheus); 0: a free port.")(f)
+        f = click.option("--probe-host", default="0.0.0.0", show_default=True,
+                         help="Address of the probe port.")(f)
+        return f
+    return add
+
+
+def _probe_server(app: JsonApp, host: str, port: int) -> Server:
+    """``/healthz``, ``/readyz`` and ``/metrics`` of ``app`` (its readiness and its
+    registry) on a port of their own, served from a background thread."""
+    probes = JsonApp(f"{app.name}_probes", ready=lambda: app.ready(),
+                     registry=app.registry)
+    server = Server(probes, host, port, threads=2).start()
+    log.info("probes and metrics on %s", server.url)
+    return server
 
 
 def _policy_options(f: Callable[..., None]) -> Callable[..., None]:
@@ -122,7 +148,11 @@ def cli() -> None:
 
 
 @cli.command("extender")
-@_common
+@functools.partial(_common, host="127.0.0.1",
+                   host_help="Address of the verbs (filter, prioritize, bind): loopback, "
+                             "for kube-scheduler in the same pod.  Anything else lets any "
+                             "pod that reaches it ask for binds.")
+@_probe_options(9888)
 @_policy_options
 @click.option("--port", type=click.IntRange(0, 65535), default=8888, show_default=True)
 @click.option("--prefix", default="", help="URL prefix of the verbs (urlPrefix's path).")
@@ -155,6 +185,7 @@ def cli() -> None:
                    "kube-scheduler then binds it without scoring (no prioritize call, "
                    "its in-tree Score plugins are not consulted).")
 def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_level: str,
+                 probe_host: str, probe_port: int,
                  policy: str, default_link_gbps: float, port: int, prefix: str,
                  max_body_bytes: int, scheduler_name: str, gang_wait_seconds: float,
                  threads: int, requeue: bool, async_status: bool,
@@ -179,12 +210,14 @@ def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_
     ext = Extender(pipeline, prefix=prefix, ready=ready, max_body=max_body_bytes)
     stop = threading.Event()
     server = Server(ext.app, host, port, threads)  # listening from here on
+    probes = _probe_server(ext.app, probe_host, probe_port)
     if requeue:  # after the server listens: requeued pods reach an extender that answers
         threading.Thread(target=Requeuer(pipeline, kube, scheduler_name).run,
                          args=(stop, ready), name="requeue", daemon=True).start()
     try:
         _serve_forever(server, stop)
     finally:  # what the writer still holds (else the controller's reconcile writes it)
+        probes.stop()
         pipeline.close(5.0)
 
 
@@ -235,6 +268,7 @@ def scheduler_cmd(kubeconfig: str | None, api_server: str | None, host: str, log
 
 @cli.command("controller")
 @_common
+@_probe_options(9890)
 @_policy_options
 @click.option("--port", type=click.IntRange(0, 65535), default=8890, show_default=True)
 @click.option("--leader-elect/--no-leader-elect", default=False, show_default=True)
@@ -244,11 +278,23 @@ def scheduler_cmd(kubeconfig: str | None, api_server: str | None, host: str, log
               show_default=True)
 @click.option("--elastic", type=click.Choice(list(ELASTIC_POLICIES)), default=None,
               help="Also run this elastic policy over annotated PyTorchJobs/TFJobs.")
+@click.option("--report-auth", type=click.Choice(["tokenreview", "none"]),
+              default="tokenreview", show_default=True,
+              help="Who may POST /v1/report: callers whose Bearer token the API server "
+                   "authenticates (TokenReview) as a --report-user; none: anyone (only "
+                   "where nothing else can reach the port).")
+@click.option("--report-audience", default=AUDIENCE, show_default=True,
+              help="The audience the reporters' tokens are issued for.")
+@click.option("--report-user", "report_users", multiple=True, default=[AGENT_USER],
+              show_default=True, help="A user allowed to report (repeat for more).")
 def controller_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_level: str,
-                   policy: str, default_link_gbps: float, port: int, leader_elect: bool,
+                   probe_host: str, probe_port: int, policy: str,
+                   default_link_gbps: float, port: int, leader_elect: bool,
                    lease_name: str, lease_namespace: str, resync_seconds: float,
-                   elastic: str | None) -> None:
+                   elastic: str | None, report_auth: str, report_audience: str,
+                   report_users: tuple[str, ...]) -> None:
     """The controller: offsets, recalculation, regulation (POST /v1/report)."""
+    from .auth import ReportAuth
     from .elastic import ElasticController
     from .leader import default_identity, start_election
     from .reconciler import ControllerService, LeaderForwarder
@@ -259,7 +305,9 @@ def controller_cmd(kubeconfig: str | None, api_server: str | None, host: str, lo
     election = start_election(kube, lease_name, lease_namespace,
                               default_identity()) if leader_elect else None
     leading = election.leading if election is not None else None
-    service = ControllerService(model, kube, policy, leader=leading)
+    auth = ReportAuth(kube, report_users, report_audience) \
+        if report_auth == "tokenreview" else None
+    service = ControllerService(model, kube, policy, leader=leading, auth=auth)
     service.app.ready = ready
     if leader_elect:  # a standby relays reports to the leader, so every replica is Ready
         service.forward = LeaderForwarder(kube, lease_name, lease_namespace, port)
@@ -286,9 +334,12 @@ def controller_cmd(kubeconfig: str | None, api_server: str | None, host: str, lo
                 stop.wait(float(scaler.policy.sync_s))
 
         threading.Thread(target=scale, name="elastic", daemon=True).start()
+    server = Server(service.app, host, port)
+    probes = _probe_server(service.app, probe_host, probe_port)
     try:
-        _serve_forever(Server(service.app, host, port), stop)
+        _serve_forever(server, stop)
     finally:
+        probes.stop()
         if election is not None:  # hand the Lease over at once
             election.stop()
 
@@ -302,15 +353,19 @@ def controller_cmd(kubeconfig: str | None, api_server: str | None, host: str, lo
 @click.option("--node", envvar="NODE_NAME", default="", help="This node's name [NODE_NAME].")
 @click.option("--timeout", "timeout_s", type=FiniteFloat(min=0.0, min_open=True), default=0.5,
               show_default=True, help="Seconds to wait for the controller.")
+@click.option("--token-file", envvar="TDMCORE_AGENT_TOKEN_FILE", default=None,
+              help="The agent's ServiceAccount token, sent to the controller as a Bearer "
+                   "token [TDMCORE_AGENT_TOKEN_FILE] (agent.yaml projects one, audience "
+                   f"{AUDIENCE}).")
 @click.option("--log-level", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 def agent_cmd(host: str, port: int, controller: str | None, node: str, timeout_s: float,
-              log_level: str) -> None:
+              token_file: str | None, log_level: str) -> None:
     """The node agent: relays training pods' iteration reports to the controller."""
     from .agent import run_agent
 
     _configure_logging(log_level)
-    run_agent(host, port, controller, node, timeout_s)
+    run_agent(host, port, controller, node, timeout_s, token_file)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

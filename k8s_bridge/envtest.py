@@ -461,8 +461,10 @@ _PLURALS = {"CustomResourceDefinition": "customresourcedefinitions",
             "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
             "Role": "roles", "RoleBinding": "rolebindings", "Namespace": "namespaces",
             "ServiceAccount": "serviceaccounts", "PodGroup": "podgroups",
-            "Lease": "leases", "ConfigMap": "configmaps"}
+            "Lease": "leases", "ConfigMap": "configmaps", "NetworkPolicy": "networkpolicies",
+            "PodDisruptionBudget": "poddisruptionbudgets", "PriorityClass": "priorityclasses"}
 _CLUSTER_SCOPED = {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
                    "Namespace", "Node", "NodeBandwidth", "PriorityClass"}
 _NAMESPACED = {"Role", "RoleBinding", "ServiceAccount", "Pod", "PodBandwidth", "PodGroup",
-               "ConfigMap", "Lease", "Deployment", "Service", "DaemonSet"}
+               "ConfigMap", "Lease", "Deployment", "Service", "DaemonSet", "NetworkPolicy",
+               "PodDisruptionBudget"}

@@ -79,6 +79,7 @@ RESOURCES: dict[str, Resource] = {r.kind: r for r in (
     Resource("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", True),
     Resource("TFJob", "kubeflow.org", "v1", "tfjobs", True),
     Resource("Lease", "coordination.k8s.io", "v1", "leases", True),
+    Resource("TokenReview", "authentication.k8s.io", "v1", "tokenreviews", False),
 )}
 
 

@@ -42,6 +42,7 @@ from tdmcore.model import ClusterState
 
 from . import convert
 from .api import REPORT_PATH, ReportError, validate_report
+from .auth import Caller, ReportAuth
 from .cache import ClusterModel
 from .kube import ApiError, Kube
 from .records import entry_key, node_status, write_status
@@ -63,9 +64,12 @@ class ControllerService:
     """Reconciles links and offsets into the API and regulates on reports."""
 
     def __init__(self, model: ClusterModel, kube: Kube | None, policy: str = "metronome",
-                 *, leader: threading.Event | None = None) -> None:
+                 *, leader: threading.Event | None = None,
+                 auth: ReportAuth | None = None) -> None:
         self.model = model
         self.kube = kube
+        #: who may report (None: anyone -- ``--report-auth none``, tests)
+        self.auth = auth
         self.policy = make_policy(policy)
         self.lock = threading.RLock()
         self.controller: Controller | None = None
@@ -89,8 +93,9 @@ class ControllerService:
         leader_gauge = Gauge("tdmcore_controller_leader", "1 while this replica leads",
                              registry=reg)
         leader_gauge.set_function(lambda: 1.0 if self.leading.is_set() else 0.0)
-        #: set on a standby replica: relays a report body to the leader
-        self.forward: Callable[[Any], tuple[int, Any]] | None = None
+        #: set on a standby replica: relays a report body (and the caller's
+        #: Authorization header, which the leader checks again) to the leader
+        self.forward: Callable[[Any, str | None], tuple[int, Any]] | None = None
         self.app.route(REPORT_PATH, self.handle_report)
 
     # ------------------------------------------------------------ controller
@@ -254,8 +259,9 @@ class ControllerService:
 
     # --------------------------------------------------------------- reports
     def report(self, key: str, starts: list[float], durations: list[float],
-               comms: list[float] | None) -> dict[str, Any]:
-        """Feed iterations to the Controller; the agent's answer."""
+               comms: list[float] | None, caller: Caller | None = None) -> dict[str, Any]:
+        """Feed iterations to the Controller; the agent's answer.  ``caller`` (who
+        reported) is named in the log line and the Event of a pattern change."""
         if not self.leading.is_set():
             raise HttpError(503, "not the leader; try again later")
         with self.lock:
@@ -283,7 +289,7 @@ class ControllerService:
                 self.m_actions.labels("pause").inc()
             for update in updates:
                 self.m_actions.labels("pattern_update").inc()
-                if not self._write_pattern(update):
+                if not self._write_pattern(update, caller):
                     # applied to the controller's state but not in the API: rebuild
                     # from the API (the update is dropped; later reports re-detect it)
                     self.model.invalidate()
@@ -307,9 +313,20 @@ class ControllerService:
             self.reconcile()
         return answer
 
-    def _write_pattern(self, update: PatternUpdate) -> bool:
-        """Write ``update`` to its PodBandwidth's status; False if it is not there."""
+    def _write_pattern(self, update: PatternUpdate, caller: Caller | None = None) -> bool:
+        """Write ``update`` to its PodBandwidth's status; False if it is not there.
+
+        Every change of a scheduling input is said: one INFO line, and a Normal Event
+        ``PatternUpdated`` on each pod of the job the controller knows (best effort:
+        a failed Event is logged, the update stands)."""
+        by = caller.user + (f" (pod {caller.pod})" if caller and caller.pod else "") \
+            if caller is not None else "an unauthenticated reporter"
+        message = (f"traffic pattern of job {update.job} re-measured from iteration reports "
+                   f"by {by}: period {update.old.period_ms:g} -> {update.new.period_ms:g} ms, "
+                   f"duty cycle {update.old.duty_cycle:.3g} -> {update.new.duty_cycle:.3g} "
+                   f"({update.reason})")
         if self.kube is None:
+            log.info("%s", message)
             return True  # no API (tests): the controller's own state is the truth
         with self.model.lock:
             pod_json = self.model.objects["Pod"].get(update.pods[0]) if update.pods else None
@@ -330,9 +347,35 @@ class ControllerService:
             return False
         self.m_writes.labels("PodBandwidth").inc()
         self.model.on_event("PodBandwidth", "MODIFIED", obj)
+        log.info("%s; written to PodBandwidth %s/%s", message, meta.get("namespace"),
+                 meta.get("name"))
+        for key in update.pods:
+            self._event(key, "PatternUpdated", message)
         return True
 
+    def _event(self, key: str, reason: str, message: str) -> None:
+        """A Normal Event about pod ``key`` (best effort)."""
+        assert self.kube is not None
+        with self.model.lock:
+            pod = self.model.objects["Pod"].get(key) or {}
+        meta = pod.get("metadata") or {}
+        namespace, _, name = key.partition("/")
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        try:
+            self.kube.with_timeout(5.0).create("Event", {
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"generateName": f"{name}.", "namespace": namespace},
+                "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name,
+                                   "namespace": namespace, "uid": meta.get("uid")},
+                "reason": reason, "message": message[:1024], "type": "Normal",
+                "source": {"component": "tdmcore-controller"},
+                "firstTimestamp": now, "lastTimestamp": now, "count": 1}, namespace)
+        except ApiError as exc:
+            log.warning("recording Event %s on pod %s failed: %s", reason, key, exc)
+
     def handle_report(self, request: Request) -> Any:
+        caller = self.auth.check(request.headers.get("Authorization")) \
+            if self.auth is not None else None
         body = read_json(request, 1 << 20)
         try:  # the agent checked it already; the controller may be called directly
             report = validate_report(body)
@@ -344,7 +387,8 @@ class ControllerService:
         durations = [it["duration_ms"] for it in iterations]
         comms = [it["comm_ms"] for it in iterations]
         if not self.leading.is_set() and self.forward is not None:
-            status, answer = self.forward(body)  # a standby relays to the leader
+            # a standby relays to the leader, with the caller's token
+            status, answer = self.forward(body, request.headers.get("Authorization"))
             if status != 200:
                 raise HttpError(status, str((answer or {}).get("Error", "leader failed")),
                                 answer if isinstance(answer, dict) else None)
@@ -359,11 +403,22 @@ class ControllerService:
         with self.model.lock:
             pod = self.model.objects["Pod"].get(key) or {}
         bound = (pod.get("spec") or {}).get("nodeName")
+        if caller is not None and caller.pod is not None:
+            # a pod-bound token speaks for its own pod's node, whatever the body says
+            with self.model.lock:
+                own = ReportAuth.node_of(caller, self.model.objects["Pod"])
+            if own is None:
+                raise HttpError(403, f"the reporting pod {caller.pod!r} is not known to "
+                                     f"the controller (yet)")
+            if node and node != own:
+                raise HttpError(403, f"node: {caller.pod!r} runs on {own!r} and may "
+                                     f"report for that node only, not {node!r}")
+            node = own
         if node and bound and node != bound:
             # the agent fills in its own node: a report from elsewhere is refused
             raise HttpError(403, f"node: pod {key!r} runs on {bound!r}, not {node!r}")
         return self.report(key, starts, durations,
-                           None if any(c is None for c in comms) else comms)
+                           None if any(c is None for c in comms) else comms, caller)
 
     # ------------------------------------------------------------------ loop
     def run(self, stop: threading.Event, interval_s: float = 2.0) -> None:
@@ -434,15 +489,18 @@ class LeaderForwarder:
         self._cached = (now, url)
         return url
 
-    def __call__(self, body: Any) -> tuple[int, Any]:
+    def __call__(self, body: Any, authorization: str | None = None) -> tuple[int, Any]:
         import json
         import urllib.error
         import urllib.request
 
         try:
             url = self._leader_url()
+            headers = {"Content-Type": "application/json"}
+            if authorization:
+                headers["Authorization"] = authorization
             req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                         headers={"Content-Type": "application/json"})
+                                         headers=headers)
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
                 return int(resp.status), json.loads(resp.read())
         except urllib.error.HTTPError as exc:

@@ -64,14 +64,23 @@ PODGROUP_CRD: dict[str, Any] = {
                                               "x-kubernetes-preserve-unknown-fields": True}}}}}]}}
 
 
+#: the sub-commands that serve /healthz, /readyz and /metrics on a port of their own
+PROBED = ("extender", "controller")
+
+
 class Component:
-    """A bridge sub-command running as its own process, serving on a loopback port."""
+    """A bridge sub-command running as its own process, serving on a loopback port (and,
+    for the :data:`PROBED` ones, its probes and metrics on another)."""
 
     def __init__(self, name: str, args: Sequence[str], kubeconfig: Path | None,
                  logs: Path, env: Mapping[str, str] | None = None,
                  port: int | None = None) -> None:
         self.name = name
         self.port = port or free_port()
+        #: the probe port (``--probe-port``), or the component's own port
+        self.probe_port = free_port() if args and args[0] in PROBED else self.port
+        #: ``--host`` (None: the component's default)
+        self.host: str | None = "127.0.0.1"
         self.args = list(args)
         self.kubeconfig = kubeconfig
         self.logs = logs
@@ -82,9 +91,17 @@ class Component:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def probe_url(self) -> str:
+        return f"http://127.0.0.1:{self.probe_port}"
+
     def start(self, *, wait_ready: bool = True, timeout_s: float = 60.0) -> Component:
-        argv = [sys.executable, "-m", "k8s_bridge.cli", *self.args, "--host", "127.0.0.1",
+        argv = [sys.executable, "-m", "k8s_bridge.cli", *self.args,
                 "--port", str(self.port), "--log-level", "INFO"]
+        if self.host is not None:
+            argv += ["--host", self.host]
+        if self.probe_port != self.port:
+            argv += ["--probe-host", "127.0.0.1", "--probe-port", str(self.probe_port)]
         if self.kubeconfig is not None:
             argv += ["--kubeconfig", str(self.kubeconfig)]
         self.proc = Proc(self.name, argv, self.logs, self.env)
@@ -96,7 +113,7 @@ class Component:
         if self.proc is None or not self.proc.alive():
             raise ProcessExited(f"{self.name} is not running: {self.proc and self.proc.log()}")
         try:
-            with urllib.request.urlopen(f"{self.url}/readyz", timeout=2) as resp:
+            with urllib.request.urlopen(f"{self.probe_url}/readyz", timeout=2) as resp:
                 return int(resp.status) == 200
         except (urllib.error.URLError, OSError):
             return False
@@ -131,7 +148,7 @@ class Component:
         """The sum of ``name``'s samples matching ``labels`` on ``/metrics``."""
         from prometheus_client.parser import text_string_to_metric_families
 
-        with urllib.request.urlopen(f"{self.url}/metrics", timeout=5) as resp:
+        with urllib.request.urlopen(f"{self.probe_url}/metrics", timeout=5) as resp:
             text = resp.read().decode()
         total = 0.0
         for family in text_string_to_metric_families(text):

@@ -57,6 +57,7 @@ class FakeController:
     def __init__(self, respond: Callable[[int], tuple[int, bytes]] | None = None) -> None:
         self.bodies: list[Any] = []
         self.paths: list[str] = []
+        self.authorizations: list[str | None] = []
         self.delay_s = 0.0
         self.respond = respond or (lambda n: (200, json.dumps(ANSWER).encode()))
         self._lock = threading.Lock()
@@ -69,6 +70,7 @@ class FakeController:
                 with fake._lock:
                     fake.bodies.append(body)
                     fake.paths.append(self.path)
+                    fake.authorizations.append(self.headers.get("Authorization"))
                     n = len(fake.bodies)
                 time.sleep(fake.delay_s)
                 status, payload = fake.respond(n)
@@ -627,8 +629,34 @@ def test_the_agent_command_parses_its_options(monkeypatch) -> None:
     assert main(["agent", "--controller", "http://ctl:8080", "--timeout", "0.25"]) == 0
     monkeypatch.setenv("TDMCORE_CONTROLLER_URL", "http://env-ctl:8890")
     assert main(["agent"]) == 0
-    assert calls == [("0.0.0.0", 9471, "http://ctl:8080", "gpu-node-7", 0.25),
-                     ("0.0.0.0", 9471, "http://env-ctl:8890", "gpu-node-7", 0.5)]
+    monkeypatch.setenv("TDMCORE_AGENT_TOKEN_FILE", "/run/token")
+    assert main(["agent"]) == 0
+    assert calls == [("0.0.0.0", 9471, "http://ctl:8080", "gpu-node-7", 0.25, None),
+                     ("0.0.0.0", 9471, "http://env-ctl:8890", "gpu-node-7", 0.5, None),
+                     ("0.0.0.0", 9471, "http://env-ctl:8890", "gpu-node-7", 0.5,
+                      "/run/token")]
+
+
+def test_the_agent_sends_its_token_and_reads_a_renewed_one(controller, start, tmp_path,
+                                                           caplog) -> None:
+    """Issue 40: the controller takes reports from the agent's ServiceAccount only; the
+    agent sends the projected token the kubelet keeps in its file (renewed before it
+    expires: re-read when the file changes).  Without the file it sends none, says so,
+    and the controller's 401 reaches the pod."""
+    import os
+
+    token = tmp_path / "token"
+    token.write_text("first-token\n")
+    agent = start(controller.url, "node-a", token_file=str(token))
+    assert agent.post(report())[0] == 200
+    token.write_text("renewed-token\n")
+    os.utime(token, (1_000_000, 1_000_000))  # a new mtime, as the kubelet's rename gives
+    assert agent.post(report())[0] == 200
+    token.unlink()
+    with caplog.at_level("WARNING", logger="k8s_bridge.agent"):
+        assert agent.post(report())[0] == 200
+    assert controller.authorizations == ["Bearer first-token", "Bearer renewed-token", None]
+    assert any("token file" in r.getMessage() for r in caplog.records)
 
 
 def test_the_agent_command_rejects_a_bad_controller_url(capsys) -> None:

@@ -257,7 +257,7 @@ def test_controller_reconciles_reports_and_stops(tmp_path, capsys):
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         args = ["controller", "--api-server", fake.url, "--port", str(port),
-                "--host", "127.0.0.1"]
+                "--host", "127.0.0.1", "--probe-port", "0", "--report-auth", "none"]
         with running(args, tmp_path, "controller") as proc:
             took = wait_ready(proc, base)
             wait_for(lambda: set(shifts(fake)) == {"a-0", "a-1", "b-0", "c-0"}, 10.0,
@@ -366,8 +366,8 @@ def test_agent_fails_open_when_the_controller_is_down(tmp_path, capsys):
 def test_an_unreachable_api_server_is_a_few_lines_not_a_flood(tmp_path):
     # urllib3's per-retry warnings are silenced and each informer reports its outage
     # once: seven informers, one WARNING each, however long the outage lasts
-    with running(["extender", "--host", "127.0.0.1", "--port", "0", "--api-server", CLOSED],
-                 tmp_path, "unreachable") as proc:
+    with running(["extender", "--host", "127.0.0.1", "--port", "0", "--probe-port", "0",
+                  "--api-server", CLOSED], tmp_path, "unreachable") as proc:
         wait_for(lambda: "serving on" in proc.stderr(), timeout_s=READY_S, what="serving")
         deadline = time.monotonic() + 3.0  # several back-off rounds of every informer
         while time.monotonic() < deadline and proc.popen.poll() is None:
@@ -380,7 +380,44 @@ def test_an_unreachable_api_server_is_a_few_lines_not_a_flood(tmp_path):
     # each says what failed, briefly (urllib3's reprs made them over 400 characters)
     assert all("Connection refused" in ln and len(ln) < 340 for ln in warnings), \
         [len(ln) for ln in warnings]
-    assert len(lines) <= 9, lines
+    assert len(lines) <= 10, lines
+
+
+def listening(port: int) -> set[str]:
+    """The IPv4 addresses a socket listens on at ``port`` (from /proc/net/tcp)."""
+    out = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        address, hexport = fields[1].split(":")
+        if fields[3] == "0A" and int(hexport, 16) == port:  # 0A: LISTEN
+            out.add(socket.inet_ntoa(bytes.fromhex(address)[::-1]))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's /proc/net/tcp")
+def test_the_extender_serves_its_verbs_on_loopback_and_its_probes_apart(tmp_path):
+    """Issue 40: ``/filter``, ``/prioritize`` and ``/bind`` listened on ``0.0.0.0:8888``,
+    the probes' port, with no authentication.  By default the verbs now listen on
+    loopback only (kube-scheduler calls them from the same pod), and ``/healthz``,
+    ``/readyz`` and ``/metrics`` -- nothing else -- on a port of their own (the
+    kubelet's probes and Prometheus reach the pod's IP)."""
+    with FakeApiServer() as fake:
+        for obj in objects():
+            fake.create(obj)
+        port = free_port()
+        with running(["extender", "--api-server", fake.url, "--port", str(port),
+                      "--probe-port", "0"], tmp_path, "extender") as proc:
+            found = wait_for(lambda: re.search(r"probes and metrics on http://0\.0\.0\.0:(\d+)",
+                                               proc.stderr()), READY_S, "the probe port")
+            probes = f"http://127.0.0.1:{found.group(1)}"
+            wait_ready(proc, probes)
+            assert listening(port) == {"127.0.0.1"}
+            assert listening(int(found.group(1))) == {"0.0.0.0"}
+            status, _, body = http("GET", f"{probes}/metrics")
+            assert status == 200 and b"tdmcore_extender_decisions" in body
+            for verb in ("filter", "prioritize", "bind"):
+                assert http("POST", f"{probes}/{verb}", {})[0] == 404
+            assert http("POST", f"http://127.0.0.1:{port}/filter", {})[0] == 400
 
 
 def test_a_busy_port_is_named_in_the_one_error_line(tmp_path):

@@ -55,6 +55,7 @@ STANDALONE_LEASE = "tdmcore-standalone-scheduler"  # `scheduler --leader-elect`'
 BUILTIN = {
     ("v1", "Namespace"), ("v1", "ServiceAccount"), ("v1", "ConfigMap"), ("v1", "Service"),
     ("apps/v1", "Deployment"), ("apps/v1", "DaemonSet"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
     ("rbac.authorization.k8s.io/v1", "ClusterRole"),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
     ("rbac.authorization.k8s.io/v1", "Role"),
@@ -219,7 +220,7 @@ def test_deploy_tree_has_the_expected_files() -> None:
         "standalone-scheduler.yaml", "controller.yaml", "agent.yaml", "kustomization.yaml",
         "crds/nodebandwidths.yaml", "crds/podbandwidths.yaml",
         "examples/nodebandwidth.yaml", "examples/podbandwidth.yaml", "examples/podgroup.yaml",
-        "examples/pytorchjob.yaml",
+        "examples/pytorchjob.yaml", "networkpolicy.yaml",
     }
     assert expected <= {d.file for d in DOCS}
     assert _walkthrough().startswith(WALKTHROUGH_HEADING)
@@ -585,7 +586,11 @@ def test_extender_sidecar_matches_the_configuration() -> None:
     (config,) = _ksc()["extenders"]
     url = urlsplit(config["urlPrefix"])
     assert (url.scheme, url.hostname, url.path) == ("http", "127.0.0.1", "")
-    assert url.port == int(flags["--port"]) == extender["ports"][0]["containerPort"]
+    # the verbs on loopback only, kube-scheduler's in the same Pod; the container's one
+    # port is the probes' (issue 40: the verbs listened on 0.0.0.0, the probes' port)
+    assert flags["--host"] == "127.0.0.1" and url.port == int(flags["--port"])
+    assert [p["containerPort"] for p in extender["ports"]] == [int(flags["--probe-port"])]
+    assert int(flags["--probe-port"]) != url.port
     assert flags["--policy"] == "metronome"
     assert config["nodeCacheCapable"] is ("--no-node-cache" not in flags)
     # kube-scheduler runs in the same Pod and reads the ConfigMap's copy of the file.
@@ -720,9 +725,38 @@ def test_podbandwidth_example_describes_the_job() -> None:
 
 
 DEFAULT_FILES = ["namespace.yaml", "crds/nodebandwidths.yaml", "crds/podbandwidths.yaml",
-                 "rbac.yaml", "scheduler.yaml", "controller.yaml", "agent.yaml"]
+                 "rbac.yaml", "scheduler.yaml", "controller.yaml", "agent.yaml",
+                 "networkpolicy.yaml"]
 DEFAULT_SET = set(DEFAULT_FILES)
 STANDALONE_SET = (DEFAULT_SET - {"scheduler.yaml"}) | {"standalone-scheduler.yaml"}
+
+
+def _selects(policy: Doc, doc: Doc) -> bool:
+    labels = doc.obj["spec"]["template"]["metadata"]["labels"]
+    return bool(policy.obj["spec"]["podSelector"]["matchLabels"].items() <= labels.items())
+
+
+@pytest.mark.parametrize("doc", _workloads(DEFAULT_SET), ids=_ids(_workloads(DEFAULT_SET)))
+def test_network_policy_admits_each_pod_on_its_serving_ports_only(doc: Doc) -> None:
+    """Issue 40: no NetworkPolicy shipped.  One policy selects each workload's pods and
+    admits the ports its containers serve to others and nothing else; the
+    controller's reports only from the agents and the controller replicas."""
+    (policy,) = [p for p in _of("NetworkPolicy") if _selects(p, doc)]
+    assert policy.namespace == doc.namespace and policy.obj["spec"]["policyTypes"] == [
+        "Ingress"]
+    admitted = {p["port"]: rule.get("from") for rule in policy.obj["spec"]["ingress"]
+                for p in rule["ports"]}
+    served: set[int] = set()
+    for c in _pod_spec(doc)["containers"]:
+        served |= {p["containerPort"] for p in c.get("ports", [])}
+    assert set(admitted) == served, (admitted, served)
+    if doc.name == "tdmcore-controller":
+        sources = admitted[8890]
+        assert sources is not None
+        components = {s["podSelector"]["matchLabels"]["app.kubernetes.io/component"]
+                      for s in sources}
+        assert components == {"agent", "controller"}
+        assert all("namespaceSelector" not in s for s in sources)
 
 
 def test_kustomization_lists_the_default_set() -> None:
@@ -759,6 +793,7 @@ def _crd_resources() -> set[str]:
 
 KNOWN_RESOURCES: dict[str, set[str]] = {
     "": {"nodes", "pods", "pods/binding", "events"},
+    "authentication.k8s.io": {"tokenreviews"},
     "events.k8s.io": {"events"},
     "coordination.k8s.io": {"leases"},
     "kubeflow.org": {"pytorchjobs", "tfjobs"},
@@ -846,6 +881,9 @@ EXPECTED_PERMISSIONS: dict[str, set[Perm]] = {
         | _grant({"tdmcore.io": ["nodebandwidths/status", "podbandwidths/status"]},
                  "patch")
         | _grant({"kubeflow.org": ["pytorchjobs", "tfjobs"]}, f"{_READ} patch")
+        # /v1/report: the agents' tokens (TokenReview); pattern changes as Events
+        | _grant({"authentication.k8s.io": ["tokenreviews"]}, "create")
+        | _grant({"": ["events"]}, "create")
         | _grant({"coordination.k8s.io": ["leases"]}, "create", namespace=NAMESPACE)
         | _grant({"coordination.k8s.io": ["leases"]}, "get update", CONTROLLER_LEASE,
                  NAMESPACE)),
@@ -900,6 +938,30 @@ def test_agent_has_no_api_access() -> None:
         assert all(s["name"] != sa.name for s in binding.obj["subjects"]), binding
 
 
+def test_agent_token_is_for_the_controller_alone() -> None:
+    """Issue 40: /v1/report took reports from anyone.  The agent sends a projected token
+    whose audience is the controller's (not the API server's), from the file the agent
+    reads, and the controller takes reports from the agent's ServiceAccount only."""
+    from k8s_bridge.cli import controller_cmd
+
+    doc, container, flags = _bridge("agent")
+    pod = _pod_spec(doc)
+    path = Path(str(flags["--token-file"]))
+    (mount,) = [m for m in container["volumeMounts"] if Path(m["mountPath"]) == path.parent]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    (source,) = volume["projected"]["sources"]
+    token = source["serviceAccountToken"]
+    assert token["path"] == path.name and mount["readOnly"] is True
+    defaults = {p.name: p.default for p in controller_cmd.params}
+    _, _, ctrl_flags = _bridge("controller")
+    assert ctrl_flags.get("--report-auth", defaults["report_auth"]) == "tokenreview"
+    assert token["audience"] == ctrl_flags.get("--report-audience",
+                                               defaults["report_audience"])
+    users = ctrl_flags.get("--report-user", defaults["report_users"])
+    assert list(users) == [f"system:serviceaccount:{doc.namespace}:"
+                           f"{pod['serviceAccountName']}"]
+
+
 # -- the controller and the agent -------------------------------------------------------------
 
 
@@ -917,6 +979,7 @@ def test_controller_lease_service_and_agent_url() -> None:
     assert lease_names == {CONTROLLER_LEASE}
     port = int(flags["--port"])
     assert port == 8890 == _port_number(container, "http")
+    assert int(flags["--probe-port"]) == 9890 == _port_number(container, "probes")
     service = _one("Service", "tdmcore-controller")
     labels = doc.obj["spec"]["template"]["metadata"]["labels"]
     assert service.obj["spec"]["selector"].items() <= labels.items()
@@ -977,7 +1040,7 @@ def test_bridge_containers_probes_and_metrics(doc: Doc) -> None:
     containers = [(c, s, f) for d, c, s, f in _bridge_containers() if d == doc]
     assert len(containers) == 1, f"{doc}: one tdmcore-bridge container per pod"
     container, _, flags = containers[0]
-    port = int(flags["--port"])
+    port = int(flags.get("--probe-port", flags["--port"]))  # probes apart where they can be
     assert container["image"] == IMAGE
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz"),
                         ("startupProbe", "/healthz")):
