@@ -18,8 +18,16 @@ situations need a retry sooner:
 ``tdmcore.io/requeued-at`` (a timestamp).  A pod update that changes more than its
 status moves a pod out of kube-scheduler's unschedulable queue (``isPodUpdated``), so
 the pod is retried at once (or after its own back-off, 1-10 s, if it failed
-recently).  This needs ``patch`` on pods in the extender's ClusterRole; the annotation
-is the only field ever patched.
+recently).  The annotation is the only field ever patched.
+
+**[decision]** Least privilege (issue 40): ``patch`` on pods is not granted cluster-wide
+(with it, the extender's token could rewrite any pod, a kube-system one included).
+The ClusterRole ``tdmcore-requeue`` is bound per namespace (a RoleBinding in each
+namespace of training pods, ``deploy/requeue.yaml``): the permission is the one place
+that says where the extender requeues.  A namespace without it answers 403; the
+requeuer says so once per namespace (WARNING, with the fix) and leaves that
+namespace alone for :data:`DENIED_RETRY_S`, after which a binding added meanwhile is
+used.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from typing import Any
 
 from .convert import pod_key
 from .kube import ApiError, Kube, NotFound
+from .once import Once
 from .pipeline import Pipeline, gang_key
 
 __all__ = ["ANNOTATION", "Requeuer", "stranded"]
@@ -40,6 +49,8 @@ __all__ = ["ANNOTATION", "Requeuer", "stranded"]
 log = logging.getLogger(__name__)
 
 ANNOTATION = "tdmcore.io/requeued-at"
+#: how long a namespace that refused a requeue (403) is left alone (seconds)
+DENIED_RETRY_S = 60.0
 
 
 def stranded(pod: Mapping[str, Any], scheduler_name: str) -> bool:
@@ -67,6 +78,8 @@ class Requeuer:
         self._activate: set[str] = set()
         self._activated: dict[str, float] = {}  # gang -> when its siblings were touched
         self._wake = threading.Event()
+        self._denied: dict[str, float] = {}  # namespace -> when it refused (monotonic)
+        self._said = Once()
         pipeline.on_gang_wait = self.activate
 
     def activate(self, gkey: str) -> None:
@@ -99,6 +112,9 @@ class Requeuer:
     def touch(self, key: str) -> bool:
         """Patch the pod's annotation; False if it is gone or the API refused."""
         namespace, _, name = key.partition("/")
+        denied = self._denied.get(namespace)
+        if denied is not None and time.monotonic() - denied < DENIED_RETRY_S:
+            return False
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         try:
             self.kube.merge_patch("Pod", name, {"metadata": {"annotations": {ANNOTATION: now}}},
@@ -106,9 +122,20 @@ class Requeuer:
         except NotFound:
             return False
         except ApiError as exc:
+            if exc.status == 403:
+                self._denied[namespace] = time.monotonic()
+                if self._said.first(namespace, "forbidden"):
+                    log.warning("not requeueing pods of namespace %s: the extender may not "
+                                "patch pods there (bind the ClusterRole tdmcore-requeue "
+                                "with a RoleBinding in %s, as deploy/requeue.yaml does for "
+                                "`default`); kube-scheduler retries them at its own pace",
+                                namespace, namespace)
+                return False
             log.warning("could not requeue pod %s: %s", key, exc)
             return False
         self.touched += 1
+        if self._denied.pop(namespace, None) is not None:
+            self._said.forget(namespace)
         return True
 
     def _ours(self, pod: Mapping[str, Any]) -> bool:

@@ -62,7 +62,7 @@ def plane() -> Iterator[ControlPlane]:
             pytest.skip(f"e2e: {exc}")
         cp.apply_files([DEPLOY / "namespace.yaml", DEPLOY / "crds" / "nodebandwidths.yaml",
                         DEPLOY / "crds" / "podbandwidths.yaml", DEPLOY / "rbac.yaml",
-                        DEPLOY / "standalone-scheduler.yaml"])
+                        DEPLOY / "requeue.yaml", DEPLOY / "standalone-scheduler.yaml"])
         cp.apply([PODGROUP_CRD])
         cp.wait_established([PODGROUP_CRD["metadata"]["name"]])
         yield cp

@@ -243,8 +243,13 @@ class Env:
         return names
 
     def namespace(self, name: str) -> str:
+        """A namespace of training pods, set up as docs/kubernetes.md's production
+        checklist says: the extender may requeue its pods (``deploy/requeue.yaml``'s
+        RoleBinding, in this namespace)."""
+        binding = yaml.safe_load((DEPLOY / "requeue.yaml").read_text())
+        binding["metadata"]["namespace"] = name
         self.plane.apply([{"apiVersion": "v1", "kind": "Namespace",
-                           "metadata": {"name": name}}])
+                           "metadata": {"name": name}}, binding])
         return name
 
     def pod(self, namespace: str, name: str, *, gpu: int = 1, labels: Mapping[str, str]

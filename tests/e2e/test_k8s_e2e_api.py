@@ -92,6 +92,31 @@ def test_api_server_rejects(plane: ControlPlane, case: str) -> None:
         kube.request("DELETE", ControlPlane.path_of(obj) + "/" + created["metadata"]["name"])
 
 
+def test_no_token_of_ours_can_rewrite_a_kube_system_pod(plane: ControlPlane) -> None:
+    """Issue 40: with the extender's token a server-side dry run replaced a kube-system
+    pod's image.  Each shipped ServiceAccount's own token now gets 403 for it."""
+    admin = plane.kube()
+    name = "victim"
+    admin.create("Pod", {"apiVersion": "v1", "kind": "Pod",
+                         "metadata": {"name": name, "namespace": "kube-system"},
+                         "spec": {"containers": [{"name": "c", "image": "x.invalid/a:1"}]}},
+                 "kube-system")
+    try:
+        for account in (SCHEDULER, "tdmcore-controller", "tdmcore-agent",
+                        "tdmcore-standalone-scheduler"):
+            kube = Kube.connect(str(plane.service_account_kubeconfig(NS, account)))
+            with pytest.raises(ApiError) as err:
+                kube.request("PATCH", f"/api/v1/namespaces/kube-system/pods/{name}",
+                             query={"dryRun": "All"},
+                             body={"spec": {"containers": [{"name": "c",
+                                                            "image": "x.invalid/evil:1"}]}},
+                             content_type="application/strategic-merge-patch+json")
+            assert err.value.status == 403, (account, err.value)
+    finally:
+        admin.request("DELETE", f"/api/v1/namespaces/kube-system/pods/{name}",
+                      query={"gracePeriodSeconds": "0"})
+
+
 @pytest.mark.parametrize(("account", "verb", "path", "allowed"), [
     (SCHEDULER, "create", "/api/v1/namespaces/default/pods/x/binding", True),
     (SCHEDULER, "patch", "/apis/tdmcore.io/v1alpha1/nodebandwidths/x/status", True),
@@ -106,6 +131,21 @@ def test_api_server_rejects(plane: ControlPlane, case: str) -> None:
     ("tdmcore-controller", "create", "/api/v1/namespaces/default/pods/x/binding", False),
     ("tdmcore-standalone-scheduler", "create", "/api/v1/namespaces/default/pods/x/binding",
      True),
+    # issue 40: patching pods only where requeue.yaml binds it (`default`), never in
+    # kube-system; Kubeflow jobs only with the elastic overlay; TokenReview and Events
+    # for the controller's reports; the agent may do nothing at all
+    (SCHEDULER, "patch", "/api/v1/namespaces/default/pods/x", True),
+    (SCHEDULER, "patch", "/api/v1/namespaces/kube-system/pods/x", False),
+    (SCHEDULER, "patch", "/api/v1/namespaces/other/pods/x", False),
+    ("tdmcore-standalone-scheduler", "patch", "/api/v1/namespaces/default/pods/x", False),
+    ("tdmcore-controller", "patch", "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs/x",
+     False),
+    ("tdmcore-controller", "list", "/apis/kubeflow.org/v1/namespaces/default/tfjobs", False),
+    ("tdmcore-controller", "create", "/apis/authentication.k8s.io/v1/tokenreviews", True),
+    ("tdmcore-controller", "create", "/api/v1/namespaces/default/events", True),
+    ("tdmcore-controller", "patch", "/api/v1/namespaces/kube-system/pods/x", False),
+    ("tdmcore-agent", "create", "/apis/authentication.k8s.io/v1/tokenreviews", False),
+    ("tdmcore-agent", "get", "/api/v1/namespaces/default/pods/x", False),
 ])
 def test_rbac_as_each_service_account(plane: ControlPlane, account: str, verb: str,
                                       path: str, allowed: bool) -> None:

@@ -220,7 +220,8 @@ def test_deploy_tree_has_the_expected_files() -> None:
         "standalone-scheduler.yaml", "controller.yaml", "agent.yaml", "kustomization.yaml",
         "crds/nodebandwidths.yaml", "crds/podbandwidths.yaml",
         "examples/nodebandwidth.yaml", "examples/podbandwidth.yaml", "examples/podgroup.yaml",
-        "examples/pytorchjob.yaml", "networkpolicy.yaml",
+        "examples/pytorchjob.yaml", "networkpolicy.yaml", "requeue.yaml",
+        "elastic/kustomization.yaml", "elastic/rbac.yaml",
     }
     assert expected <= {d.file for d in DOCS}
     assert _walkthrough().startswith(WALKTHROUGH_HEADING)
@@ -235,7 +236,7 @@ def test_every_document_has_a_known_kind_in_the_right_file(doc: Doc) -> None:
     if doc.gvk[1] == "KubeSchedulerConfiguration":
         assert doc.file == "scheduler-config.yaml"
     if doc.gvk[1] == "Kustomization":
-        assert doc.file == "kustomization.yaml"
+        assert doc.file in ("kustomization.yaml", "elastic/kustomization.yaml")
     if doc.gvk[1] == "CustomResourceDefinition":
         assert doc.file.startswith("crds/")
 
@@ -271,6 +272,9 @@ def test_namespaces() -> None:
             assert doc.namespace is None, doc
         elif doc.gvk[1] == "RoleBinding" and doc.namespace == "kube-system":
             assert doc.obj["roleRef"]["name"] == "extension-apiserver-authentication-reader"
+        elif doc.file == "requeue.yaml":  # a training namespace's (the walkthrough's)
+            assert (doc.namespace, doc.obj["roleRef"]["name"]) == ("default",
+                                                                   "tdmcore-requeue")
         else:
             assert doc.namespace == NAMESPACE, doc
 
@@ -725,7 +729,7 @@ def test_podbandwidth_example_describes_the_job() -> None:
 
 
 DEFAULT_FILES = ["namespace.yaml", "crds/nodebandwidths.yaml", "crds/podbandwidths.yaml",
-                 "rbac.yaml", "scheduler.yaml", "controller.yaml", "agent.yaml",
+                 "rbac.yaml", "requeue.yaml", "scheduler.yaml", "controller.yaml", "agent.yaml",
                  "networkpolicy.yaml"]
 DEFAULT_SET = set(DEFAULT_FILES)
 STANDALONE_SET = (DEFAULT_SET - {"scheduler.yaml"}) | {"standalone-scheduler.yaml"}
@@ -760,7 +764,7 @@ def test_network_policy_admits_each_pod_on_its_serving_ports_only(doc: Doc) -> N
 
 
 def test_kustomization_lists_the_default_set() -> None:
-    kust = _one("Kustomization").obj
+    (kust,) = [d.obj for d in _of("Kustomization") if d.file == "kustomization.yaml"]
     assert set(kust) <= {"apiVersion", "kind", "resources", "images", "labels"}
     # A `namespace:` would move the kube-system RoleBinding; none is set.
     assert "namespace" not in kust
@@ -769,7 +773,7 @@ def test_kustomization_lists_the_default_set() -> None:
         assert (DEPLOY / resource).is_file(), resource
     api_files = {d.file for d in DOCS if d.gvk in BUILTIN}
     left_out = api_files - DEFAULT_SET
-    assert left_out == {"standalone-scheduler.yaml"}, left_out
+    assert left_out == {"standalone-scheduler.yaml", "elastic/rbac.yaml"}, left_out
 
 
 # -- RBAC: references resolve, rules name real resources, least privilege -------------------
@@ -857,12 +861,13 @@ _SCHEDULER_RULES = (
             "appgroup.diktyo.x-k8s.io": ["appgroups"], "scheduling.x-k8s.io": ["podgroups"]},
            _READ)
     | _grant({"": ["pods/binding"]}, "create")
-    | _grant({"": ["pods"]}, "patch")  # the requeuer's annotation
     | _grant({"tdmcore.io": ["nodebandwidths"]}, "create")
     | _grant({"tdmcore.io": ["nodebandwidths/status"]}, "patch")
 )
 EXPECTED_PERMISSIONS: dict[str, set[Perm]] = {
     "tdmcore-scheduler": _SCHEDULER_RULES
+    # the requeuer's annotation, in the namespaces bound (requeue.yaml: `default`) only
+    | _grant({"": ["pods"]}, "patch", namespace="default")
     | _grant({"coordination.k8s.io": ["leases"]}, "create", namespace=NAMESPACE)
     | _grant({"coordination.k8s.io": ["leases"]}, "get update", "tdmcore-scheduler", NAMESPACE),
     # --leader-elect: the Lease tdmcore-standalone-scheduler (not kube-scheduler's)
@@ -880,7 +885,6 @@ EXPECTED_PERMISSIONS: dict[str, set[Perm]] = {
         # The controller also writes PodBandwidth status (observedPeriodMs, ...).
         | _grant({"tdmcore.io": ["nodebandwidths/status", "podbandwidths/status"]},
                  "patch")
-        | _grant({"kubeflow.org": ["pytorchjobs", "tfjobs"]}, f"{_READ} patch")
         # /v1/report: the agents' tokens (TokenReview); pattern changes as Events
         | _grant({"authentication.k8s.io": ["tokenreviews"]}, "create")
         | _grant({"": ["events"]}, "create")
@@ -889,6 +893,43 @@ EXPECTED_PERMISSIONS: dict[str, set[Perm]] = {
                  NAMESPACE)),
     "tdmcore-agent": set(),
 }
+
+
+ELASTIC_SET = DEFAULT_SET | {"elastic/rbac.yaml"}
+
+
+def test_elastic_rbac_only_in_the_elastic_overlay() -> None:
+    """Issue 40: the controller could patch every PyTorchJob and TFJob though
+    ``--elastic`` was off.  The overlay ``elastic/`` is the default set, the elastic
+    ClusterRole and the flag; the default set alone grants nothing on Kubeflow jobs."""
+    (overlay,) = [d.obj for d in _of("Kustomization") if d.file == "elastic/kustomization.yaml"]
+    assert overlay["resources"] == ["..", "rbac.yaml"]
+    (patch,) = overlay["patches"]
+    assert patch["target"]["name"] == "tdmcore-controller"
+    ops = yaml.safe_load(patch["patch"])
+    added = [op["value"] for op in ops if op["op"] == "add"
+             and op["path"] == "/spec/template/spec/containers/0/args/-"]
+    assert added[0] == "--elastic" and added[1] in {"dragon", "kod2", "weighted"}
+    doc, _, flags = _bridge("controller")
+    assert "--elastic" not in flags and _pod_spec(doc)["containers"][0]["name"] == "controller"
+    account = f"{NAMESPACE}/tdmcore-controller"
+    kubeflow = {p for p in _permissions(account, ELASTIC_SET) if p[0] == "kubeflow.org"}
+    assert kubeflow == _grant({"kubeflow.org": ["pytorchjobs", "tfjobs"]}, f"{_READ} patch")
+    assert not any(p[0] == "kubeflow.org" for p in _permissions(account, DEFAULT_SET))
+    assert not any(p[0] == "kubeflow.org" for d in ("tdmcore-scheduler", "tdmcore-agent")
+                   for p in _permissions(f"{NAMESPACE}/{d}", ELASTIC_SET))
+
+
+def test_nobody_may_patch_pods_cluster_wide() -> None:
+    """Issue 40: with the extender's token a server-side dry run replaced a kube-system
+    pod's image (cluster-wide ``patch pods``).  Patching pods is granted by RoleBindings
+    in the training namespaces only."""
+    for account in EXPECTED_PERMISSIONS:
+        files = STANDALONE_SET if "standalone" in account else ELASTIC_SET
+        for group, resource, verb, _, namespace in _permissions(f"{NAMESPACE}/{account}",
+                                                                 files):
+            if (group, resource) == ("", "pods") and verb not in ("get", "list", "watch"):
+                assert namespace not in (None, "kube-system"), (account, verb)
 
 
 @pytest.mark.parametrize("files", [DEFAULT_SET, STANDALONE_SET], ids=["default", "standalone"])

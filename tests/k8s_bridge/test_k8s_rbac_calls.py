@@ -87,6 +87,8 @@ def test_standalone_calls_are_allowed():
 
 
 def test_controller_calls_are_allowed():
+    """Without --elastic the default set suffices (reconcile, a pattern update and its
+    Event, leader election); with it, the elastic overlay's RBAC too."""
     objs = controller_objects() + [pytorchjob("resnet", 2, 1, 4),
                                    job_pod("resnet", "master", 0, "n2"),
                                    job_pod("resnet", "worker", 0, "n2")]
@@ -96,6 +98,8 @@ def test_controller_calls_are_allowed():
         report = [{"start_ms": 1e6 + i * 150, "duration_ms": 150.0} for i in range(10)]
         service.report("default/a-1", [r["start_ms"] for r in report],
                        [r["duration_ms"] for r in report], None)  # a pattern update
+        assert any(m == "POST" and "/events" in p for m, p in fake.requests)
+        check(fake.requests, "tdmcore-controller", DEFAULT_SET)
         scaler = ElasticController(model, kube, "dragon")
         infs = [Informer(kube, k, scaler.on_event, watch_timeout_s=5).start()
                 for k in ("PyTorchJob", "TFJob")]
@@ -113,4 +117,4 @@ def test_controller_calls_are_allowed():
             election.stop()
             for inf in infs:
                 inf.stop()
-        check(fake.requests, "tdmcore-controller", DEFAULT_SET)
+        check(fake.requests, "tdmcore-controller", DEFAULT_SET | {"elastic/rbac.yaml"})
