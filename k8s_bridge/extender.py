@@ -36,10 +36,10 @@ from collections.abc import Callable, Mapping, Sequence
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
-from prometheus_client import Counter, Gauge
 from werkzeug.wrappers import Request
 
 from .api import BadRequest, parse_args, parse_binding
+from .metrics import ExtenderMetrics
 from .pipeline import BindError, Pipeline
 from .web import DEFAULT_MAX_BODY, HttpError, JsonApp, RawJson, read_json
 
@@ -111,22 +111,16 @@ class Extender:
         self.passes = passes if passes is not None else FilterPasses()
         pipeline.bind_check = self.passes.take
         self.app = JsonApp("tdmcore_extender", ready=ready, max_body=max_body)
-        registry = self.app.registry
-        self.outcomes = Counter("tdmcore_extender_decisions", "Decisions by verb and outcome",
-                                ["verb", "outcome"], registry=registry)
-        self.rejections = Counter("tdmcore_extender_rejected_nodes",
-                                  "Nodes rejected by Filter", ["kind"], registry=registry)
-        rebuilds = Gauge("tdmcore_model_rebuilds", "ClusterState rebuilds from the cache",
-                         registry=registry)
-        rebuilds.set_function(lambda: float(pipeline.model.rebuilds))
-        decisions = Gauge("tdmcore_pipeline_decisions",
-                          "Full scheduling decisions computed (the rest answered from cache)",
-                          registry=registry)
-        decisions.set_function(lambda: float(pipeline.decisions))
-        updates = Gauge("tdmcore_model_node_updates",
-                        "Node changes applied to the cluster state in place (no rebuild)",
-                        registry=registry)
-        updates.set_function(lambda: float(pipeline.model.node_updates))
+        #: the extender's metrics (:mod:`k8s_bridge.metrics`)
+        self.metrics = ExtenderMetrics(self.app.registry)
+        self.metrics.model_gauges(self.app.registry,
+                                  rebuilds=lambda: float(pipeline.model.rebuilds),
+                                  decisions=lambda: float(pipeline.decisions),
+                                  node_updates=lambda: float(pipeline.model.node_updates))
+        pipeline.on_gang_settled = self.metrics.gang_settled
+        if pipeline.kube is not None and pipeline.kube.on_error is None:
+            pipeline.kube.on_error = self.metrics.error
+        self.outcomes = self.metrics.decisions
         prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
         self.app.route(f"{prefix}/filter", self.filter)
         self.app.route(f"{prefix}/prioritize", self.prioritize)
@@ -143,7 +137,8 @@ class Extender:
         body = self._body(request, "filter")
         try:
             pod, names, node_list = parse_args(body)
-            outcome = self.pipeline.filter(pod, names)
+            with self.metrics.decision_seconds.labels("filter").time():
+                outcome = self.pipeline.filter(pod, names)
         except BindError as exc:  # not the caller's fault (e.g. no Node cached yet)
             self.passes.record(pod, [])  # this cycle passed no node
             self.outcomes.labels("filter", "error").inc()
@@ -156,8 +151,8 @@ class Extender:
                                             "Error": str(exc)}) from exc
         self.passes.record(pod, outcome.nodes)
         self.outcomes.labels("filter", "error" if outcome.error else "ok").inc()
-        self.rejections.labels("failed").inc(len(outcome.failed))
-        self.rejections.labels("unresolvable").inc(len(outcome.unresolvable))
+        self.metrics.rejected_nodes.labels("failed").inc(len(outcome.failed))
+        self.metrics.rejected_nodes.labels("unresolvable").inc(len(outcome.unresolvable))
         result: dict[str, Any] = {"FailedNodes": outcome.failed,
                                   "FailedAndUnresolvableNodes": outcome.unresolvable,
                                   "Error": outcome.error}
@@ -177,7 +172,8 @@ class Extender:
         body = self._body(request, "prioritize")
         try:
             pod, names, _ = parse_args(body)
-            scores = self.pipeline.prioritize(pod, names)
+            with self.metrics.decision_seconds.labels("prioritize").time():
+                scores = self.pipeline.prioritize(pod, names)
         except BindError as exc:
             self.outcomes.labels("prioritize", "error").inc()
             raise HttpError(503, str(exc)) from exc
@@ -195,12 +191,14 @@ class Extender:
         body = self._body(request, "bind")
         try:
             namespace, name, uid, node = parse_binding(body)
-            self.pipeline.bind(namespace, name, uid, node)
+            with self.metrics.decision_seconds.labels("bind").time():
+                self.pipeline.bind(namespace, name, uid, node)
         except BadRequest as exc:
             self.outcomes.labels("bind", "bad_request").inc()
             raise HttpError(400, str(exc)) from exc
         except BindError as exc:
             self.outcomes.labels("bind", "refused").inc()
+            self.metrics.bind_refusals.labels(exc.reason).inc()
             return {"Error": str(exc)}
         self.outcomes.labels("bind", "ok").inc()
         return {"Error": ""}

@@ -152,6 +152,9 @@ class Kube:
                  timeout_s: float = 30.0) -> None:
         self.api_client = api_client
         self.timeout_s = timeout_s
+        #: called with (method, status) for every failed call (status 0: not reached);
+        #: the servers count them (``tdmcore_api_errors_total``)
+        self.on_error: Callable[[str, int], None] | None = None
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, *, host: str | None = None) -> Kube:
@@ -190,12 +193,18 @@ class Kube:
             resp = self.api_client.call_api(*params, _request_timeout=timeout)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             host = self.api_client.configuration.host
+            self._failed(method, 0)
             raise ApiError(0, "ConnectionError",
                            f"{method} {host}{path}: {connection_failure(exc)}") from exc
         except kubernetes.client.ApiException as exc:
+            self._failed(method, exc.status or 0)
             raise error_for(exc.status or 0, exc.body) from exc
         raw: urllib3.BaseHTTPResponse = resp.response
         return raw
+
+    def _failed(self, method: str, status: int) -> None:
+        if self.on_error is not None:
+            self.on_error(method, status)
 
     def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
                 body: Any = None, content_type: str | None = None) -> dict[str, Any]:
@@ -204,10 +213,12 @@ class Kube:
         try:
             data = resp.data
         except (urllib3.exceptions.HTTPError, OSError) as exc:
+            self._failed(method, 0)
             raise ApiError(0, "ConnectionError", connection_failure(exc)) from exc
         finally:
             resp.release_conn()
         if not 200 <= resp.status < 300:
+            self._failed(method, resp.status)
             raise error_for(resp.status, data)
         try:
             out = json.loads(data) if data else {}

@@ -61,7 +61,12 @@ log = logging.getLogger(__name__)
 
 
 class BindError(RuntimeError):
-    """Binding was refused or failed; nothing was recorded."""
+    """Binding was refused or failed; nothing was recorded.  ``reason`` is the
+    refusal's kind (a metrics label: ``tdmcore_extender_bind_refusals_total``)."""
+
+    def __init__(self, message: str, reason: str = "other") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class PodRefused(Exception):
@@ -140,6 +145,9 @@ class Pipeline:
         #: called (with the gang key, no lock held) when a member starts waiting at
         #: bind: the requeuer then has kube-scheduler retry the gang's other members now
         self.on_gang_wait: Callable[[str], None] | None = None
+        #: called with ("bound" or "released", seconds since the gang's first member
+        #: started waiting) when a gang waiting at bind settles (the extender's metric)
+        self.on_gang_settled: Callable[[str, float], None] | None = None
         #: write NodeBandwidth status from a background thread, after bind answered
         self.async_status = False
         #: the status writer starts a pass once no bind has touched a node for this
@@ -440,18 +448,19 @@ class Pipeline:
             try:
                 pod, state, decision, cycle = self._decide(pod_json)
             except PodRefused as exc:
-                raise BindError(str(exc)) from exc
+                raise BindError(str(exc), "pod_refused") from exc
             index = state.cluster.node_index.get(node)
             if index is None:
                 raise BadRequest(f"Node: {node!r} is unknown to tdmcore")
             refusal = self.bind_check(namespace, name, meta.get("uid"), node) \
                 if self.bind_check is not None else None
             if refusal is not None:
-                raise BindError(f"refused: {refusal}")
+                raise BindError(f"refused: {refusal}", "not_filtered")
             if decision.status is Status.ERROR:
-                raise BindError(decision.message)
+                raise BindError(decision.message, "pod_refused")
             if cycle.feasible is None or not cycle.feasible[index]:
-                raise BindError(f"node {node!r} no longer passes tdmcore's Filter for {key}")
+                raise BindError(f"node {node!r} no longer passes tdmcore's Filter for {key}",
+                                "no_longer_fits")
             result = self.policy.reserve(state, cycle, index)  # assume
             self._decided.clear()
             self._mark_bound(key, pod_json, node)
@@ -520,7 +529,7 @@ class Pipeline:
                 if not waiters:
                     del self._gangs[gkey]
                 self._forget(me.pod_json)
-                me.error = BindError(refusal)
+                me.error = BindError(refusal, "gang_room")
                 log.info("%s", refusal)
                 return [me]
         if not waiters:  # the first member to wait sets the gang's deadline
@@ -532,6 +541,8 @@ class Pipeline:
         del self._gangs[gkey]
         self._deadlines.pop(gkey, None)
         self.held_back.pop(gkey, None)
+        if self.on_gang_settled is not None and len(waiters) > 1:
+            self.on_gang_settled("bound", time.monotonic() - (me.deadline - self.gang_wait_s))
         if len(waiters) > 1:
             log.info("gang %s complete: binding %d members", gkey, len(waiters))
         for w in waiters:  # woken under the locks: a deadline cannot release them now
@@ -577,7 +588,11 @@ class Pipeline:
             have = len(waiters) + sum(1 for k in self._members(gkey) if k not in waiting)
             error = BindError(
                 f"gang {gkey}: {have} of minMember {self._min_member(gkey)} members had a "
-                f"node after {self.gang_wait_s:g} s; released (kube-scheduler retries them)")
+                f"node after {self.gang_wait_s:g} s; released (kube-scheduler retries them)",
+                "gang_timeout")
+            if self.on_gang_settled is not None:
+                self.on_gang_settled("released",
+                                     time.monotonic() - (me.deadline - self.gang_wait_s))
             for w in waiters:
                 self._forget(w.pod_json)
                 w.error = error
@@ -646,7 +661,8 @@ class Pipeline:
         try:
             self.kube.bind(namespace, name, uid, node)
         except ApiError as exc:
-            raise BindError(f"binding {namespace}/{name} to {node} failed: {exc}") from exc
+            raise BindError(f"binding {namespace}/{name} to {node} failed: {exc}",
+                            "api_error") from exc
 
     def _mark_bound(self, key: str, pod_json: Mapping[str, Any], node: str) -> None:
         """Assume the pod bound in the cache (:meth:`ClusterModel.assume

@@ -32,7 +32,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from prometheus_client import Counter, Gauge
 from werkzeug.wrappers import Request
 
 from tdmcore.metronome.controller import Controller, PatternUpdate, Readjustment
@@ -45,7 +44,9 @@ from .api import REPORT_PATH, ReportError, validate_report
 from .auth import Caller, ReportAuth
 from .cache import ClusterModel
 from .kube import ApiError, Kube
-from .records import entry_key, node_status, write_status
+from .metrics import ControllerMetrics
+from .once import Once
+from .records import entry_key, node_status, observed_is_current, write_status
 from .web import HttpError, JsonApp, read_json
 
 __all__ = ["ControllerService", "LeaderForwarder"]
@@ -70,6 +71,7 @@ class ControllerService:
         self.kube = kube
         #: who may report (None: anyone -- ``--report-auth none``, tests)
         self.auth = auth
+        self._refusals = Once()  # refused reporters logged, by address and reason
         self.policy = make_policy(policy)
         self.lock = threading.RLock()
         self.controller: Controller | None = None
@@ -81,18 +83,11 @@ class ControllerService:
         if leader is None:
             self.leading.set()
         self.app = JsonApp("tdmcore_controller")
-        reg = self.app.registry
-        self.m_reconciles = Counter("tdmcore_controller_reconciles", "Reconcile passes",
-                                    registry=reg)
-        self.m_writes = Counter("tdmcore_controller_writes", "Status writes", ["kind"],
-                                registry=reg)
-        self.m_actions = Counter("tdmcore_controller_actions", "Regulation actions", ["kind"],
-                                 registry=reg)
-        self.m_reports = Counter("tdmcore_controller_reported_iterations",
-                                 "Iterations reported by agents", registry=reg)
-        leader_gauge = Gauge("tdmcore_controller_leader", "1 while this replica leads",
-                             registry=reg)
-        leader_gauge.set_function(lambda: 1.0 if self.leading.is_set() else 0.0)
+        #: the controller's metrics (:mod:`k8s_bridge.metrics`)
+        self.metrics = ControllerMetrics(
+            self.app.registry, leading=lambda: 1.0 if self.leading.is_set() else 0.0)
+        if kube is not None and kube.on_error is None:
+            kube.on_error = self.metrics.error
         #: set on a standby replica: relays a report body (and the caller's
         #: Authorization header, which the leader checks again) to the leader
         self.forward: Callable[[Any, str | None], tuple[int, Any]] | None = None
@@ -133,6 +128,8 @@ class ControllerService:
                 new.links[node] = plan  # same pods, capacity and mode: same plan
             else:
                 new.plan_link(node, optimal=flag)
+                if flag:
+                    self.metrics.recalculations.inc()
         if old is not None:
             # iteration windows and anchors survive a rebuild of the state
             new._watch.update({p: w for p, w in old._watch.items() if p in state.placed})
@@ -179,6 +176,12 @@ class ControllerService:
         return convert.bind_order(self.model.objects["Pod"].get(key) or {})
 
     def reconcile(self) -> int:
+        """One pass (timed: ``tdmcore_controller_reconcile_seconds``); see
+        :meth:`_reconcile`."""
+        with self.metrics.reconcile_seconds.time():
+            return self._reconcile()
+
+    def _reconcile(self) -> int:
         """One pass; returns the number of objects written (0 when in sync).
 
         The controller is brought up to date under :attr:`lock`; the writes go out
@@ -192,7 +195,7 @@ class ControllerService:
                 ctrl = self.current()
             except LookupError:
                 return 0
-            self.m_reconciles.inc()
+            self.metrics.reconciles.inc()
             state = ctrl.state
             todo: list[tuple[int, str]] = []
             for node, n in enumerate(state.cluster.nodes):
@@ -201,21 +204,27 @@ class ControllerService:
                 current = (nbw or {}).get("status") or {}
                 traffic = any(state.placed[k].pod.pattern is not None
                               for k in state.node_pods[node])
-                # nodes without traffic pods and without a record: nothing to write
-                if traffic or current.get("pods"):
+                # nodes without traffic pods and without a record: nothing to write,
+                # unless their NodeBandwidth has not said what generation it observed
+                if traffic or current.get("pods") or (
+                        nbw is not None
+                        and not observed_is_current(nbw, self.model.default_link_gbps)):
                     todo.append((node, n.name))
         writes = 0
         for node, name in todo:
 
-            def compute(cur: Mapping[str, Any], node: int = node) -> dict[str, Any] | None:
+            def compute(cur: Mapping[str, Any], node: int = node,
+                        name: str = name) -> dict[str, Any] | None:
                 with self.lock, self.model.lock:
                     if self.controller is not ctrl:
                         return None  # the state moved on: the next pass recomputes
                     desired = self.desired_status(ctrl, node, cur)
-                return None if _same(cur, desired) else desired
+                    nbw = self.model.objects["NodeBandwidth"].get(name) or {}
+                    current = observed_is_current(nbw, self.model.default_link_gbps)
+                return None if current and _same(cur, desired) else desired
 
             if write_status(self.kube, self.model, name, compute):
-                self.m_writes.labels("NodeBandwidth").inc()
+                self.metrics.writes.labels("NodeBandwidth").inc()
                 writes += 1
         return writes + self._reconcile_matches()
 
@@ -251,7 +260,7 @@ class ControllerService:
             except ApiError as exc:
                 log.warning("writing PodBandwidth %s failed (retried next pass): %s", key, exc)
                 continue
-            self.m_writes.labels("PodBandwidth").inc()
+            self.metrics.writes.labels("PodBandwidth").inc()
             # matchedPods does not change any pattern: no rebuild needed
             self.model.on_event("PodBandwidth", "MODIFIED", obj, reflected=True)
             writes += 1
@@ -276,7 +285,7 @@ class ControllerService:
                 actions = ctrl.report_iterations(key, starts, durations, comms, batch=True)
             except ValueError as exc:
                 raise HttpError(400, str(exc)) from exc
-            self.m_reports.inc(len(starts))
+            self.metrics.reports.inc(len(starts))
             pattern = entry.pod.pattern
             job = entry.pod.job
             pause = 0.0
@@ -286,9 +295,10 @@ class ControllerService:
                 # computed from the end of the last reported iteration, as the pod
                 # applies it after the batch.
                 pause = ctrl.pause_ms(job, starts[-1] + durations[-1])
-                self.m_actions.labels("pause").inc()
+                self.metrics.actions.labels("pause").inc()
+                self.metrics.pause_ms.observe(pause)
             for update in updates:
-                self.m_actions.labels("pattern_update").inc()
+                self.metrics.actions.labels("pattern_update").inc()
                 if not self._write_pattern(update, caller):
                     # applied to the controller's state but not in the API: rebuild
                     # from the API (the update is dropped; later reports re-detect it)
@@ -345,7 +355,7 @@ class ControllerService:
             log.warning("writing the pattern update of %s failed (dropped): %s", update.job,
                         exc)
             return False
-        self.m_writes.labels("PodBandwidth").inc()
+        self.metrics.writes.labels("PodBandwidth").inc()
         self.model.on_event("PodBandwidth", "MODIFIED", obj)
         log.info("%s; written to PodBandwidth %s/%s", message, meta.get("namespace"),
                  meta.get("name"))
@@ -374,6 +384,18 @@ class ControllerService:
             log.warning("recording Event %s on pod %s failed: %s", reason, key, exc)
 
     def handle_report(self, request: Request) -> Any:
+        try:
+            return self._handle_report(request)
+        except HttpError as exc:
+            if exc.status in (400, 401, 403):
+                self.metrics.refused_reports.labels(str(exc.status)).inc()
+            if exc.status in (401, 403):
+                source = request.remote_addr or "?"
+                if self._refusals.first(source, exc.message):  # once per source and reason
+                    log.warning("refused a report from %s: %s", source, exc.message)
+            raise
+
+    def _handle_report(self, request: Request) -> Any:
         caller = self.auth.check(request.headers.get("Authorization")) \
             if self.auth is not None else None
         body = read_json(request, 1 << 20)

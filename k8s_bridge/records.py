@@ -30,8 +30,8 @@ from . import api
 from .cache import ClusterModel, pod_is_placed
 from .kube import ApiError, Conflict, Kube, NotFound
 
-__all__ = ["GRACE_S", "entry_key", "link_base_period", "merge_entries", "node_status",
-           "pod_entry", "write_status"]
+__all__ = ["GRACE_S", "LINK_DECLARED", "entry_key", "link_base_period", "merge_entries",
+           "node_status", "observed", "observed_is_current", "pod_entry", "write_status"]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,48 @@ log = logging.getLogger(__name__)
 GRACE_S = 120.0
 
 Compute = Callable[[Mapping[str, Any]], dict[str, Any] | None]
+
+#: the condition type that says whether a NodeBandwidth declares its link speed
+LINK_DECLARED = "LinkDeclared"
+
+
+def observed(nbw: Mapping[str, Any], default_link_gbps: float) -> dict[str, Any]:
+    """``status.observedGeneration`` and ``status.conditions`` of a NodeBandwidth: the
+    generation (``spec``) every write is computed from, and whether the link's speed is
+    declared (condition ``LinkDeclared``; ``False``, reason ``DefaultLinkSpeed``: no
+    ``spec.bandwidth``, so the bridge's ``--default-link-gbps`` is the link's speed --
+    e.g. a misspelt ``spec.bandwith`` the API server pruned).  A condition whose status
+    is unchanged keeps its ``lastTransitionTime``."""
+    meta = nbw.get("metadata") or {}
+    spec = nbw.get("spec") or {}
+    generation = meta.get("generation")
+    declared = spec.get("bandwidth") is not None
+    condition: dict[str, Any] = {
+        "type": LINK_DECLARED, "status": "True" if declared else "False",
+        "reason": "Declared" if declared else "DefaultLinkSpeed",
+        "message": f"spec.bandwidth is {spec.get('bandwidth')!r}" if declared else
+        f"spec.bandwidth is not set: the link is taken as {default_link_gbps:g} Gbps "
+        f"(the bridge's --default-link-gbps)"}
+    if isinstance(generation, int) and not isinstance(generation, bool):
+        condition["observedGeneration"] = generation
+    before = [c for c in (nbw.get("status") or {}).get("conditions") or []
+              if isinstance(c, dict) and c.get("type") == LINK_DECLARED]
+    condition["lastTransitionTime"] = before[0].get("lastTransitionTime") \
+        if before and before[0].get("status") == condition["status"] \
+        and before[0].get("lastTransitionTime") \
+        else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    out: dict[str, Any] = {"conditions": [condition]}
+    if "observedGeneration" in condition:
+        out["observedGeneration"] = generation
+    return out
+
+
+def observed_is_current(nbw: Mapping[str, Any], default_link_gbps: float) -> bool:
+    """The NodeBandwidth's status already says what :func:`observed` would."""
+    status = nbw.get("status") or {}
+    want = observed(nbw, default_link_gbps)
+    return status.get("observedGeneration") == want.get("observedGeneration") \
+        and status.get("conditions") == want["conditions"]
 
 
 def entry_key(entry: Mapping[str, Any]) -> str:
@@ -179,6 +221,7 @@ def write_status(kube: Kube | None, model: ClusterModel, node: str, compute: Com
             status = compute(current.get("status") or {})
             if status is None:
                 return False
+            status = {**status, **observed(current, model.default_link_gbps)}
             rv = (current.get("metadata") or {}).get("resourceVersion")
             model.expect("NodeBandwidth", node, status)
             patch: dict[str, Any] = {"status": status}

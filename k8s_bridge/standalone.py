@@ -22,14 +22,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import Counter
-
 from tdmcore.framework import QUEUES, GangDecision, Status
 
 from . import api, convert
 from .api import BadRequest
 from .cache import pod_is_placed
 from .kube import ApiError
+from .metrics import StandaloneMetrics
 from .once import Once
 from .pipeline import Pipeline
 from .web import JsonApp
@@ -69,8 +68,7 @@ class StandaloneScheduler:
         #: a slow API server delays the pass by at most this per Event
         self.event_timeout_s = 5.0
         self.app = JsonApp("tdmcore_scheduler", ready=ready)
-        self.m_gangs = Counter("tdmcore_scheduler_gangs", "Gang decisions by outcome",
-                               ["outcome"], registry=self.app.registry)
+        self.metrics = StandaloneMetrics(self.app.registry)
 
     def _ours(self, pod: Mapping[str, Any]) -> bool:
         spec = pod.get("spec") or {}
@@ -139,7 +137,7 @@ class StandaloneScheduler:
             except BadRequest as exc:
                 decision = GangDecision(Status.ERROR, (), str(exc))
             out.append((gang, decision))
-            self.m_gangs.labels(decision.status.value).inc()
+            self.metrics.gangs.labels(decision.status.value).inc()
             self._record(gang, decision)
             if decision.status is Status.SUCCESS:
                 self._backoff.pop(gang.key, None)

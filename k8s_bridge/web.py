@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import waitress
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from waitress.channel import HTTPChannel
 from waitress.task import ErrorTask
@@ -26,6 +26,8 @@ from waitress.utilities import RequestEntityTooLarge
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
+
+from .metrics import HttpMetrics
 
 __all__ = ["DEFAULT_MAX_BODY", "HttpError", "JsonApp", "RawJson", "Server", "read_json", "serve"]
 
@@ -90,12 +92,9 @@ class JsonApp:
         #: the key of an error answer's message (the agent's is ``error``)
         self.error_key = error_key
         self.registry = registry or CollectorRegistry()
-        self.requests = Counter(f"{name}_requests", "HTTP requests by route and code",
-                                ["route", "code"], registry=self.registry)
-        self.latency = Histogram(
-            f"{name}_request_seconds", "Request latency by route", ["route"],
-            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
-            registry=self.registry)
+        http = HttpMetrics(name, self.registry)
+        self.requests = http.requests
+        self.latency = http.latency
         self.url_map = Map([Rule("/healthz", endpoint="healthz", methods=["GET"]),
                             Rule("/readyz", endpoint="readyz", methods=["GET"]),
                             Rule("/metrics", endpoint="metrics", methods=["GET"])])

@@ -113,6 +113,10 @@ def test_a_forged_report_is_refused_and_a_pattern_change_is_an_event(
                 assert answer["Error"], what
         pbw = env.kube.get("PodBandwidth", "j", ns)
         assert "observedPeriodMs" not in (pbw.get("status") or {}), pbw["status"]
+        assert controller.metric("tdmcore_controller_refused_reports_total",
+                                 {"code": "401"}) == 6
+        assert controller.metric("tdmcore_controller_refused_reports_total",
+                                 {"code": "403"}) == 4
         assert env.event_messages(ns, "j-0", "PatternUpdated") == []
         # the agent of the pod's own node: the pattern change is taken, logged, an Event
         status, answer = _post(controller, _slow(ns, "j-0"), agent_token)
@@ -122,6 +126,8 @@ def test_a_forged_report_is_refused_and_a_pattern_change_is_an_event(
         said = wait_until(lambda: env.event_messages(ns, "j-0", "PatternUpdated"), 10,
                           "a PatternUpdated Event on the pod")
         assert "100 -> 150 ms" in said[0] and AGENT in said[0], said
+        assert controller.metric("tdmcore_controller_actions_total",
+                                 {"kind": "pattern_update"}) == 1
         log = controller.proc.log(200_000) if controller.proc else ""
         assert "traffic pattern of job" in log and "written to PodBandwidth" in log
         assert "Traceback" not in log

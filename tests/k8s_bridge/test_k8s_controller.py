@@ -483,3 +483,33 @@ def test_a_report_from_a_clock_ahead_is_refused_and_changes_nothing():
             assert status == 200  # within the minute's allowance
         finally:
             server.stop()
+
+
+def test_nodebandwidth_status_says_its_generation_and_whether_its_link_is_declared():
+    """Issue 40: ``status.conditions`` and ``status.observedGeneration`` were declared in
+    the CRD and never set.  Every NodeBandwidth gets both (an idle node's too), and a
+    spec change is observed in the next pass; ``LinkDeclared`` is False, with the
+    default speed named, where ``spec.bandwidth`` is missing."""
+    with cluster(objects() + [K.nodebandwidth("n2")]) as (fake, kube, model, informers):
+        service = ControllerService(model, kube, "metronome")
+        service.reconcile()
+        synced_to(fake, informers)
+        for name in ("n0", "n1", "n2"):
+            nbw = fake.get(NBW, "NodeBandwidth", name)
+            status = nbw["status"]
+            assert status["observedGeneration"] == nbw["metadata"]["generation"], name
+            (cond,) = status["conditions"]
+            assert (cond["type"], cond["status"], cond["reason"]) == (
+                "LinkDeclared", "False", "DefaultLinkSpeed"), name
+            assert "25 Gbps" in cond["message"] and cond["lastTransitionTime"]
+        before = fake.get(NBW, "NodeBandwidth", "n2")
+        fake.update({**before, "spec": {"bandwidth": "100G"}})
+        synced_to(fake, informers)
+        assert service.reconcile() >= 1
+        after = fake.get(NBW, "NodeBandwidth", "n2")
+        assert after["metadata"]["generation"] == before["metadata"]["generation"] + 1
+        assert after["status"]["observedGeneration"] == after["metadata"]["generation"]
+        (cond,) = after["status"]["conditions"]
+        assert (cond["status"], cond["reason"]) == ("True", "Declared")
+        synced_to(fake, informers)
+        assert service.reconcile() == 0  # in sync: nothing more to write

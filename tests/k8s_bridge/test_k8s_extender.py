@@ -245,6 +245,25 @@ def test_bind_binds_only_what_filter_passed_for_the_pod_in_its_cycle(env):
     filtered(url, pod, ["n2"])
     assert bind("n2") == ""
     assert fake.get("v1", "Pod", "b-0", "default")["spec"]["nodeName"] == "n2"
+    # the refusals by reason, the binds, the decisions' latency (k8s_bridge/metrics.py)
+    status, text = get(url + "/metrics")
+    assert status == 200
+    assert 'tdmcore_extender_bind_refusals_total{reason="not_filtered"} 6.0' in text
+    assert 'tdmcore_extender_decisions_total{outcome="ok",verb="bind"} 1.0' in text
+    assert 'tdmcore_extender_decision_seconds_count{verb="filter"} 5.0' in text
+    assert 'tdmcore_extender_decision_seconds_count{verb="bind"} 7.0' in text
+
+
+def test_failed_api_calls_are_counted_by_method_and_status(env):
+    fake, model, pipeline, url, _ = env
+    fake.fail_next("POST", r"/pods/b-0/binding", status=500)
+    filtered(url, fake.get("v1", "Pod", "b-0", "default"))
+    status, result = post(url + "/bind", {"PodName": "b-0", "PodNamespace": "default",
+                                          "Node": "n0"})
+    assert status == 200 and "500" in result["Error"]
+    _, text = get(url + "/metrics")
+    assert 'tdmcore_api_errors_total{code="500",method="POST"} 1.0' in text
+    assert 'tdmcore_extender_bind_refusals_total{reason="api_error"} 1.0' in text
 
 
 def test_a_filter_pass_of_an_earlier_cycle_binds_nothing(monkeypatch):

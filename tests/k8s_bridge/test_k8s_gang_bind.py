@@ -45,6 +45,8 @@ def node_of(fake: Any, name: str) -> str | None:
 def test_members_wait_at_bind_until_the_gang_is_complete():
     with cluster(objects()) as (fake, kube, model, informers):
         pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
+        settled: list[tuple[str, float]] = []
+        pipeline.on_gang_settled = lambda outcome, s: settled.append((outcome, s))
         out: dict[str, BaseException | None] = {}
         first = [bind_async(pipeline, f"g-{i}", NODES[i], out) for i in range(2)]
         wait_for(lambda: len(pipeline._gangs.get("default/g", [])) == 2, 10,
@@ -57,18 +59,24 @@ def test_members_wait_at_bind_until_the_gang_is_complete():
             thread.join(10)
         assert out == {"g-0": None, "g-1": None, "g-2": None}
         assert [node_of(fake, f"g-{i}") for i in range(3)] == NODES
+        # the gang wait metric: once, from the first member's wait to the last's bind
+        assert [o for o, _ in settled] == ["bound"] and 0.0 < settled[0][1] < 20.0
 
 
 def test_an_incomplete_gang_is_released_whole_at_its_deadline():
     with cluster(objects()) as (fake, kube, model, informers):
         pipeline = Pipeline(model, "metronome", kube, gang_wait_s=1.0)
+        settled: list[tuple[str, float]] = []
+        pipeline.on_gang_settled = lambda outcome, s: settled.append((outcome, s))
         out: dict[str, BaseException | None] = {}
         threads = [bind_async(pipeline, f"g-{i}", NODES[i], out) for i in range(2)]
         for thread in threads:
             thread.join(10)
         assert set(out) == {"g-0", "g-1"}
+        assert [o for o, _ in settled] == ["released"] and settled[0][1] >= 1.0
         for name in out:
             assert isinstance(out[name], BindError), out
+            assert out[name].reason == "gang_timeout"  # type: ignore[union-attr]
             assert "of minMember 3" in str(out[name]) and "released" in str(out[name])
             assert node_of(fake, name) is None
         assert pipeline._gangs == {}
@@ -93,6 +101,31 @@ def test_requeuer_touches_held_back_members_once_the_gang_is_complete():
             annotations = fake.get("v1", "Pod", f"g-{i}", "default")["metadata"]["annotations"]
             assert ANNOTATION in annotations
         assert pipeline.held_back == {}
+
+
+def test_a_namespace_that_forbids_requeueing_is_said_once_and_left_alone(caplog,
+                                                                         monkeypatch):
+    """Issue 40: patching pods is granted per namespace (RoleBindings of tdmcore-requeue),
+    no longer cluster-wide.  A namespace without the binding answers 403: one WARNING
+    naming the fix, no further patch there for DENIED_RETRY_S, then a retry (a binding
+    added meanwhile is used)."""
+    import k8s_bridge.requeue as requeue
+
+    clock = [1000.0]
+    monkeypatch.setattr(requeue.time, "monotonic", lambda: clock[0])
+    with cluster([K.node(n) for n in NODES] + [K.pod(f"p{i}") for i in range(3)]) \
+            as (fake, kube, model, informers):
+        requeuer = Requeuer(Pipeline(model, "metronome", kube), kube, K.SCHEDULER)
+        fake.fail_next("PATCH", r"/namespaces/default/pods/p0", status=403)
+        with caplog.at_level("WARNING", logger="k8s_bridge.requeue"):
+            assert [requeuer.touch(f"default/p{i}") for i in range(3)] == [False] * 3
+        said = [r.getMessage() for r in caplog.records]
+        assert len(said) == 1 and "tdmcore-requeue" in said[0] and "default" in said[0]
+        patches = [p for m, p in fake.requests if m == "PATCH"]
+        assert len(patches) == 1  # p1 and p2 were not tried
+        clock[0] += requeue.DENIED_RETRY_S + 1
+        assert requeuer.touch("default/p1") is True
+        assert ANNOTATION in fake.get("v1", "Pod", "p1", "default")["metadata"]["annotations"]
 
 
 @pytest.mark.parametrize("scheduler", [K.SCHEDULER, "default-scheduler"])

@@ -1,0 +1,125 @@
+"""Every Prometheus metric of the bridge's servers, defined in one place.
+
+Each server has its own :class:`~prometheus_client.CollectorRegistry` (its
+:class:`~k8s_bridge.web.JsonApp`'s), served on ``/metrics`` (the extender's and the
+controller's on their probe ports).  The classes here create a server's metrics on
+that registry; the code that observes them only calls ``inc`` / ``observe``.  Names
+follow Prometheus' conventions (``_total`` on counters is added by the client,
+``_seconds`` for durations); docs/kubernetes.md ("Metrics") lists them with example
+PromQL.  The agent's metrics stay in :mod:`k8s_bridge.agent` (its relay's outcomes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = ["LATENCY_BUCKETS", "ApiMetrics", "ControllerMetrics", "ExtenderMetrics",
+           "HttpMetrics", "StandaloneMetrics"]
+
+#: seconds: an extender answer is expected in milliseconds, a bind up to its gang wait
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+#: seconds a gang waits at bind (``--gang-wait-seconds``, at most 60)
+GANG_WAIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0)
+#: milliseconds of a regulation pause
+PAUSE_BUCKETS_MS = (1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 5000.0)
+
+
+class HttpMetrics:
+    """Requests and latency per route of one server (``<name>_requests_total``,
+    ``<name>_request_seconds``)."""
+
+    def __init__(self, name: str, registry: CollectorRegistry) -> None:
+        self.requests = Counter(f"{name}_requests", "HTTP requests by route and code",
+                                ["route", "code"], registry=registry)
+        self.latency = Histogram(f"{name}_request_seconds", "Request latency by route",
+                                 ["route"], buckets=LATENCY_BUCKETS, registry=registry)
+
+
+class ApiMetrics:
+    """Failed calls to the Kubernetes API (``tdmcore_api_errors_total{method, code}``;
+    code 0: the API server could not be reached)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.errors = Counter("tdmcore_api_errors", "Failed Kubernetes API calls by HTTP "
+                              "method and status (0: not reached)", ["method", "code"],
+                              registry=registry)
+
+    def error(self, method: str, status: int) -> None:
+        self.errors.labels(method, str(status)).inc()
+
+
+class ExtenderMetrics(ApiMetrics):
+    """The extender's decisions, binds, refusals and gang waits."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        super().__init__(registry)
+        self.decisions = Counter("tdmcore_extender_decisions", "Answers by verb and outcome "
+                                 "(ok, error, refused, bad_request); binds: verb=bind, "
+                                 "outcome=ok", ["verb", "outcome"], registry=registry)
+        self.decision_seconds = Histogram(
+            "tdmcore_extender_decision_seconds", "Time to decide, per verb (the pipeline's "
+            "work, without HTTP; bind includes its API call and any gang wait)", ["verb"],
+            buckets=LATENCY_BUCKETS, registry=registry)
+        self.rejected_nodes = Counter("tdmcore_extender_rejected_nodes",
+                                      "Nodes rejected by Filter", ["kind"], registry=registry)
+        self.bind_refusals = Counter(
+            "tdmcore_extender_bind_refusals", "Binds refused, by reason (not_filtered, "
+            "no_longer_fits, pod_refused, gang_timeout, gang_room, api_error, other)",
+            ["reason"], registry=registry)
+        self.gang_wait_seconds = Histogram(
+            "tdmcore_extender_gang_wait_seconds", "How long a gang's members waited at "
+            "bind, from the first member's wait until the gang bound or was released",
+            ["outcome"], buckets=GANG_WAIT_BUCKETS, registry=registry)
+
+    def model_gauges(self, registry: CollectorRegistry, rebuilds: Callable[[], float],
+                     decisions: Callable[[], float], node_updates: Callable[[], float]) -> None:
+        """Gauges read off the pipeline and its model when scraped."""
+        Gauge("tdmcore_model_rebuilds", "ClusterState rebuilds from the cache",
+              registry=registry).set_function(rebuilds)
+        Gauge("tdmcore_pipeline_decisions", "Full scheduling decisions computed (the rest "
+              "answered from cache)", registry=registry).set_function(decisions)
+        Gauge("tdmcore_model_node_updates", "Node changes applied to the cluster state in "
+              "place (no rebuild)", registry=registry).set_function(node_updates)
+
+    def gang_settled(self, outcome: str, waited_s: float) -> None:
+        self.gang_wait_seconds.labels(outcome).observe(waited_s)
+
+
+class ControllerMetrics(ApiMetrics):
+    """The controller's reconciles, writes, regulation and reports."""
+
+    def __init__(self, registry: CollectorRegistry, leading: Callable[[], float]) -> None:
+        super().__init__(registry)
+        self.reconciles = Counter("tdmcore_controller_reconciles", "Reconcile passes",
+                                  registry=registry)
+        self.reconcile_seconds = Histogram("tdmcore_controller_reconcile_seconds",
+                                           "Time of a reconcile pass, its writes included",
+                                           buckets=LATENCY_BUCKETS, registry=registry)
+        self.writes = Counter("tdmcore_controller_writes", "Status writes", ["kind"],
+                              registry=registry)
+        self.actions = Counter("tdmcore_controller_actions", "Regulation actions (pause, "
+                               "pattern_update)", ["kind"], registry=registry)
+        self.pause_ms = Histogram("tdmcore_controller_pause_ms", "Pauses ordered (ms)",
+                                  buckets=PAUSE_BUCKETS_MS, registry=registry)
+        self.recalculations = Counter(
+            "tdmcore_controller_recalculations", "Links planned by the offline "
+            "recalculation (phase three, optimal mode)", registry=registry)
+        self.reports = Counter("tdmcore_controller_reported_iterations",
+                               "Iterations reported by agents", registry=registry)
+        self.refused_reports = Counter("tdmcore_controller_refused_reports",
+                                       "Reports refused before use, by HTTP status "
+                                       "(401, 403: authentication)", ["code"],
+                                       registry=registry)
+        Gauge("tdmcore_controller_leader", "1 while this replica leads",
+              registry=registry).set_function(leading)
+
+
+class StandaloneMetrics(ApiMetrics):
+    """The standalone scheduler's gang decisions."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        super().__init__(registry)
+        self.gangs = Counter("tdmcore_scheduler_gangs", "Gang decisions by outcome",
+                             ["outcome"], registry=registry)
