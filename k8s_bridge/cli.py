@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import click
 import kubernetes
@@ -368,7 +369,23 @@ def agent_cmd(host: str, port: int, controller: str | None, node: str, timeout_s
     run_agent(host, port, controller, node, timeout_s, token_file)
 
 
+@cli.command("warm-cache")
+@click.option("--dir", "folder", required=True,
+              type=click.Path(file_okay=False, writable=True, path_type=Path),
+              help="Where to write the compiled kernels (the Dockerfile's "
+                   "/opt/tdmcore/numba-cache).")
+def warm_cache_cmd(folder: Path) -> None:
+    """Compile every kernel the servers use into a Numba cache (image build time)."""
+    from .warm import build
+
+    files, took = build(folder)
+    click.echo(f"{files} compiled kernels in {folder} ({took:.0f} s)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from .warm import seed
+
+    seed()  # the image's warm kernel cache into the writable one, before any kernel runs
     try:
         cli.main(args=list(argv) if argv is not None else None, prog_name="tdmcore-bridge",
                  standalone_mode=False)

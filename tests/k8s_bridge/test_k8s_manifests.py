@@ -55,7 +55,8 @@ STANDALONE_LEASE = "tdmcore-standalone-scheduler"  # `scheduler --leader-elect`'
 BUILTIN = {
     ("v1", "Namespace"), ("v1", "ServiceAccount"), ("v1", "ConfigMap"), ("v1", "Service"),
     ("apps/v1", "Deployment"), ("apps/v1", "DaemonSet"),
-    ("networking.k8s.io/v1", "NetworkPolicy"),
+    ("networking.k8s.io/v1", "NetworkPolicy"), ("policy/v1", "PodDisruptionBudget"),
+    ("scheduling.k8s.io/v1", "PriorityClass"),
     ("rbac.authorization.k8s.io/v1", "ClusterRole"),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
     ("rbac.authorization.k8s.io/v1", "Role"),
@@ -69,7 +70,8 @@ HAND_CHECKED = {
     ("kubescheduler.config.k8s.io/v1", "KubeSchedulerConfiguration"),
     ("kustomize.config.k8s.io/v1beta1", "Kustomization"),
 }
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
+                  "PriorityClass"}
 
 # tdmcore-bridge's command line (the contract): sub-command -> flags (True: takes a value).
 def _flags(command: click.Command) -> dict[str, bool]:
@@ -221,7 +223,7 @@ def test_deploy_tree_has_the_expected_files() -> None:
         "crds/nodebandwidths.yaml", "crds/podbandwidths.yaml",
         "examples/nodebandwidth.yaml", "examples/podbandwidth.yaml", "examples/podgroup.yaml",
         "examples/pytorchjob.yaml", "networkpolicy.yaml", "requeue.yaml",
-        "elastic/kustomization.yaml", "elastic/rbac.yaml",
+        "elastic/kustomization.yaml", "elastic/rbac.yaml", "availability.yaml",
     }
     assert expected <= {d.file for d in DOCS}
     assert _walkthrough().startswith(WALKTHROUGH_HEADING)
@@ -730,7 +732,7 @@ def test_podbandwidth_example_describes_the_job() -> None:
 
 DEFAULT_FILES = ["namespace.yaml", "crds/nodebandwidths.yaml", "crds/podbandwidths.yaml",
                  "rbac.yaml", "requeue.yaml", "scheduler.yaml", "controller.yaml", "agent.yaml",
-                 "networkpolicy.yaml"]
+                 "networkpolicy.yaml", "availability.yaml"]
 DEFAULT_SET = set(DEFAULT_FILES)
 STANDALONE_SET = (DEFAULT_SET - {"scheduler.yaml"}) | {"standalone-scheduler.yaml"}
 
@@ -761,6 +763,23 @@ def test_network_policy_admits_each_pod_on_its_serving_ports_only(doc: Doc) -> N
                       for s in sources}
         assert components == {"agent", "controller"}
         assert all("namespaceSelector" not in s for s in sources)
+
+
+def test_two_replicas_a_disruption_budget_and_a_priority_class() -> None:
+    """Issue 40: one extender replica, no PodDisruptionBudget, no priorityClass.  The
+    scheduler and the controller run two replicas (one leads, by its Lease), a drain
+    keeps one of each, and every tdmcore pod has the shipped PriorityClass."""
+    (priority,) = _of("PriorityClass")
+    assert priority.obj["globalDefault"] is False and 0 < priority.obj["value"] < 1_000_000_000
+    budgets = _of("PodDisruptionBudget")
+    for doc in _workloads(DEFAULT_SET):
+        assert _pod_spec(doc)["priorityClassName"] == priority.name, doc
+        if doc.gvk[1] != "Deployment":
+            continue
+        assert doc.obj["spec"]["replicas"] == 2, doc
+        (budget,) = [b for b in budgets if b.obj["spec"]["selector"]["matchLabels"].items()
+                     <= doc.obj["spec"]["template"]["metadata"]["labels"].items()]
+        assert budget.namespace == doc.namespace and budget.obj["spec"]["minAvailable"] == 1
 
 
 def test_kustomization_lists_the_default_set() -> None:
@@ -1111,6 +1130,11 @@ def test_dockerfile() -> None:
     assert '"tdmcore[k8s]"' in text  # the runtime stage installs the bridge's extra
     assert "--no-index" in text  # the runtime stage installs from the builder's wheels only
     assert f"USER {NONROOT_UID}:{NONROOT_UID}" in lines
+    # issue 40: warm kernels compiled at build time for a generic CPU, copied at start
+    warm = re.search(r"tdmcore-bridge warm-cache --dir (\S+)", text)
+    assert warm and f"TDMCORE_WARM_CACHE={warm.group(1)}" in text
+    assert "NUMBA_CPU_NAME=generic" in text and "NUMBA_CACHE_DIR=/tmp/numba-cache" in text
+    assert text.index("warm-cache") < text.index(f"USER {NONROOT_UID}")
     (entrypoint,) = [ln for ln in lines if ln.startswith("ENTRYPOINT")]
     (script,) = json.loads(entrypoint.removeprefix("ENTRYPOINT").strip())
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
