@@ -88,8 +88,12 @@ class ClusterModel:
         self._keys: list[tuple[str | None, str | None]] = []
         #: per node (cluster order): Ready and not cordoned
         self.schedulable: list[bool] = []
-        # pod key -> (resourceVersion, PodBandwidth generation, domain Pod)
-        self._pods: dict[str, tuple[str, int, Pod]] = {}
+        # pod key -> (resourceVersion, PodBandwidth generation, gang size, domain Pod)
+        self._pods: dict[str, tuple[str, int, int | None, Pod]] = {}
+        # PodGroup key -> the keys of its live pods (bound or pending, not finished)
+        self._group_pods: dict[str, set[str]] = {}
+        #: PodGroup key -> the gang size of its pods (:func:`convert.gang_size`)
+        self.gang_sizes: dict[str, int] = {}
         self._pbw_generation = 0
         self._workloads: tuple[Any, ...] = ()
         # node name -> ((Node signature, link Gbps), converted Node)
@@ -167,6 +171,8 @@ class ClusterModel:
                     expected = self._expected.pop((kind, key), None)
                     if gone or not _matches(expected, obj):
                         self._dirty()  # recorded orders and shifts
+            elif kind == "PodGroup":
+                self._regang(key)
             elif kind == "PodBandwidth":
                 old = before or {}
                 if event == "DELETED" or old.get("spec") != obj.get("spec") \
@@ -185,12 +191,43 @@ class ClusterModel:
                         oldest = sorted(self.deleted_pods.items(), key=lambda kv: kv[1])
                         for k, _ in oldest[:5_000]:
                             del self.deleted_pods[k]
+                self._group_member(key, before, None if event == "DELETED" else obj)
                 if self._signatures.get(key) != sig:
                     self._dirty()
                 if sig is None:
                     self._signatures.pop(key, None)
                 else:
                     self._signatures[key] = sig
+
+    def _group_member(self, key: str, before: Mapping[str, Any] | None,
+                      after: Mapping[str, Any] | None) -> None:
+        """Keep the PodGroups' live pods as pod ``key`` changes from ``before`` to
+        ``after`` (None: absent, deleted)."""
+        old = convert.gang_key(before) if before is not None else None
+        new = convert.gang_key(after) if after is not None \
+            and (after.get("status") or {}).get("phase") not in _TERMINAL else None
+        if old == new and (new is None or key in self._group_pods.get(new, ())):
+            return
+        if old is not None and old in self._group_pods:
+            self._group_pods[old].discard(key)
+            if not self._group_pods[old]:
+                del self._group_pods[old]
+            self._regang(old)
+        if new is not None:
+            self._group_pods.setdefault(new, set()).add(key)
+            self._regang(new)
+
+    def _regang(self, group: str) -> None:
+        """Recompute a PodGroup's gang size; its pods are read again when it changed."""
+        size = convert.gang_size(self.objects["PodGroup"].get(group),
+                                 len(self._group_pods.get(group, ())))
+        if size == self.gang_sizes.get(group):
+            return
+        if size is None:
+            del self.gang_sizes[group]
+        else:
+            self.gang_sizes[group] = size
+        self._dirty()
 
     def snapshot(self, kind: str) -> dict[str, dict[str, Any]]:
         """The cached objects of ``kind`` by key (a copy of the mapping), for an
@@ -421,12 +458,15 @@ class ClusterModel:
 
     def _domain_cached(self, key: str, pod: Mapping[str, Any], cluster: Cluster) -> Pod:
         rv = str((pod.get("metadata") or {}).get("resourceVersion", ""))
+        group = convert.gang_key(pod)
+        size = None if group is None else self.gang_sizes.get(group)
         hit = self._pods.get(key)
-        if hit is not None and hit[0] == rv and hit[1] == self._pbw_generation and rv:
-            return hit[2]
+        if hit is not None and hit[0] == rv and hit[1] == self._pbw_generation \
+                and hit[2] == size and rv:
+            return hit[3]
         domain = convert.pod_from_json(pod, self.objects["PodBandwidth"].values(),
-                                       cluster.workloads)
-        self._pods[key] = (rv, self._pbw_generation, domain)
+                                       cluster.workloads, self.gang_sizes)
+        self._pods[key] = (rv, self._pbw_generation, size, domain)
         return domain
 
     def recorded(self) -> dict[str, dict[str, Any]]:

@@ -26,6 +26,13 @@ Conventions (documented in the README's Kubernetes section):
   overrides the spec.
 * link bandwidth: ``NodeBandwidth.spec.bandwidth``: a number is Gbps, a string is a
   Kubernetes quantity in bit/s (``"25G"`` = 25 Gbps, ``"25Gi"`` = 26.84 Gbps).
+* gang size: the ``spec.minMember`` of the pod's coscheduling PodGroup (label
+  ``scheduling.x-k8s.io/pod-group``), or the group's live pods when it has more
+  (:func:`gang_size`); unknown without a PodGroup.
+* spread: a required pod anti-affinity on the job's label (:func:`spread_of`).
+
+A pod becomes a :class:`~tdmcore.model.Pod` through the Core intake
+:func:`tdmcore.model.gang_pods`, the simulator's too.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ import numpy as np
 from kubernetes.utils import parse_quantity
 from numpy.typing import NDArray
 
-from tdmcore.model import Node, Pod, TrafficPattern, Workload, priority_value
+from tdmcore.model import Node, Pod, TrafficPattern, Workload, gang_pods, priority_value
 
 from .api import (
     GPU_RESOURCE,
@@ -57,11 +64,15 @@ from .api import (
 
 __all__ = [
     "PodConfigError",
+    "gang_key",
+    "gang_size",
+    "job_label_keys",
     "job_of",
     "latency_matrix",
     "latency_update",
     "link_gbps",
     "matches_selector",
+    "min_member",
     "node_from_json",
     "pattern_for",
     "podbandwidth_for",
@@ -70,6 +81,7 @@ __all__ = [
     "pod_key",
     "pod_requests",
     "quantity",
+    "spread_of",
     "topology_keys",
     "workloads_from_appgroups",
 ]
@@ -155,18 +167,112 @@ def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
     return labels
 
 
+def job_label_keys(labels: Mapping[str, str]) -> tuple[str, ...]:
+    """The label keys that give a pod its job (see the module docstring): the
+    AppGroup's two, else the first of the Kubeflow, tdmcore and PodGroup labels the
+    pod carries; none when the pod is a job of its own."""
+    if labels.get(LABEL_APPGROUP) and labels.get(LABEL_WORKLOAD):
+        return (LABEL_APPGROUP, LABEL_WORKLOAD)
+    for key in (LABEL_KUBEFLOW_JOB, LABEL_JOB, LABEL_POD_GROUP):
+        if labels.get(key):
+            return (key,)
+    return ()
+
+
 def job_of(pod: Mapping[str, Any]) -> str:
     """The job identity of a pod (see the module docstring)."""
     meta = _dict(pod.get("metadata"), "Pod.metadata")
     namespace = meta.get("namespace") or "default"
     labels = labels_of(pod)
-    group, selector = labels.get(LABEL_APPGROUP), labels.get(LABEL_WORKLOAD)
-    if group and selector:
-        return f"{namespace}/{group}.{selector}"
-    for key in (LABEL_KUBEFLOW_JOB, LABEL_JOB, LABEL_POD_GROUP):
-        if labels.get(key):
-            return f"{namespace}/{labels[key]}"
+    keys = job_label_keys(labels)
+    if len(keys) == 2:
+        return f"{namespace}/{labels[keys[0]]}.{labels[keys[1]]}"
+    if keys:
+        return f"{namespace}/{labels[keys[0]]}"
     return f"{namespace}/{_str(meta.get('name'), 'Pod.metadata.name')}"
+
+
+def gang_key(pod: Mapping[str, Any]) -> str | None:
+    """``<namespace>/<group>`` of a coscheduling PodGroup member, else None."""
+    meta = pod.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    group = labels.get(LABEL_POD_GROUP) if isinstance(labels, Mapping) else None
+    if not isinstance(group, str) or not group:
+        return None
+    assert isinstance(meta, Mapping)
+    return f"{meta.get('namespace') or 'default'}/{group}"
+
+
+def min_member(podgroup: Mapping[str, Any] | None) -> int:
+    """A PodGroup's ``spec.minMember`` (1 when absent or not an integer >= 1: the
+    CRD defaults and validates it), the one reading of it in the bridge."""
+    need = ((podgroup or {}).get("spec") or {}).get("minMember", 1)
+    if not isinstance(need, int) or isinstance(need, bool) or need < 1:
+        return 1
+    return need
+
+
+def gang_size(podgroup: Mapping[str, Any] | None, members: int) -> int | None:
+    """The ``gang_size`` of a PodGroup's pods: its ``minMember``, or ``members`` (the
+    group's live pods) when there are more; None without a PodGroup (unknown).
+
+    **[decision]** coscheduling's ``minMember`` is the number of pods placed
+    together; a group may hold more (an elastic job grown past it), and the
+    simulator's ``gang_size`` is the job's whole size, which a job must not
+    exceed (``ClusterState.check_pod``), so the larger of the two is taken.
+    """
+    if podgroup is None:
+        return None
+    return max(min_member(podgroup), members)
+
+
+#: The topology key of an anti-affinity that keeps pods on distinct nodes.
+HOSTNAME_KEY = "kubernetes.io/hostname"
+
+
+def _selector_keys(selector: Mapping[str, Any]) -> set[str]:
+    keys = set(_dict(selector.get("matchLabels"), "labelSelector.matchLabels"))
+    for i, expr in enumerate(selector.get("matchExpressions") or []):
+        keys.add(str(_dict(expr, f"labelSelector.matchExpressions[{i}]").get("key")))
+    return keys
+
+
+def spread_of(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod may share no node with another pod of its job: a required
+    pod anti-affinity term (``spec.affinity.podAntiAffinity
+    .requiredDuringSchedulingIgnoredDuringExecution``) on ``kubernetes.io/hostname``
+    whose label selector matches the pod itself and constrains only the labels that
+    give it its job (:func:`job_label_keys`), in its own namespace.
+
+    **[decision]** Those are the terms that match every pod of the job (they share
+    the job's labels, not necessarily others), which is what ``spread`` means
+    (:func:`tdmcore.model.gang_pods`).  A term on other labels as well (a replica
+    type, say), on another topology key, or with a namespace selector that is not
+    empty is not read as ``spread``; kube-scheduler still enforces it in extender
+    mode.
+    """
+    spec = _dict(pod.get("spec"), "Pod.spec")
+    anti = _dict(_dict(spec.get("affinity"), "Pod.spec.affinity").get("podAntiAffinity"),
+                 "Pod.spec.affinity.podAntiAffinity")
+    terms = anti.get("requiredDuringSchedulingIgnoredDuringExecution") or []
+    if not isinstance(terms, list):
+        raise ValueError("Pod.spec.affinity.podAntiAffinity."
+                         "requiredDuringSchedulingIgnoredDuringExecution: expected a list")
+    labels = labels_of(pod)
+    keys = set(job_label_keys(labels))
+    namespace = _dict(pod.get("metadata"), "Pod.metadata").get("namespace") or "default"
+    for i, term in enumerate(terms):
+        term = _dict(term, f"podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]")
+        selector = term.get("labelSelector")
+        if term.get("topologyKey") != HOSTNAME_KEY or not isinstance(selector, dict):
+            continue
+        namespaces = term.get("namespaces") or []
+        if (namespaces and namespace not in namespaces) or term.get("namespaceSelector"):
+            continue
+        constrained = _selector_keys(selector)
+        if keys and constrained and constrained <= keys and matches_selector(selector, labels):
+            return True
+    return False
 
 
 def _container_requests(container: Mapping[str, Any], where: str) -> tuple[float, float, float]:
@@ -281,13 +387,20 @@ def pattern_for(pod: Mapping[str, Any], podbandwidths: Iterable[Mapping[str, Any
 
 
 def pod_from_json(pod: Mapping[str, Any], podbandwidths: Iterable[Mapping[str, Any]] = (),
-                  workloads: Mapping[str, Workload] | None = None) -> Pod:
-    """A tdmcore :class:`~tdmcore.model.Pod` from a v1 Pod JSON object."""
+                  workloads: Mapping[str, Workload] | None = None,
+                  gang_sizes: Mapping[str, int] | None = None) -> Pod:
+    """A tdmcore :class:`~tdmcore.model.Pod` from a v1 Pod JSON object, through the
+    Core intake :func:`tdmcore.model.gang_pods`.
+
+    ``gang_sizes``: ``<namespace>/<group>`` -> the :func:`gang_size` of each PodGroup
+    (the cache keeps it); a member of a group not listed has an unknown size.
+    """
     if not isinstance(pod, Mapping):
         raise ValueError(f"Pod: expected an object, got {type(pod).__name__}")
     key = pod_key(pod)
     labels = labels_of(pod)
     cpu, mem, gpu = pod_requests(pod)
+    spread = spread_of(pod)
     raw = labels.get(LABEL_PRIORITY, "low")
     try:
         priority = int(raw) if re.fullmatch(r"-?[0-9]{1,9}", raw) else priority_value(
@@ -301,8 +414,11 @@ def pod_from_json(pod: Mapping[str, Any], podbandwidths: Iterable[Mapping[str, A
         name = f"{namespace}/{labels[LABEL_APPGROUP]}"
         if workloads is None or name in workloads:
             workload = name
-    return Pod(name=key, job=job_of(pod), cpu=cpu, mem_gib=mem, gpu=gpu,
-               pattern=pattern, priority=priority, workload=workload)
+    group = gang_key(pod)
+    size = None if group is None or gang_sizes is None else gang_sizes.get(group)
+    return gang_pods(job_of(pod), [key], gang_size=size, cpu=cpu, mem_gib=mem, gpu=gpu,
+                     pattern=pattern, priority=priority, workload=workload,
+                     spread=spread)[0]
 
 
 def link_gbps(nodebandwidth: Mapping[str, Any] | None, default: float) -> float:

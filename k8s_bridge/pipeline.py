@@ -49,13 +49,12 @@ from tdmcore.model import ClusterState, Pod
 from . import api
 from .api import BadRequest
 from .cache import ClusterModel, pod_is_placed
-from .convert import PodConfigError, pod_identity
+from .convert import PodConfigError, gang_key, min_member, pod_identity
 from .kube import ApiError, Kube, NotFound
 from .once import Once
 from .records import node_status, write_status
 
-__all__ = ["BindError", "FilterOutcome", "Pipeline", "PodRefused", "extender_score",
-           "gang_key"]
+__all__ = ["BindError", "FilterOutcome", "Pipeline", "PodRefused", "extender_score"]
 
 log = logging.getLogger(__name__)
 
@@ -103,13 +102,6 @@ class _Waiter:
 def _key_of(pod_json: Mapping[str, Any]) -> str:
     meta = pod_json.get("metadata") or {}
     return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
-
-
-def gang_key(pod_json: Mapping[str, Any]) -> str | None:
-    """``namespace/group`` of a PodGroup member, else None."""
-    meta = pod_json.get("metadata") or {}
-    group = (meta.get("labels") or {}).get(api.LABEL_POD_GROUP)
-    return f"{meta.get('namespace') or 'default'}/{group}" if group else None
 
 
 def extender_score(score: float, finalist: bool | None) -> int:
@@ -355,9 +347,7 @@ class Pipeline:
             pg = self.model.objects["PodGroup"].get(f"{namespace}/{group}")
             if pg is None:
                 return f"PodGroup {namespace}/{group} does not exist (yet)"
-            need = (pg.get("spec") or {}).get("minMember", 1)
-            if not isinstance(need, int) or isinstance(need, bool):
-                need = 1
+            need = min_member(pg)
             members = 0
             for pod in self.model.objects["Pod"].values():
                 pmeta = pod.get("metadata") or {}
@@ -619,9 +609,7 @@ class Pipeline:
         self._decided.clear()
 
     def _min_member(self, gkey: str) -> int:
-        pg = self.model.objects["PodGroup"].get(gkey) or {}
-        need = (pg.get("spec") or {}).get("minMember", 1)
-        return need if isinstance(need, int) and not isinstance(need, bool) else 1
+        return min_member(self.model.objects["PodGroup"].get(gkey))
 
     def _members(self, gkey: str) -> list[str]:
         """Keys of the gang's pods the model has placed (bound or assumed)."""

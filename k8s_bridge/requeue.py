@@ -39,10 +39,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .convert import pod_key
+from .convert import gang_key, pod_key
 from .kube import ApiError, Kube, NotFound
 from .once import Once
-from .pipeline import Pipeline, gang_key
+from .pipeline import Pipeline
 
 __all__ = ["ANNOTATION", "Requeuer", "stranded"]
 

@@ -97,10 +97,7 @@ class StandaloneScheduler:
                     pg = self.model.objects["PodGroup"].get(gkey)
                     if pg is None:
                         continue  # coscheduling semantics: the group must exist
-                    need = (pg.get("spec") or {}).get("minMember", 1)
-                    if not isinstance(need, int) or isinstance(need, bool):
-                        need = 1
-                    if len(members) + bound.get(gkey, 0) < need:
+                    if len(members) + bound.get(gkey, 0) < convert.min_member(pg):
                         continue
                 members.sort(key=lambda p: (str(p["metadata"].get("creationTimestamp", "")),
                                             str(p["metadata"].get("name"))))

@@ -26,6 +26,7 @@ __all__ = [
     "Pod",
     "TrafficPattern",
     "Workload",
+    "gang_pods",
     "priority_value",
 ]
 
@@ -156,6 +157,68 @@ class Pod:
     def bandwidth_gbps(self) -> float:
         """``r_p``; 0 for a LowComm pod (its traffic is not guaranteed)."""
         return 0.0 if self.pattern is None else self.pattern.bandwidth_gbps
+
+
+def gang_pods(job: str, names: Sequence[str], *, gang_size: int | None,
+              cpu: float = 0.0, mem_gib: float = 0.0, gpu: float = 0.0,
+              pattern: TrafficPattern | None = None, priority: int | str = 0,
+              workload: str | None = None, spread: bool = False) -> list[Pod]:
+    """The pods of one job, as both front doors hand them to the scheduler.
+
+    The one intake of a job's pods: the simulator builds a job's workers with it
+    (``SimJob.pods``) and the Kubernetes bridge every pod it reads
+    (``k8s_bridge.convert.pod_from_json``), so that what a job is -- its priority,
+    workload, traffic pattern, ``gang_size`` and ``spread`` -- reaches the
+    policies the same way through either door (``ClusterState.check_pod`` refuses
+    a pod that disagrees with its job's).
+
+    Parameters
+    ----------
+    job : str
+        The job the pods belong to.
+    names : sequence of str
+        The pods to build (distinct names): every pod of the job (the simulator),
+        or some of them (the bridge reads one pod at a time).
+    gang_size : int or None
+        How many pods the job has: the simulator's worker count, a PodGroup's
+        ``minMember`` on Kubernetes; ``None`` when unknown (a pod of no PodGroup).
+        Only a job of known size is recognised as lying wholly on one node, where
+        it puts nothing on any link (:meth:`ClusterState.job_links`).  At least
+        ``len(names)``.
+    cpu, mem_gib, gpu : float
+        Each pod's requests (cores, GiB, GPUs).
+    pattern : TrafficPattern or None
+        Each pod's traffic pattern; None makes the job LowComm.
+    priority : int or {"high", "low"}
+        The job's priority (larger is higher).
+    workload : str or None
+        The workload (AppGroup) the job belongs to.
+    spread : bool
+        At most one pod of the job per node (Kubernetes' required pod
+        anti-affinity on the job's label); every policy's Filter honours it.
+
+    Returns
+    -------
+    list of Pod
+        One per name, in the order of ``names``.
+
+    Raises
+    ------
+    ValueError
+        Naming the argument: no names, a name twice, a ``gang_size`` below the
+        number of names, or what :class:`Pod` refuses.
+    """
+    if isinstance(names, str) or not isinstance(names, Sequence) or not names:
+        raise ValueError(f"names: expected a non-empty sequence of pod names, got {names!r:.80}")
+    if len(set(names)) != len(names):
+        raise ValueError("names: the pod names of a job must be distinct")
+    if gang_size is not None:
+        gang_size = _validation.whole("gang_size", gang_size)
+        if gang_size < len(names):
+            raise ValueError(f"gang_size: {gang_size} is less than the {len(names)} pods given")
+    return [Pod(name, job, cpu=cpu, mem_gib=mem_gib, gpu=gpu, pattern=pattern,
+                priority=priority, workload=workload, gang_size=gang_size, spread=spread)
+            for name in names]
 
 
 @dataclass(frozen=True)

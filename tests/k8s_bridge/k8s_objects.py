@@ -27,7 +27,7 @@ def node(name: str, *, cpu: str = "64", memory: str = "256Gi", gpu: int = 8,
 def pod(name: str, *, namespace: str = "default", gpu: int = 1, cpu: str = "4",
         memory: str = "16Gi", labels: dict[str, str] | None = None, node: str | None = None,
         phase: str = "Pending", scheduler: str = SCHEDULER, created: str = "2026-11-20T00:00:00Z",
-        rv: str = "1") -> dict[str, Any]:
+        rv: str = "1", affinity: dict[str, Any] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "schedulerName": scheduler,
         "containers": [{"name": "trainer", "image": "ghcr.io/tdmcore/examples:resnet50",
@@ -36,6 +36,8 @@ def pod(name: str, *, namespace: str = "default", gpu: int = 1, cpu: str = "4",
     }
     if node:
         spec["nodeName"] = node
+    if affinity is not None:
+        spec["affinity"] = affinity
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {}),
@@ -74,3 +76,10 @@ def podgroup(name: str, min_member: int, namespace: str = "default") -> dict[str
 
 def job_labels(job: str, priority: str = "low") -> dict[str, str]:
     return {"training.kubeflow.org/job-name": job, "tdmcore.io/priority": priority}
+
+
+def anti_affinity(labels: dict[str, str], topology: str = "kubernetes.io/hostname",
+                  **term: Any) -> dict[str, Any]:
+    """A required pod anti-affinity against pods with ``labels`` (one term)."""
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": dict(labels)}, "topologyKey": topology, **term}]}}

@@ -43,7 +43,7 @@ from ..metronome.controller import Controller, ControllerConfig
 from ..metronome.link import LinkPlan
 from ..metronome.policies import POLICIES, MetronomeConfig, make_policy
 from ..metronome.scoring import average_bandwidth_utilization
-from ..model import Cluster, Pod, TrafficPattern, priority_value
+from ..model import Cluster, Pod, TrafficPattern, gang_pods, priority_value
 from .engine.network import (
     CONTENTION_EFFICIENCY,
     check_background,
@@ -136,12 +136,14 @@ class SimJob:
                              f"(beyond it times lose their precision, or overflow)")
 
     def pods(self) -> list[Pod]:
-        """The job's worker pods; ``gang_size`` tells the scheduler how many there
-        are, so a job placed wholly on one node is recognised as local."""
-        return [Pod(f"{self.name}-w{k}", self.name, cpu=self.cpu, mem_gib=self.mem_gib,
-                    gpu=self.gpu, pattern=self.pattern, priority=self.priority,
-                    workload=self.workload, gang_size=self.workers, spread=self.spread)
-                for k in range(self.workers)]
+        """The job's worker pods ``<name>-w<k>``, through the Core intake
+        (:func:`tdmcore.model.gang_pods`, as the Kubernetes bridge reads a pod):
+        ``gang_size`` tells the scheduler how many there are, so a job placed wholly
+        on one node is recognised as local."""
+        return gang_pods(self.name, [f"{self.name}-w{k}" for k in range(self.workers)],
+                         gang_size=self.workers, cpu=self.cpu, mem_gib=self.mem_gib,
+                         gpu=self.gpu, pattern=self.pattern, priority=self.priority,
+                         workload=self.workload, spread=self.spread)
 
     @property
     def period_ms(self) -> float:
