@@ -4,14 +4,15 @@ The agent runs as a DaemonSet with a ``hostPort``; the training-side hook
 (:mod:`k8s_bridge.hook`) in every pod of the node posts its iteration times to
 ``POST /v1/report``. The agent validates the report strictly, fills in the node
 name, forwards it to the controller's ``POST /v1/report`` and relays the answer
-(a pause to apply before the next iteration, the pod's time shift and period).
+(a pause to apply before the next iteration, the idle to take in every iteration's
+compute phase, the pod's time shift, period and target phase).
 
 **[decision]** The agent *fails open*: training must never stall because the
 controller is missing, slow, down or confused. Whenever the controller is not
 configured, unreachable, times out, answers 5xx, a redirect, or a 200 that is not
 a valid answer, the pod gets at once ::
 
-    200 {"pause_ms": 0.0, "shift_ms": null, "period_ms": null,
+    200 {"pause_ms": 0.0, "shift_ms": null, "idle_ms": null, "period_ms": null,
          "target_phase_ms": null, "controller": "unreachable"}
 
 (with an ``X-Tdmcore-Fail-Open: <reason>`` header for debugging). A 4xx from the
@@ -97,6 +98,7 @@ FAIL_OPEN_REPLY: Mapping[str, Any] = MappingProxyType(
     {
         "pause_ms": 0.0,
         "shift_ms": None,
+        "idle_ms": None,
         "period_ms": None,
         "target_phase_ms": None,
         "controller": "unreachable",

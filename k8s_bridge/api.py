@@ -27,7 +27,9 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "ANSWER_NUMBERS",
     "ANSWER_PERIODS",
+    "ANSWER_SLEEPS",
     "GPU_RESOURCE",
     "GROUP",
     "LABEL_APPGROUP",
@@ -291,10 +293,17 @@ def validate_report(body: object, max_iterations: int = MAX_ITERATIONS) -> dict[
 ANSWER_PERIODS = frozenset({"period_ms", "phase_period_ms"})
 
 
+#: the controller's answer fields that are times a pod sleeps: a value < 0 is not one
+ANSWER_SLEEPS = frozenset({"pause_ms", "idle_ms"})
+#: the answer's numbers besides ``pause_ms`` (each a finite number or null)
+ANSWER_NUMBERS = ("shift_ms", "idle_ms", "period_ms", "phase_period_ms", "target_phase_ms")
+
+
 def valid_answer(raw: bytes) -> bool:
     """Whether a controller's 200 body is an answer a hook can use: an object with a
     finite ``pause_ms >= 0`` and finite numbers or nulls for ``shift_ms``,
-    ``period_ms``, ``phase_period_ms`` and ``target_phase_ms``, the periods > 0."""
+    ``idle_ms`` (>= 0), ``period_ms``, ``phase_period_ms`` and ``target_phase_ms``,
+    the periods > 0."""
     try:
         answer = json.loads(raw)
     except (ValueError, RecursionError):
@@ -304,12 +313,13 @@ def valid_answer(raw: bytes) -> bool:
     pause = finite_number(answer.get("pause_ms"))
     if pause is None or pause < 0.0:
         return False
-    for key in ("shift_ms", "period_ms", "phase_period_ms", "target_phase_ms"):
+    for key in ANSWER_NUMBERS:
         value = answer.get(key)
         if value is None:
             continue
         number = finite_number(value)
-        if number is None or (key in ANSWER_PERIODS and number <= 0.0):
+        if number is None or (key in ANSWER_PERIODS and number <= 0.0) \
+                or (key in ANSWER_SLEEPS and number < 0.0):
             return False
     return True
 

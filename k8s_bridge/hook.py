@@ -1,4 +1,5 @@
-"""The training-side hook: report iteration times to the node's agent, apply pauses.
+"""The training-side hook: report iteration times to the node's agent, apply pauses,
+shifts and injected idle.
 
 ::
 
@@ -6,7 +7,7 @@
 
     hook = TrainingHook.from_env()  # TDMCORE_AGENT_URL, POD_NAME, POD_NAMESPACE
     for batch in loader:
-        with hook.step():           # pending pause, then time the step
+        with hook.step():           # pending pause, then time the step (idle included)
             loss = train_step(batch)
     hook.close()                    # also registered with atexit
 
@@ -50,6 +51,15 @@ answer are kept as
 read-only attributes (a garbage value leaves the old one). The agent's fail-open reply
 (``"controller": "unreachable"``) is no instruction and changes nothing: the last
 assignment is still the best one known.
+
+**[decision]** Idle (Metronome's idle injection, spec §7 "Idle reaches the training
+loop"): the answer's ``idle_ms`` is the idle the controller's plan injects into this
+pod's compute phase, slept once per iteration, at the start of every step after its
+start time is taken (so the iteration's duration includes it, as the controller's
+baseline of ``period + idle`` does, and it precedes the step's communication, as in
+the simulator, whose compute phase grows by it).  It holds until an answer changes
+it (``0`` or ``null``: none), is capped at ``max_pause_ms``, and a negative or
+non-finite value leaves the old one; the fail-open reply changes nothing.
 
 **[decision]** Clocks: ``start_ms`` is wall-clock epoch milliseconds from
 :func:`time.time` so that the controller can compare iteration starts across nodes;
@@ -272,6 +282,7 @@ class TrainingHook:
         self._pending: deque[tuple[float, float, float | None]] = deque(maxlen=max_pending)
         self._lock = threading.Lock()
         self._pause_s = 0.0  # pending pause, taken (and zeroed) by the next begin()
+        self._idle_s = 0.0  # idle slept in every step's compute phase
         self._shift_ms: float | None = None
         self._period_ms: float | None = None
         self._phase_period_ms: float | None = None
@@ -356,6 +367,11 @@ class TrainingHook:
         return self._target_phase_ms
 
     @property
+    def idle_ms(self) -> float:
+        """The idle every step sleeps in its compute phase, from the last answer."""
+        return self._idle_s * 1000.0
+
+    @property
     def pending_pause_ms(self) -> float:
         """The pause the next step will sleep before it starts."""
         return self._pause_s * 1000.0
@@ -379,7 +395,8 @@ class TrainingHook:
         return self._step_ctx
 
     def begin(self) -> None:
-        """Start an iteration: sleep the pending pause, then take the start time."""
+        """Start an iteration: sleep the pending pause, take the start time, then
+        sleep the injected idle (part of the iteration's compute phase)."""
         if not self._enabled:
             return
         try:
@@ -392,6 +409,9 @@ class TrainingHook:
                 self._open = True
                 self._start_ms = time.time() * 1000.0
                 self._t0 = time.perf_counter()
+                idle_s = self._idle_s
+            if idle_s > 0.0:
+                time.sleep(idle_s)
         except Exception as exc:  # never raise into training
             self._warn("could not start an iteration", exc)
 
@@ -605,6 +625,12 @@ class TrainingHook:
         if pause_ms is not None and pause_ms >= 0.0:
             with self._lock:
                 self._pause_s = min(pause_ms, self.max_pause_ms) / 1000.0
+        if "idle_ms" in answer:
+            raw_idle = answer["idle_ms"]
+            idle_ms = 0.0 if raw_idle is None else finite_number(raw_idle)
+            if idle_ms is not None and idle_ms >= 0.0:
+                with self._lock:
+                    self._idle_s = min(idle_ms, self.max_pause_ms) / 1000.0
         for key in ("shift_ms", "period_ms", "phase_period_ms", "target_phase_ms"):
             if key not in answer:
                 continue

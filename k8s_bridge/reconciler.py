@@ -12,7 +12,9 @@ decides back into the API:
   ``status.pods[].shiftMs`` / ``rotation`` of its node's NodeBandwidth;
 * **regulation**: agents POST iteration times to ``/v1/report``; a low-priority
   pod with more than ``o_t`` slow iterations in its window is told to pause so
-  that its next iteration starts on its target phase;
+  that its next iteration starts on its target phase; every answer carries the
+  idle the link plans inject into the pod's compute phase (``idle_ms``,
+  :meth:`Controller.idle_ms`), which the hook sleeps once per iteration;
 * **pattern updates**: a changed pattern is written to the PodBandwidth's
   ``status.observedPeriodMs`` / ``observedDutyCycle`` (which then override the
   spec everywhere) and the links are recomputed.
@@ -313,8 +315,13 @@ class ControllerService:
                 offset = (ctrl.offsets_ms.get(job, 0.0) - ctrl.offsets_ms.get(ref, 0.0)) \
                     % lattice
                 align = f"{ref}@{offset:.3f}"  # changes when the assignment does
+            # Idle injected into the job's compute phase (base period unification,
+            # step 2): part of the instruction, slept by the hook every iteration
+            # (spec §7, "Idle reaches the training loop"), as the simulator's engine
+            # stretches the compute phase by it.
+            idle = ctrl.idle_ms(job) if pattern is not None else 0.0
             answer = {"pause_ms": float(pause), "shift_ms": float(entry.shift_ms),
-                      "period_ms": period,
+                      "idle_ms": float(idle), "period_ms": period,
                       "phase_period_ms": None if period is None else float(lattice),
                       "target_phase_ms": None if target is None or period is None
                       else float(target % lattice),

@@ -427,6 +427,44 @@ def test_a_pause_beside_a_job_of_another_period_lands_on_the_phase_lattice():
             server.stop()
 
 
+def test_answers_carry_the_idle_the_plan_injects():
+    """spec §7 "Idle reaches the training loop": S3's periods (102.76 ms high, 186.84
+    ms low, 2:1 after idle injection): the low pod's answer carries the idle its
+    link's plan injects, the controller's own ``idle_ms``, through the real agent;
+    the high pod's answer none."""
+    from k8s_bridge.agent import Agent, serve
+
+    objs: list[dict[str, Any]] = [K.node("n0")]
+    for job, period in (("h", 102.76), ("l", 186.84)):
+        objs.append(K.podbandwidth(job, period=period, duty=0.3, gbps=20,
+                                   match={"training.kubeflow.org/job-name": job}))
+    objs += [K.pod("h-0", labels=K.job_labels("h", "high"), node="n0", phase="Running",
+                   created="2026-11-20T00:00:00Z"),
+             K.pod("l-0", labels=K.job_labels("l"), node="n0", phase="Running",
+                   created="2026-11-20T00:00:01Z")]
+    with cluster(objs) as (fake, kube, model, informers):
+        service = ControllerService(model, kube, "metronome")
+        service.reconcile()
+        server = Server(service.app).start()
+        agent = serve(Agent(server.url, "n0").app(), "127.0.0.1", 0)
+        agent.start()
+        try:
+            url = f"http://127.0.0.1:{agent.port}/v1/report"
+            answers = {}
+            for pod, period in (("h-0", 102.76), ("l-0", 186.84)):
+                status, answers[pod] = post(url, {"namespace": "default", "pod": pod,
+                                                  "iterations": iterations(3, period)})
+                assert status == 200
+            ctrl = service.current()
+            idle = ctrl.idle_ms("default/l")
+            assert idle > 0.0  # unification step 2 (its amount is the Core's to say)
+            assert answers["l-0"]["idle_ms"] == pytest.approx(idle)
+            assert answers["h-0"]["idle_ms"] == 0.0 == ctrl.idle_ms("default/h")
+        finally:
+            agent.stop()
+            server.stop()
+
+
 def test_a_batch_is_answered_with_at_most_one_readjustment():
     """The hook sends 10 iterations per report and pauses only on the answer: the slow
     iterations after a batch's readjustment ran before the pod could pause, so they

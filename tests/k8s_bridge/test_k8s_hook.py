@@ -24,6 +24,7 @@ from k8s_bridge.hook import TrainingHook
 FAIL_OPEN = {
     "pause_ms": 0.0,
     "shift_ms": None,
+    "idle_ms": None,
     "period_ms": None,
     "target_phase_ms": None,
     "controller": "unreachable",
@@ -339,6 +340,53 @@ def test_a_pause_is_capped(make_hook) -> None:
         assert 0.075 <= timed_step(hook) < 0.3
     finally:
         agent.close()
+
+
+# -- injected idle ----------------------------------------------------------------------
+
+
+def test_idle_is_slept_in_every_step_and_counted_in_its_iteration(make_hook) -> None:
+    """spec §7 "Idle reaches the training loop": the answer's idle_ms is slept once
+    per iteration, inside it (after its start time), until an answer changes it; the
+    fail-open reply keeps it, garbage leaves it, 0 ends it."""
+    answers = [{**NO_PAUSE, "idle_ms": 40.0}, FAIL_OPEN, {**NO_PAUSE, "idle_ms": -5.0},
+               {**NO_PAUSE, "idle_ms": "40"}, {**NO_PAUSE, "idle_ms": 0.0}]
+    agent = FakeAgent(lambda n: encode(answers[min(n, len(answers)) - 1]))
+    try:
+        hook = make_hook(agent.url, flush_every=1)
+        steps = []
+        for n in range(1, len(answers) + 2):
+            steps.append(timed_step(hook, 0.001))
+            if n <= len(answers):
+                wait_for(lambda n=n: hook.sent_iterations == n)
+        hook.close()
+        durations = [item["duration_ms"] for item in agent.iterations]
+        # step 1 knew no idle; steps 2-5 slept 40 ms (fail-open and garbage kept it);
+        # step 6 came after the answer of 0
+        assert durations[0] < 30.0 and steps[0] < 0.03
+        for k in (1, 2, 3, 4):
+            assert 40.0 <= durations[k] < 150.0, durations
+            assert steps[k] >= 0.04
+        assert durations[5] < 30.0 and steps[5] < 0.03
+        assert hook.idle_ms == 0.0
+    finally:
+        agent.close()
+
+
+def test_idle_is_capped_and_a_negative_one_is_no_answer(make_hook) -> None:
+    agent = FakeAgent(lambda n: encode({**NO_PAUSE, "idle_ms": 60_000.0}))
+    try:
+        hook = make_hook(agent.url, flush_every=1, max_pause_ms=30.0)
+        timed_step(hook)
+        wait_for(lambda: hook.idle_ms > 0)
+        assert hook.idle_ms == 30.0
+        assert 0.03 <= timed_step(hook) < 0.2
+    finally:
+        agent.close()
+    assert valid_answer(json.dumps({**NO_PAUSE, "idle_ms": 13.68}).encode())
+    assert valid_answer(json.dumps({**NO_PAUSE, "idle_ms": None}).encode())
+    for bad in (-0.5, "1", True):
+        assert not valid_answer(json.dumps({**NO_PAUSE, "idle_ms": bad}).encode())
 
 
 def test_the_default_cap_is_ten_seconds() -> None:
