@@ -514,6 +514,11 @@ class TrainingHook:
                 self._warn("could not time a DDP bucket", exc)
             return future
 
+        # DDP's register_comm_hook refuses a hook whose ``bucket`` or return is
+        # annotated with anything but dist.GradBucket / Future[Tensor]; this module's
+        # annotations are strings (postponed), so the hook carries none (found by the
+        # real training loop of tests/k8s_bridge/test_k8s_train.py)
+        timed_comm_hook.__annotations__ = {}
         return timed_comm_hook
 
     # -- the background thread ---------------------------------------------------------

@@ -671,6 +671,19 @@ def test_ddp_comm_hook_adds_the_time_until_the_future_completes(fake, make_hook)
     assert comm[1:] == [None, None, 5.0]
 
 
+def test_ddp_comm_hook_passes_ddps_signature_check(fake, make_hook) -> None:
+    """DistributedDataParallel.register_comm_hook (torch 2.x ``_check_comm_hook``)
+    refuses a hook whose ``bucket`` or return annotation is not dist.GradBucket /
+    Future[Tensor]: the timed hook carries none (it carried the strings "Any", and
+    real DDP refused it)."""
+    import inspect
+
+    hook = make_hook(fake.url)
+    signature = inspect.signature(hook.ddp_comm_hook(lambda state, bucket: None))
+    assert signature.parameters["bucket"].annotation is inspect.Parameter.empty
+    assert signature.return_annotation is inspect.Signature.empty
+
+
 def test_ddp_comm_hook_survives_a_future_without_then(fake, make_hook) -> None:
     hook = make_hook(fake.url)
     sentinel = object()
