@@ -47,6 +47,17 @@ def test_the_core_install_has_no_kubernetes_stack() -> None:
                                       for req in extras["sweep"])
 
 
+def test_torch_comes_only_with_the_train_extra() -> None:
+    """The hook's real training loop needs torch (tests/k8s_bridge/test_k8s_train.py);
+    neither the core nor the test extra (with the extras it names) pulls it in."""
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    assert any(req.startswith("torch>=") for req in extras["train"])
+    pulled = list(PYPROJECT["project"]["dependencies"])
+    for name in ("test", "k8s", "docs", "sweep"):
+        pulled += extras[name]
+    assert not [req for req in pulled if req.startswith("torch")], pulled
+
+
 def test_library_and_simulator_import_without_the_k8s_extra() -> None:
     code = _blocking(K8S_MODULES) + (
         "import tdmcore, tdmcore.app.cli, tdmcore.sim.cluster, tdmcore.sim.scenarios\n"
