@@ -387,18 +387,23 @@ def test_takeover_increments_lease_transitions_and_stop_releases():
                 second.stop()
 
 
+def high_and_low(high_ms: float, low_ms: float) -> list[dict[str, Any]]:
+    """A high-priority job h and a low one l of these periods (duty cycle 0.3, 20 Gbps),
+    one pod each on n0's 25 Gbps link, h deployed first."""
+    objs: list[dict[str, Any]] = [K.node("n0")]
+    for job, period in (("h", high_ms), ("l", low_ms)):
+        objs.append(K.podbandwidth(job, period=period, duty=0.3, gbps=20,
+                                   match={"training.kubeflow.org/job-name": job}))
+    return objs + [K.pod("h-0", labels=K.job_labels("h", "high"), node="n0",
+                         phase="Running", created="2026-11-20T00:00:00Z"),
+                   K.pod("l-0", labels=K.job_labels("l"), node="n0", phase="Running",
+                         created="2026-11-20T00:00:01Z")]
+
+
 def test_a_pause_beside_a_job_of_another_period_lands_on_the_phase_lattice():
     # S2's periods: the low job's target repeats every 98.68 ms (the high job's
     # period), not every 91.94 ms (its own); the answer's pause is the controller's
-    objs: list[dict[str, Any]] = [K.node("n0")]
-    for job, period in (("h", 98.68), ("l", 91.94)):
-        objs.append(K.podbandwidth(job, period=period, duty=0.3, gbps=20,
-                                   match={"training.kubeflow.org/job-name": job}))
-    objs += [K.pod("h-0", labels=K.job_labels("h", "high"), node="n0", phase="Running",
-                   created="2026-11-20T00:00:00Z"),
-             K.pod("l-0", labels=K.job_labels("l"), node="n0", phase="Running",
-                   created="2026-11-20T00:00:01Z")]
-    with cluster(objs) as (fake, kube, model, informers):
+    with cluster(high_and_low(98.68, 91.94)) as (fake, kube, model, informers):
         service = ControllerService(model, kube, "metronome")
         service.reconcile()
         server = Server(service.app).start()
@@ -434,15 +439,7 @@ def test_answers_carry_the_idle_the_plan_injects():
     the high pod's answer none."""
     from k8s_bridge.agent import Agent, serve
 
-    objs: list[dict[str, Any]] = [K.node("n0")]
-    for job, period in (("h", 102.76), ("l", 186.84)):
-        objs.append(K.podbandwidth(job, period=period, duty=0.3, gbps=20,
-                                   match={"training.kubeflow.org/job-name": job}))
-    objs += [K.pod("h-0", labels=K.job_labels("h", "high"), node="n0", phase="Running",
-                   created="2026-11-20T00:00:00Z"),
-             K.pod("l-0", labels=K.job_labels("l"), node="n0", phase="Running",
-                   created="2026-11-20T00:00:01Z")]
-    with cluster(objs) as (fake, kube, model, informers):
+    with cluster(high_and_low(102.76, 186.84)) as (fake, kube, model, informers):
         service = ControllerService(model, kube, "metronome")
         service.reconcile()
         server = Server(service.app).start()
