@@ -16,11 +16,9 @@ from tests.k8s_bridge.door_parity import (
     NAMESPACE,
     SCHEDULER,
     BridgeDoor,
-    Event,
-    PodView,
     cluster_objects,
     create,
-    differences,
+    mismatches,
     replay,
     simulate,
 )
@@ -90,16 +88,9 @@ def door(env: Env) -> Iterator[ProcessDoor]:
 def test_s3_gives_the_same_decisions_through_both_doors(env: Env, door: ProcessDoor) -> None:
     scenario = metronome_snapshots(window_s=60.0)["S3"]
     simulated = simulate(scenario)
-    found: list[str] = []
-    seen: list[dict[str, PodView]] = []
-
-    def check(index: int, event: Event, view: dict[str, PodView]) -> None:
-        seen.append(view)
-        found.extend(f"event {index} ({event.kind} {event.job}): {line}"
-                     for line in differences(event.view, view))
-
-    replay(door, scenario, simulated.events, check)
-    assert len(seen) == len(simulated.events) >= 4
+    views = replay(door, scenario, simulated.events)
+    assert len(views) >= 4
     # the comparison saw what S3 is about: a rotation, a shift and injected idle
-    assert any(v.rotation and v.shift_ms and v.idle_ms for view in seen for v in view.values())
+    assert any(v.rotation and v.shift_ms and v.idle_ms for view in views for v in view.values())
+    found = mismatches(simulated.events, views)
     assert not found, "\n".join(found)

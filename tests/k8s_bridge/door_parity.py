@@ -357,10 +357,10 @@ class BridgeDoor:
         return out
 
 
-def replay(door: BridgeDoor, scenario: Scenario, events: Sequence[Event],
-           check: Callable[[int, Event, dict[str, PodView]], None]) -> None:
-    """Apply the simulator's ``events`` to the bridge through ``door`` and hand each
-    one's bridge view to ``check`` (with the event's index)."""
+def replay(door: BridgeDoor, scenario: Scenario, events: Sequence[Event]
+           ) -> list[dict[str, PodView]]:
+    """Apply the simulator's ``events`` to the bridge through ``door``; the bridge's
+    view after each."""
     jobs = {j.name: j for j in scenario.jobs}
     job_of = {pod: j.name for j in scenario.jobs for pod in pod_names(j)}
     patterns = {j.name: j.pattern for j in scenario.jobs}
@@ -374,7 +374,8 @@ def replay(door: BridgeDoor, scenario: Scenario, events: Sequence[Event],
             return 1000.0, None
         return pattern.period_ms + idle.get(pod, 0.0), pattern.comm_ms
 
-    for index, event in enumerate(events):
+    views = []
+    for event in events:
         job = jobs[event.job]
         if event.kind == "place":
             for obj in job_objects(job):
@@ -394,7 +395,16 @@ def replay(door: BridgeDoor, scenario: Scenario, events: Sequence[Event],
             door.settle([])
         view = door.view(iteration)
         idle.update({pod: v.idle_ms for pod, v in view.items()})
-        check(index, event, view)
+        views.append(view)
+    return views
+
+
+def mismatches(events: Sequence[Event], views: Sequence[Mapping[str, PodView]]) -> list[str]:
+    """Where the bridge's ``views`` differ from the simulator's, event by event."""
+    assert len(views) == len(events)
+    return [f"event {index} ({event.kind} {event.job} at {event.t_ms / 1e3:.1f} s): {line}"
+            for index, (event, view) in enumerate(zip(events, views, strict=True))
+            for line in differences(event.view, view)]
 
 
 def differences(sim: Mapping[str, PodView], bridge: Mapping[str, PodView]) -> list[str]:

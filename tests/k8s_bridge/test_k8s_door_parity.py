@@ -23,10 +23,9 @@ from tests.k8s_bridge.door_parity import (
     SCHEDULER,
     BridgeDoor,
     Event,
-    PodView,
     cluster_objects,
     create,
-    differences,
+    mismatches,
     replay,
     simulate,
 )
@@ -95,23 +94,16 @@ def run_both(scenario: Scenario, policy: str = POLICY) -> tuple[list[Event], lis
     """The scenario through both doors; the simulator's events and every
     difference found, by event."""
     simulated = simulate(scenario, policy)
-    found: list[str] = []
-
-    def check(index: int, event: Event, view: dict[str, PodView]) -> None:
-        for line in differences(event.view, view):
-            found.append(f"event {index} ({event.kind} {event.job} at "
-                         f"{event.t_ms / 1e3:.1f} s): {line}")
-
     with FakeApiServer() as fake:
         kube = Kube.connect(host=fake.url)
         for obj in cluster_objects(scenario):
             create(kube, obj)
         door = FakeDoor(fake, policy)
         try:
-            replay(door, scenario, simulated.events, check)
+            views = replay(door, scenario, simulated.events)
         finally:
             door.close()
-    return simulated.events, found
+    return simulated.events, mismatches(simulated.events, views)
 
 
 @pytest.fixture(scope="module")
