@@ -338,6 +338,23 @@ class Env:
                    f"pods of {namespace} deleted")
 
 
+def service_account_token(env: Env, account: str, audiences: list[str] | None = None,
+                          pod: Mapping[str, Any] | None = None) -> str:
+    """A TokenRequest token of ServiceAccount ``tdmcore-system/account`` (bound to
+    ``pod`` when given, as the kubelet's projected tokens are)."""
+    spec: dict[str, Any] = {"expirationSeconds": 3600}
+    if audiences:
+        spec["audiences"] = audiences
+    if pod is not None:
+        spec["boundObjectRef"] = {"apiVersion": "v1", "kind": "Pod",
+                                  "name": pod["metadata"]["name"],
+                                  "uid": pod["metadata"]["uid"]}
+    answer = env.kube.request("POST", f"/api/v1/namespaces/{NS}/serviceaccounts/{account}/token",
+                              body={"apiVersion": "authentication.k8s.io/v1",
+                                    "kind": "TokenRequest", "spec": spec})
+    return str(answer["status"]["token"])
+
+
 def wait_known(extender: Component, nodes: Sequence[str], timeout_s: float = 30.0) -> None:
     """Until the extender's cache has ``nodes`` Ready with their GPUs (its filter keeps
     them all for a one-GPU pod, or with ``--decide-in-filter`` one of them and fails

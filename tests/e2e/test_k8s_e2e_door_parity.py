@@ -9,9 +9,10 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
+from k8s_bridge.auth import AUDIENCE
 from k8s_bridge.envtest import wait_until
 from tdmcore.sim.scenarios import metronome_snapshots
-from tests.e2e.e2e_env import Env
+from tests.e2e.e2e_env import Env, service_account_token
 from tests.k8s_bridge.door_parity import (
     NAMESPACE,
     SCHEDULER,
@@ -36,8 +37,13 @@ class ProcessDoor(BridgeDoor):
             "scheduler", "--scheduler-name", SCHEDULER], "tdmcore-standalone-scheduler").start()
         self.controller = env.component("parity-controller", [
             "controller", "--resync-seconds", "0.5"], "tdmcore-controller").start()
+        # the agent forwards with a token of its ServiceAccount for the controller's
+        # audience, as agent.yaml projects one (the controller checks it: TokenReview)
+        token = env.plane.dir / "parity-agent.token"
+        token.write_text(service_account_token(env, "tdmcore-agent", [AUDIENCE]))
         self.agent = env.component("parity-agent", [
-            "agent", "--controller", self.controller.url, "--timeout", "30"], None).start()
+            "agent", "--controller", self.controller.url, "--timeout", "30",
+            "--token-file", str(token)], None).start()
         self.agent_url = f"{self.agent.url}/v1/report"
 
     def _counts(self) -> tuple[float, float]:

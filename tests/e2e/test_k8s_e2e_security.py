@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from k8s_bridge.envtest import wait_until
-from tests.e2e.e2e_env import NS, Component, Env
+from tests.e2e.e2e_env import NS, Component, Env, service_account_token
 
 pytestmark = pytest.mark.e2e
 
@@ -18,21 +18,8 @@ JOB = "training.kubeflow.org/job-name"
 AGENT = "tdmcore-agent"
 
 
-def _token(env: Env, account: str, audiences: list[str] | None = None,
-           pod: dict[str, Any] | None = None) -> str:
-    """A TokenRequest token of ServiceAccount ``tdmcore-system/account`` (bound to
-    ``pod`` when given, as the kubelet's projected tokens are)."""
-    spec: dict[str, Any] = {"expirationSeconds": 3600}
-    if audiences:
-        spec["audiences"] = audiences
-    if pod is not None:
-        spec["boundObjectRef"] = {"apiVersion": "v1", "kind": "Pod",
-                                  "name": pod["metadata"]["name"],
-                                  "uid": pod["metadata"]["uid"]}
-    answer = env.kube.request("POST", f"/api/v1/namespaces/{NS}/serviceaccounts/{account}/token",
-                              body={"apiVersion": "authentication.k8s.io/v1",
-                                    "kind": "TokenRequest", "spec": spec})
-    return str(answer["status"]["token"])
+#: a TokenRequest token of a shipped ServiceAccount (e2e_env's)
+_token = service_account_token
 
 
 def _post(comp: Component, body: Any, token: str | None) -> tuple[int, Any]:
