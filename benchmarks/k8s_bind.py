@@ -40,6 +40,9 @@ import argparse
 import itertools
 import json
 import os
+import signal
+import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -60,6 +63,9 @@ from tests.e2e.e2e_env import DEPLOY, PODGROUP_CRD, SCHEDULER, Component, Env, w
 PLAIN = "plain-scheduler"
 FLOOR = "floor-scheduler"
 JOB = "training.kubeflow.org/job-name"
+#: seconds after the last binding still counted in a round's CPU (the extender's
+#: NodeBandwidth writes wait up to 1 s for a lull in the binds)
+SETTLE_S = 2.0
 
 
 class BoundWatch:
@@ -338,12 +344,22 @@ def cpu_s(pid: int) -> float:
 
 def run_round(env: Env, mode: str, pods: int, round_no: int,
               ext: Component | None, plain: Proc | None = None,
-              profile: tuple[Path, int] | None = None) -> dict[str, Any]:
+              profile: tuple[Path, int] | None = None,
+              py_spy: tuple[Path, int] | None = None) -> dict[str, Any]:
     """One round of ``mode``: through ``ext`` (the extender modes) or ``plain`` (a
     kube-scheduler that binds itself: modes ``plain`` and ``floor``).  With ``profile``
     (a folder and a number of seconds) kube-apiserver's CPU profile over that many
-    seconds from the first create is written there, ``MODE-ROUND.pb.gz``; the round's
-    clean-up waits for it."""
+    seconds from the start of the clock is written there, ``MODE-ROUND.pb.gz``; the
+    round's clean-up waits for it.  With ``py_spy`` (a folder and a number of seconds)
+    the extender's Python stacks are sampled by py-spy over that many seconds from the
+    start of the clock, as collapsed stacks in ``MODE-ROUND.txt`` (extender modes).
+
+    **[decision]** The pods exist before the clock starts: the mode's kube-scheduler is
+    paused (SIGSTOP) while they are created and resumed (SIGCONT) as the clock starts,
+    so every mode is timed on the same waiting pods, and the creates (and their
+    client's CPU) are outside the timed window.  CPU per pod is counted twice: over
+    the timed window, and over the whole round (the creates, the binds and
+    :data:`SETTLE_S` after the last one, when the writes behind the binds land)."""
     ns = env.namespace(f"bench-{mode}-{round_no}")
     scheduler = {"plain": PLAIN, "floor": FLOOR}.get(mode, SCHEDULER)
     jobs = max(1, pods // 10)
@@ -364,35 +380,58 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
              "kube-apiserver": env.plane.apiserver.pid, "etcd": env.plane.etcd.pid}
     if ext is not None and ext.proc is not None:
         procs["extender"] = ext.proc.pid
-    cpu_before = {name: cpu_s(pid) for name, pid in procs.items()}
-    requests_before = api_requests(env.plane)
+    cpu_start = {name: cpu_s(pid) for name, pid in procs.items()}
 
     def create(name: str) -> None:
         env.pod(ns, name, gpu=1, labels={JOB: f"j{int(name[1:]) % jobs}"}, scheduler=scheduler)
 
     watch = BoundWatch(env.kube, ns, pods, 300)
-    profiler = None if profile is None else ApiserverProfile(
-        env.plane, profile[1], profile[0] / f"{mode}-{round_no}.pb.gz")
-    t0 = time.monotonic()
+    paused = procs["kube-scheduler"]
+    os.kill(paused, signal.SIGSTOP)
     try:
+        t_create = time.monotonic()
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(create, names))
-        created = time.monotonic() - t0
+        created = time.monotonic() - t_create
+        time.sleep(0.5)  # the creates' watch events reach the extender
+    finally:
+        requests_before = api_requests(env.plane)
+        cpu_before = {name: cpu_s(pid) for name, pid in procs.items()}
+        profiler = None if profile is None else ApiserverProfile(
+            env.plane, profile[1], profile[0] / f"{mode}-{round_no}.pb.gz")
+        spy = None
+        if py_spy is not None and "extender" in procs:
+            spy = subprocess.Popen(
+                ["py-spy", "record", "--pid", str(procs["extender"]), "--format", "raw",
+                 "--rate", "200", "--duration", str(py_spy[1]), "--nonblocking",
+                 "--threads", "--output", str(py_spy[0] / f"{mode}-{round_no}.txt")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.0)  # attached before the clock starts
+        t0 = time.monotonic()
+        os.kill(paused, signal.SIGCONT)
+    try:
         took = watch.wait(300) - t0
     finally:
         watch.stop()
-    cpu_ms = {name: round((cpu_s(pid) - cpu_before[name]) * 1e3 / pods, 2)
-              for name, pid in procs.items()}
+    cpu_bound = {name: cpu_s(pid) for name, pid in procs.items()}
     requests_after = api_requests(env.plane)
+    time.sleep(SETTLE_S)
+    cpu_end = {name: cpu_s(pid) for name, pid in procs.items()}
+    cpu_ms = {name: round((cpu_bound[name] - cpu_before[name]) * 1e3 / pods, 2)
+              for name in procs}
+    cpu_round = {name: round((cpu_end[name] - cpu_start[name]) * 1e3 / pods, 2)
+                 for name in procs}
     api_per_pod = {key: round((n - requests_before.get(key, 0.0)) / pods, 2)
                    for key, n in sorted(requests_after.items())
                    if n - requests_before.get(key, 0.0) > 0}
     result: dict[str, Any] = {"mode": mode, "round": round_no, "pods": pods,
                               "create_s": round(created, 2), "bind_all_s": round(took, 2),
                               "load_avg_1m": [round(load, 2), round(os.getloadavg()[0], 2)],
-                              "cpu_ms_per_pod": cpu_ms, "api_requests_per_pod": api_per_pod}
+                              "cpu_ms_per_pod": cpu_ms,
+                              "cpu_ms_per_pod_round": cpu_round,
+                              "control_plane_cpu_ms_per_pod": round(sum(cpu_round.values()), 2),
+                              "api_requests_per_pod": api_per_pod}
     if ext is None and plain is not None:
-        time.sleep(1.0)  # kube-scheduler records a Bind once the POST has returned
         after = binder_histogram(plain, env.plane, scheduler)
         result["bind_p50_le_s"] = quantile(before, after, 0.50)
         result["bind_p99_le_s"] = quantile(before, after, 0.99)
@@ -403,6 +442,8 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
         result["model_rebuilds"] = ext.metric("tdmcore_model_rebuilds") - rebuilds
         result["decisions_per_pod"] = round(
             (ext.metric("tdmcore_pipeline_decisions") - decisions) / pods, 2)
+    if spy is not None:
+        spy.wait(py_spy[1] + 30 if py_spy else 30)
     if profiler is not None:
         profiler.join()
         assert profile is not None
@@ -416,11 +457,41 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
     return result
 
 
+def summarize(results: list[dict[str, Any]], modes: list[str]) -> dict[str, Any]:
+    """Per mode, the median over rounds of the time to bind and of the control plane's
+    CPU per pod (kube-scheduler + kube-apiserver + etcd + the extender, the whole
+    round), each beside plain kube-scheduler's median in the same run; and a Markdown
+    table of them (``text``)."""
+    rows = []
+    median: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    for m in modes:
+        mine = [x for x in results if x["mode"] == m]
+        median[m] = statistics.median(x["bind_all_s"] for x in mine)
+        cpu[m] = statistics.median(x["control_plane_cpu_ms_per_pod"] for x in mine)
+    lines = ["| mode | time to bind (rounds) | median | x plain | control-plane CPU ms "
+             "per pod (median) | x plain | load average |",
+             "|---|---|---:|---:|---:|---:|---|"]
+    for m in modes:
+        mine = [x for x in results if x["mode"] == m]
+        ratio = median[m] / median["plain"] if "plain" in median else float("nan")
+        cpu_ratio = cpu[m] / cpu["plain"] if "plain" in cpu else float("nan")
+        loads = [v for x in mine for v in x["load_avg_1m"]]
+        rows.append({"mode": m, "rounds_s": [x["bind_all_s"] for x in mine],
+                     "median_s": median[m], "x_plain": round(ratio, 2),
+                     "cpu_ms_per_pod": cpu[m], "cpu_x_plain": round(cpu_ratio, 2),
+                     "load_avg_1m": [min(loads), max(loads)]})
+        lines.append(f"| {m} | {', '.join(f'{x:.2f}' for x in rows[-1]['rounds_s'])} s "
+                     f"| {median[m]:.2f} s | {ratio:.2f} | {cpu[m]:.1f} | {cpu_ratio:.2f} "
+                     f"| {min(loads):.1f}-{max(loads):.1f} |")
+    return {"median": median, "rows": rows, "text": "\n".join(lines)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--modes", default="plain,extender,extender-sync")
     parser.add_argument("--extender-args", default="",
                         help="Extra flags for the extender in every extender mode "
@@ -438,6 +509,10 @@ def main() -> int:
                              "after the burst fall in it). A round longer than that "
                              "is reported on stderr and in the JSON "
                              "(profile_covers_round).")
+    parser.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
+                        help="Sample the extender's Python stacks with py-spy over "
+                             "--profile-seconds from the start of each extender round "
+                             "(collapsed stacks, DIR/MODE-ROUND.txt).")
     parser.add_argument("--keep", type=Path, default=None,
                         help="Keep certificates, data and logs in this (empty) folder.")
     args = parser.parse_args()
@@ -449,6 +524,10 @@ def main() -> int:
     if args.apiserver_profile is not None:
         args.apiserver_profile.mkdir(parents=True, exist_ok=True)
         profile = (args.apiserver_profile, args.profile_seconds)
+    spy = None
+    if args.py_spy is not None:
+        args.py_spy.mkdir(parents=True, exist_ok=True)
+        spy = (args.py_spy, args.profile_seconds)
     profiling = profile is not None
     plane = ControlPlane(args.keep, keep=True, profiling=profiling) if args.keep \
         else ControlPlane(profiling=profiling)
@@ -493,16 +572,13 @@ def main() -> int:
                     current = mode
                 own = {"plain": plain, "floor": floor[1] if floor else None}
                 res = run_round(env, mode, args.pods, r, None if mode in own else ext,
-                                own.get(mode), profile)
+                                own.get(mode), profile, spy)
                 results.append(res)
                 print(json.dumps(res), flush=True)
         wait_until(plain.alive, 1, "the plain kube-scheduler still running")
-        best = {m: min(x["bind_all_s"] for x in results if x["mode"] == m) for m in modes}
-        print("best of rounds:", json.dumps(best))
-        if "plain" in best:
-            for m in modes:
-                if m != "plain":
-                    print(f"{m}: {best[m] / best['plain']:.2f} x plain kube-scheduler")
+        table = summarize(results, modes)
+        print(table["text"], flush=True)
+        best = table["median"]
         summary: dict[str, dict[str, float]] = {}
         if profile is not None:
             for m in modes:
@@ -515,7 +591,8 @@ def main() -> int:
             for k in kinds:
                 print(f"{k:22s}" + "".join(f"{summary[m].get(k, 0.0):18.2f}" for m in modes))
         if args.json is not None:
-            args.json.write_text(json.dumps({"results": results, "best": best,
+            args.json.write_text(json.dumps({"results": results, "median": best,
+                                             "table": table["rows"],
                                              "apiserver_cpu_ms_per_pod": summary}, indent=1))
         plain.stop()
         if floor is not None:
