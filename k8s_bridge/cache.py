@@ -119,6 +119,11 @@ class ClusterModel:
         self._has_topology = False
         #: bumped whenever the state must be rebuilt (loops wait for it to move)
         self.changes = 0
+        #: bumped whenever room may have been made: a placed pod gone, ended, moved or
+        #: changed, a Node added or changed, a link or a traffic pattern changed, an
+        #: assumed pod forgotten (a gang refused for want of room is then retried at
+        #: once, :mod:`k8s_bridge.gangs`)
+        self.releases = 0
         self.skipped: dict[str, str] = {}  # object key -> why it could not be used
 
     # ---------------------------------------------------------------- events
@@ -155,8 +160,10 @@ class ClusterModel:
                 if event == "DELETED" or before is None:
                     self._cluster = None  # the node set (and every index) changes
                     self._dirty()
+                    self.releases += event != "DELETED"
                 elif _node_signature(before) != _node_signature(obj):
                     self._node_changed(key)
+                    self.releases += 1
             elif kind in _CLUSTER_KINDS:
                 self._cluster = None
                 self._dirty()
@@ -165,6 +172,7 @@ class ClusterModel:
                 gone = event == "DELETED"
                 if self._link(before) != (None if gone else self._link(obj)):
                     self._node_changed(key)  # the link's capacity changed
+                    self.releases += 1
                 if gone or old.get("status") != obj.get("status"):
                     # an expectation serves for the one status change it announced:
                     # our own echo, or (not matching) a newer write by someone else
@@ -179,6 +187,7 @@ class ClusterModel:
                         or _observed(old) != _observed(obj):
                     self._pbw_generation += 1
                     self._dirty()
+                    self.releases += 1
             elif kind == "Pod":
                 sig = None if event == "DELETED" else _pod_signature(obj)
                 if event != "DELETED":
@@ -194,6 +203,8 @@ class ClusterModel:
                 self._group_member(key, before, None if event == "DELETED" else obj)
                 if self._signatures.get(key) != sig:
                     self._dirty()
+                    if self._signatures.get(key) is not None:  # a placed pod changed
+                        self.releases += 1
                 if sig is None:
                     self._signatures.pop(key, None)
                 else:
@@ -261,6 +272,13 @@ class ClusterModel:
             self._assumed[key] = (node, dict(pod_json))
             self._state = state  # already placed by Reserve
 
+    def assumed_on(self, key: str) -> str | None:
+        """The node pod ``key`` is assumed on (:meth:`assume`), or None: not assumed,
+        or the API has bound it, ended it or deleted it since."""
+        with self.lock:
+            hit = self._assumed.get(key)
+            return hit[0] if hit is not None else None
+
     def forget(self, pod_json: Mapping[str, Any]) -> None:
         """Undo :meth:`assume`: the API's latest version of the pod is the truth
         again (a pod deleted meanwhile stays deleted)."""
@@ -270,6 +288,7 @@ class ClusterModel:
             if assumed is not None and key in self.objects["Pod"]:
                 self.on_event("Pod", "MODIFIED", assumed[1])  # no longer assumed
             self._dirty()
+            self.releases += 1
 
     def _assumed_view(self, key: str, event: str, obj: dict[str, Any]) -> dict[str, Any]:
         """An event of an assumed pod: the assumption ends when the API binds or

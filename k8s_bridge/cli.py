@@ -50,11 +50,6 @@ def start_informers(kube: Kube, model: ClusterModel, kinds: Sequence[str] = WATC
     return informers, ready
 
 
-#: The extender's threads kept free of waiting binds: the bind that completes a gang,
-#: Filter, Prioritize and the probes.
-SPARE_THREADS = 4
-
-
 def _common(f: Callable[..., None], host: str = "0.0.0.0",
             host_help: str | None = None) -> Callable[..., None]:
     options = [
@@ -161,14 +156,14 @@ def cli() -> None:
               show_default=True, help="Larger requests are answered 400.")
 @click.option("--scheduler-name", default="tdmcore-scheduler", show_default=True,
               help="Bind only pods whose spec.schedulerName is this.")
-@click.option("--gang-wait-seconds", type=FiniteFloat(min=0.0, max=60.0), default=3.0,
+@click.option("--gang-wait-seconds", type=FiniteFloat(min=0.0, max=600.0), default=30.0,
               show_default=True,
-              help="How long a PodGroup member's bind waits for the rest of its gang "
-                   "(keep it under the extender's httpTimeout); 0: no gang wait.")
-@click.option("--threads", type=click.IntRange(8, 1024), default=32, show_default=True,
-              help="Web server threads.  A PodGroup member's bind holds one while it waits "
-                   f"for its gang, so at most threads - {SPARE_THREADS} binds wait at once "
-                   "and a gang's minMember may be one more than that.")
+              help="How long the nodes claimed for a PodGroup gang (placed whole at its "
+                   "first member's Filter) are held for the members not bound yet; 0: no "
+                   "gangs (members are placed one by one).")
+@click.option("--threads", type=click.IntRange(1, 1024), default=8, show_default=True,
+              help="Web server threads (requests served at once; no request waits for a "
+                   "gang).")
 @click.option("--requeue/--no-requeue", default=True, show_default=True,
               help="Touch waiting pods so that kube-scheduler retries them at once.")
 @click.option("--async-status/--sync-status", default=True, show_default=True,
@@ -206,7 +201,6 @@ def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_
     pipeline.async_status = async_status
     pipeline.status_max_delay_s = status_max_delay_seconds
     pipeline.filter_decides = decide_in_filter
-    pipeline.max_waiting_binds = threads - SPARE_THREADS
     pipeline.warm_up()
     ext = Extender(pipeline, prefix=prefix, ready=ready, max_body=max_body_bytes)
     stop = threading.Event()

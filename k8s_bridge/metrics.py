@@ -20,8 +20,8 @@ __all__ = ["LATENCY_BUCKETS", "ApiMetrics", "ControllerMetrics", "ExtenderMetric
 
 #: seconds: an extender answer is expected in milliseconds, a bind up to its gang wait
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
-#: seconds a gang waits at bind (``--gang-wait-seconds``, at most 60)
-GANG_WAIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0)
+#: seconds from a gang's admission until it is bound or released (``--gang-wait-seconds``)
+GANG_WAIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0, 300.0)
 #: milliseconds of a regulation pause
 PAUSE_BUCKETS_MS = (1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 5000.0)
 
@@ -66,11 +66,12 @@ class ExtenderMetrics(ApiMetrics):
                                       "Nodes rejected by Filter", ["kind"], registry=registry)
         self.bind_refusals = Counter(
             "tdmcore_extender_bind_refusals", "Binds refused, by reason (not_filtered, "
-            "no_longer_fits, pod_refused, gang_timeout, gang_room, api_error, other)",
+            "not_claimed, no_longer_fits, pod_refused, api_error, other)",
             ["reason"], registry=registry)
         self.gang_wait_seconds = Histogram(
-            "tdmcore_extender_gang_wait_seconds", "How long a gang's members waited at "
-            "bind, from the first member's wait until the gang bound or was released",
+            "tdmcore_extender_gang_wait_seconds", "How long a gang took, from its admission "
+            "(its nodes claimed at its first member's Filter) until minMember members were "
+            "bound or its claims were released",
             ["outcome"], buckets=GANG_WAIT_BUCKETS, registry=registry)
 
     def model_gauges(self, registry: CollectorRegistry, rebuilds: Callable[[], float],

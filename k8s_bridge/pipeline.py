@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from tdmcore.framework import (
     CycleState,
@@ -50,6 +51,7 @@ from . import api
 from .api import BadRequest
 from .cache import ClusterModel, pod_is_placed
 from .convert import PodConfigError, gang_key, min_member, pod_identity
+from .gangs import Claim, GangBook
 from .kube import ApiError, Kube, NotFound
 from .once import Once
 from .records import node_status, write_status
@@ -83,22 +85,6 @@ class FilterOutcome:
     error: str = ""
 
 
-@dataclass(eq=False)
-class _Waiter:
-    """A gang member reserved at bind time (extender mode)."""
-
-    key: str
-    namespace: str
-    name: str
-    uid: str | None
-    node: str
-    pod_json: Mapping[str, Any]
-    statuses: list[str]
-    done: threading.Event = field(default_factory=threading.Event)
-    error: BindError | None = None
-    deadline: float = 0.0
-
-
 def _key_of(pod_json: Mapping[str, Any]) -> str:
     meta = pod_json.get("metadata") or {}
     return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
@@ -120,25 +106,23 @@ class Pipeline:
                  kube: Kube | None = None, *, scheduler_name: str | None = None,
                  gang_wait_s: float = 0.0) -> None:
         self.model = model
-        #: extender mode: how long a gang member's bind waits for the rest of its gang
-        #: (0: members bind one by one, as before)
+        #: extender mode: how long the nodes claimed for a gang (and, with
+        #: :attr:`filter_decides`, for a pod) are held for members not bound yet
+        #: (0: no gangs; members are placed one by one)
         self.gang_wait_s = gang_wait_s
-        #: extender mode: how many binds may wait for their gangs at once (None: no
-        #: bound).  Each waiting bind holds one of the web server's threads, so the
-        #: extender sets this below its thread count: a gang whose minMember exceeds
-        #: it could never complete, and more waiters would starve Filter and bind.
-        self.max_waiting_binds: int | None = None
-        # gang key -> the members reserved at bind time, waiting for the rest
-        self._gangs: dict[str, list[_Waiter]] = {}
-        self._deadlines: dict[str, float] = {}  # gang key -> when its waiters give up
+        #: claims, back-offs and PodGroup statuses of the gangs (:mod:`k8s_bridge.gangs`)
+        self.gangs = GangBook()
         #: gang key -> pods Filter held back because the gang was incomplete (the
         #: extender's requeuer touches them once it is complete)
         self.held_back: dict[str, set[str]] = {}
-        #: called (with the gang key, no lock held) when a member starts waiting at
-        #: bind: the requeuer then has kube-scheduler retry the gang's other members now
-        self.on_gang_wait: Callable[[str], None] | None = None
-        #: called with ("bound" or "released", seconds since the gang's first member
-        #: started waiting) when a gang waiting at bind settles (the extender's metric)
+        # nodes whose status claims confirmed on the watch have to write
+        self._pending_statuses: list[str] = []
+        #: called (with the gang key, no lock held) when a gang is admitted: the
+        #: requeuer then has kube-scheduler try its other members now
+        self.on_gang_admitted: Callable[[str], None] | None = None
+        #: called with ("bound" or "released", seconds since the gang was admitted:
+        #: its nodes claimed at Filter) when an admitted gang settles (the extender's
+        #: metric)
         self.on_gang_settled: Callable[[str, float], None] | None = None
         #: write NodeBandwidth status from a background thread, after bind answered
         self.async_status = False
@@ -256,37 +240,59 @@ class Pipeline:
                      for name, i in zip(names, out, strict=True) if i is None}
 
     def filter(self, pod_json: Mapping[str, Any], node_names: Sequence[str]) -> FilterOutcome:
-        """The nodes among ``node_names`` the policy's Filter keeps."""
+        """The nodes among ``node_names`` the policy's Filter keeps.
+
+        In extender mode with gangs (:attr:`gang_wait_s` > 0) a PodGroup member is
+        placed with its whole gang and keeps the node claimed for it
+        (:mod:`k8s_bridge.gangs`); with :attr:`filter_decides` a pod keeps the
+        policy's pick only, claimed for it until its bind.
+        """
+        outcome, admitted = self._filter(pod_json, node_names)
+        if self._pending_statuses:
+            self._flush_confirmed()
+        if admitted is not None and self.on_gang_admitted is not None:
+            self.on_gang_admitted(admitted)
+        return outcome
+
+    def _filter(self, pod_json: Mapping[str, Any], node_names: Sequence[str]
+                ) -> tuple[FilterOutcome, str | None]:
+        """:meth:`filter`'s outcome, and the key of the gang it admitted (if any)."""
         # The model's lock too: the state, its cluster and the schedulable flags must
         # be one version while we index into them.
         with self.lock, self.model.lock:
+            now = time.monotonic()
+            self._expire(now)
+            key = _key_of(pod_json)
+            claim = self.gangs.claims.get(key)
+            if claim is not None:
+                kept = self._filter_claimed(pod_json, key, claim, node_names)
+                if kept is not None:
+                    return kept, None
             try:
                 pod, state, decision, cycle = self._decide(pod_json)
             except PodRefused as exc:  # no node can help: the reason goes to the event
                 self._warn_refused(pod_json, str(exc))
                 reason = f"tdmcore/{self.policy_name}: {exc}"
-                return FilterOutcome([], {}, {name: reason for name in node_names})
+                return FilterOutcome([], {}, {name: reason for name in node_names}), None
             if decision.status is Status.ERROR:  # the pod disagrees with its job's pods
                 # (priority, workload, spread, gang size): no node can help either
                 self._warn_refused(pod_json, decision.message)
                 reason = f"tdmcore/{self.policy_name}: {decision.message}"
-                return FilterOutcome([], {}, {name: reason for name in node_names})
-            gkey = gang_key(pod_json) if self.max_waiting_binds is not None else None
-            too_large = self.too_large(gkey) if gkey is not None else None
-            if too_large is not None:  # it could never bind: say so in the event
-                self._warn_refused(pod_json, too_large)
-                reason = f"tdmcore/{self.policy_name}: {too_large}"
-                return FilterOutcome([], {}, {name: reason for name in node_names})
+                return FilterOutcome([], {}, {name: reason for name in node_names}), None
             if self._refused:  # only then: Filter is kube-scheduler's hot path
                 self._refused.forget(pod_identity(pod_json))  # readable (again)
             idx, unknown = self._index(state, node_names)
+            gkey = gang_key(pod_json)
             waiting = self.gang_shortfall(pod_json)
             if waiting:  # coscheduling's PreFilter: the gang is not all there yet
-                gkey = gang_key(pod_json)
                 if gkey is not None:
-                    self.held_back.setdefault(gkey, set()).add(_key_of(pod_json))
+                    self.held_back.setdefault(gkey, set()).add(key)
+                    self._gang_status(gkey, waiting)
                 known = [n for n, i in zip(node_names, idx, strict=True) if i is not None]
-                return FilterOutcome([], {**unknown, **{n: waiting for n in known}})
+                return FilterOutcome([], {**unknown, **{n: waiting for n in known}}), None
+            if gkey is not None and self.gang_wait_s > 0 \
+                    and self._min_member(gkey) > len(self._members(gkey)):
+                return self._admit(gkey, pod_json, state, node_names, idx, unknown, now)
             feasible = cycle.feasible.tolist() if cycle.feasible is not None else None
             failed: dict[str, str] = dict(unknown)
             unresolvable: dict[str, str] = {}
@@ -303,31 +309,150 @@ class Pipeline:
                 else:
                     rejected.append((name, i))
             if rejected:
-                reasons = self._why(state, pod, [i for _, i in rejected], decision)
+                reasons = self._why(state, pod, [i for _, i in rejected], decision, cycle)
                 for (name, _), (reason, final) in zip(rejected, reasons, strict=True):
                     (unresolvable if final else failed)[name] = reason
             index = state.cluster.node_index
             at = [index[n] for n in keep]
-            if self.filter_decides and len(keep) > 1 and cycle.scores is not None:
+            if self.filter_decides and keep and cycle.scores is not None:
                 k = at.index(self._pick_among(cycle, at))
                 keep, at = [keep[k]], [at[k]]
+                cached = self._cached(key, pod_json)
+                if self.gang_wait_s > 0 and cached is not None:
+                    # extender mode: the pick is the pod's until its bind
+                    self._claim(key, cached, None, state, cycle, at[0], now)
             indices: list[int | None] = list(at)
             self._last_index = (state.cluster, keep, indices)
-            return FilterOutcome(keep, failed, unresolvable)
+            return FilterOutcome(keep, failed, unresolvable), None
 
     @staticmethod
-    def _pick_among(cycle: CycleState, at: Sequence[int]) -> int:
+    def _pick_among(cycle: CycleState, at: Sequence[int] | NDArray[np.bool_]) -> int:
         """The policy's pick among the feasible nodes ``at`` kube-scheduler asked
-        about: :func:`~tdmcore.framework.pick_node` as :meth:`Scheduler.decide
-        <tdmcore.framework.Scheduler.decide>` runs it, over those nodes' finalists
-        (over all of them when none is a finalist), so the policy's own decision
-        whenever that node was asked about."""
+        about (indices, or a mask): :func:`~tdmcore.framework.pick_node` as
+        :meth:`Scheduler.decide <tdmcore.framework.Scheduler.decide>` runs it, over
+        those nodes' finalists (over all of them when none is a finalist), so the
+        policy's own decision whenever that node was asked about."""
         assert cycle.scores is not None
-        asked = np.zeros(len(cycle.scores), dtype=bool)
-        asked[np.asarray(at, dtype=np.int64)] = True
+        if isinstance(at, np.ndarray) and at.dtype == np.bool_:
+            asked = at.copy()
+        else:
+            asked = np.zeros(len(cycle.scores), dtype=bool)
+            asked[np.asarray(at, dtype=np.int64)] = True
         if cycle.finalists is not None and (asked & cycle.finalists).any():
             asked &= cycle.finalists
         return pick_node(cycle.scores, asked)
+
+    # -------------------------------------------------------------- claims
+    def _cached(self, key: str, pod_json: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The cached pod a request names (the same object: its UID; of this
+        scheduler), or None: only pods the API has are ever claimed or assumed."""
+        cached = self.model.objects["Pod"].get(key)
+        if cached is None:
+            return None
+        uid = (pod_json.get("metadata") or {}).get("uid")
+        spec = cached.get("spec") or {}
+        if (uid and (cached.get("metadata") or {}).get("uid") not in (None, uid)) \
+                or spec.get("nodeName") \
+                or (self.scheduler_name and spec.get("schedulerName") != self.scheduler_name):
+            return None
+        return cached
+
+    def _claim(self, key: str, pod_json: Mapping[str, Any], gkey: str | None,
+               state: ClusterState, cycle: CycleState, node: int, now: float) -> None:
+        """Reserve the pod on ``node`` (Reserve, assume) until its bind (the locks are
+        held)."""
+        self._hold(key, pod_json, gkey, state, node, self.policy.reserve(state, cycle, node),
+                   now)
+
+    def _hold(self, key: str, pod_json: Mapping[str, Any], gkey: str | None,
+              state: ClusterState, node: int, result: ReserveResult, now: float) -> None:
+        """The pod is reserved on ``node`` in ``state``: assume it there and claim the
+        node for it until :attr:`gang_wait_s` from now (the locks are held)."""
+        self._decided.clear()
+        name = state.cluster.nodes[node].name
+        self._mark_bound(key, pod_json, name)
+        self._unconfirmed.add(key)
+        statuses = self._statuses(state, {node: [result]})
+        self.gangs.claims[key] = Claim(gkey, name, (pod_json.get("metadata") or {}).get("uid"),
+                                       now + self.gang_wait_s, statuses, result)
+
+    def _filter_claimed(self, pod_json: Mapping[str, Any], key: str, claim: Claim,
+                        node_names: Sequence[str]) -> FilterOutcome | None:
+        """Filter for a pod with a claim: its claimed node, if kube-scheduler offered
+        it; else (or for another pod of that name) the claim is released and the pod
+        is placed afresh (None)."""
+        uid = (pod_json.get("metadata") or {}).get("uid")
+        if (not claim.uid or not uid or claim.uid == uid) and claim.node in node_names:
+            return FilterOutcome([claim.node])
+        # not offered (kube-scheduler's own filters), or a new pod of that name: a
+        # gang member is placed again on what its gang's other claims leave
+        self._release([key], "")
+        return None
+
+    def _admit(self, gkey: str, pod_json: Mapping[str, Any], state: ClusterState,
+               node_names: Sequence[str], idx: Sequence[int | None], unknown: dict[str, str],
+               now: float) -> tuple[FilterOutcome, str | None]:
+        """Place the gang of ``pod_json`` whole and claim its nodes, or refuse it (the
+        locks are held; see :mod:`k8s_bridge.gangs`): the pod's outcome, and the gang's
+        key if it was admitted."""
+        known = [n for n, i in zip(node_names, idx, strict=True) if i is not None]
+        blocked = self.gangs.blocked(gkey, self.model.releases, now)
+        if blocked is not None:
+            return FilterOutcome([], {**unknown, **{n: blocked for n in known}}), None
+        allowed = np.zeros(len(state.cluster.nodes), dtype=bool)
+        schedulable = self.model.schedulable
+        for i in idx:
+            if i is not None and schedulable[i]:
+                allowed[i] = True
+        key = _key_of(pod_json)
+        me = self._cached(key, pod_json)
+        if me is None or gang_key(me) != gkey:  # the cache (the API's truth) must agree
+            why = f"tdmcore: pod {key} is not in tdmcore's cache yet"
+            return FilterOutcome([], {**unknown, **{n: why for n in known}}), None
+        members = [me] + [p for k, p in sorted(self._pending_members(gkey).items())
+                          if k != key]
+        need = self._min_member(gkey) - len(self._members(gkey))
+        trial = state.copy()
+        plan: list[tuple[Mapping[str, Any], int, ReserveResult]] = []
+        why = ""
+        short = ""  # the member that found no node (named in the log, not the reason:
+        # the reason stays the same from one try to the next, so its events aggregate)
+        for member in members:
+            short = _key_of(member)
+            try:
+                decision, cycle = self.scheduler.decide(trial, self._pod(member))
+            except (PodRefused, BadRequest, BindError) as exc:
+                why = str(exc)
+                break
+            if decision.status is not Status.SUCCESS or cycle.feasible is None:
+                why = decision.message
+                break
+            ok = cycle.feasible & allowed
+            if not ok.any():
+                why = "no node kube-scheduler offered has room for the next one"
+                break
+            node = self._pick_among(cycle, ok)
+            plan.append((member, node, self.policy.reserve(trial, cycle, node)))
+        if len(plan) < need:
+            reason = (f"tdmcore/{self.policy_name}: gang {gkey} does not fit: {len(plan)} of "
+                      f"the {need} members it needs have a node at once ({why})")
+            self._release(self.gangs.gang_claims(gkey), "")
+            backoff = self.gangs.refuse(gkey, reason, self.model.releases, now)
+            self._gang_status(gkey, reason)
+            log.info("%s; %s found none; retried in %g s (or once room is made)", reason,
+                     short, backoff.until - now)
+            return FilterOutcome([], {**unknown, **{n: reason for n in known}}), None
+        # the whole gang fits: the trial becomes the state, each member holds its node
+        # (its claim), as schedule_gang commits a gang
+        state.__dict__.update(trial.__dict__)
+        for member, node, result in plan:
+            self._hold(_key_of(member), member, gkey, state, node, result, now)
+        self.gangs.admit(gkey, key, now)
+        self._gang_status(gkey)
+        if len(plan) > 1:
+            log.info("gang %s admitted: %d members claimed their nodes", gkey, len(plan))
+        first = state.cluster.nodes[plan[0][1]].name
+        return FilterOutcome([first]), gkey
 
     def gang_shortfall(self, pod_json: Mapping[str, Any]) -> str:
         """Why a PodGroup member must wait ('' if it need not).
@@ -361,10 +486,13 @@ class Pipeline:
                     f"pods")
         return ""
 
-    def _why(self, state: ClusterState, pod: Pod, nodes: Sequence[int], decision: Decision
-             ) -> list[tuple[str, bool]]:
+    def _why(self, state: ClusterState, pod: Pod, nodes: Sequence[int], decision: Decision,
+             cycle: CycleState) -> list[tuple[str, bool]]:
         """A reason per node of ``nodes``; ``True`` when preemption cannot help (link
-        capacity)."""
+        capacity).  A node with the room and the link for the pod was rejected by the
+        policy's own rule: the reasons its Filter recorded (``cycle.reasons``) other
+        than room and link say which (a dependency loop, an anti-affinity), and which
+        of the pod's job's pods are placed where (the rule is about them)."""
         prefix = f"tdmcore/{self.policy_name}: "
         at = np.asarray(nodes, dtype=np.int64)
         short = [(name, (need > free[at] + 1e-9).tolist()) for name, need, free in (
@@ -373,7 +501,14 @@ class Pipeline:
         link = state.cluster.link_gbps[at]
         too_narrow = (pod.bandwidth_gbps > link).tolist()
         lacking_at = [[name for name, flags in short if flags[k]] for k in range(len(nodes))]
-        policy = prefix + (decision.message or "rejected by the policy's Filter")
+        own = [r for r in cycle.reasons if not r.startswith("Insufficient")]
+        policy = prefix + (" or ".join(own) if own else decision.message
+                           or "rejected by the policy's Filter")
+        placed = state.job_pods(pod.job)
+        if own and placed:
+            on = ", ".join(sorted({state.cluster.nodes[p.node].name for p in placed}))
+            policy += (f" (its job {pod.job} has {len(placed)} pod(s) placed, on {on}: a "
+                       f"job is placed whole only as a PodGroup)")
         out = []
         for k, lacking in enumerate(lacking_at):
             if lacking:
@@ -413,16 +548,20 @@ class Pipeline:
 
         As kube-scheduler does: the pod is *assumed* (Reserve runs and the cache
         marks it bound) under the locks, the binding is POSTed without them, and a
-        failed binding is *forgotten* (the model re-reads the API).  Raises
-        :class:`BadRequest` for an unknown pod, UID or node or a pod of another
+        failed binding is *forgotten* (the model re-reads the API).  A pod Filter
+        claimed a node for (a gang member, or any pod when Filter decides) was
+        reserved and assumed there at Filter: its bind binds it on that node only.
+        Raises :class:`BadRequest` for an unknown pod, UID or node or a pod of another
         scheduler (nothing changes) and :class:`BindError` when the node no longer
-        passes Filter, the API refuses the binding (nothing is recorded), or a pod
-        not cached yet cannot be read from the API.
+        passes Filter (or is not the one claimed for the pod), the pod is a member of
+        a gang that holds no claim for it, the API refuses the binding (nothing is
+        recorded), or a pod not cached yet cannot be read from the API.
         """
         key = f"{namespace}/{name}"
         if key not in self.model.objects["Pod"] and self.kube is not None:
             self._fetch_pod(namespace, name)  # the informer may lag kube-scheduler's
         with self.lock, self.model.lock:
+            self._expire(time.monotonic())
             pod_json = self.model.objects["Pod"].get(key)
             if pod_json is None:
                 raise BadRequest(f"PodName: pod {key!r} does not exist")
@@ -433,174 +572,186 @@ class Pipeline:
             if self.scheduler_name and spec.get("schedulerName") != self.scheduler_name:
                 raise BadRequest(f"PodName: pod {key!r} is not for scheduler "
                                  f"{self.scheduler_name!r}")
-            if spec.get("nodeName"):
-                raise BadRequest(f"PodName: pod {key!r} is already bound")
-            try:
-                pod, state, decision, cycle = self._decide(pod_json)
-            except PodRefused as exc:
-                raise BindError(str(exc), "pod_refused") from exc
-            index = state.cluster.node_index.get(node)
-            if index is None:
-                raise BadRequest(f"Node: {node!r} is unknown to tdmcore")
             refusal = self.bind_check(namespace, name, meta.get("uid"), node) \
                 if self.bind_check is not None else None
-            if refusal is not None:
-                raise BindError(f"refused: {refusal}", "not_filtered")
-            if decision.status is Status.ERROR:
-                raise BindError(decision.message, "pod_refused")
-            if cycle.feasible is None or not cycle.feasible[index]:
-                raise BindError(f"node {node!r} no longer passes tdmcore's Filter for {key}",
-                                "no_longer_fits")
-            result = self.policy.reserve(state, cycle, index)  # assume
-            self._decided.clear()
-            self._mark_bound(key, pod_json, node)
-            self._unconfirmed.add(key)
-            statuses = self._statuses(state, {index: [result]})
-            me = _Waiter(key, namespace, name, uid, node, pod_json, statuses)
-            batch = self._join_gang(me) if self.gang_wait_s > 0 else [me]
-        if not batch:
-            if self.on_gang_wait is not None:
-                self.on_gang_wait(gang_key(pod_json) or "")
-            self._wait_for_gang(me)
-        if me.error is None:
-            self._bind_member(me)
-        if me.error is not None:
-            raise me.error
+            claim = self.gangs.claims.get(key)
+            if claim is not None:
+                if node != claim.node:
+                    if node not in self.model.objects["Node"]:
+                        raise BadRequest(f"Node: {node!r} is unknown to tdmcore")
+                    raise BindError(f"node {node!r} is not the node tdmcore's Filter placed "
+                                    f"{key} on ({claim.node})", "not_claimed")
+                if refusal is not None:
+                    raise BindError(f"refused: {refusal}", "not_filtered")
+                del self.gangs.claims[key]
+                statuses, gkey, result = claim.statuses, claim.gang, claim.result
+            else:
+                if spec.get("nodeName"):
+                    raise BadRequest(f"PodName: pod {key!r} is already bound")
+                try:
+                    pod, state, decision, cycle = self._decide(pod_json)
+                except PodRefused as exc:
+                    raise BindError(str(exc), "pod_refused") from exc
+                index = state.cluster.node_index.get(node)
+                if index is None:
+                    raise BadRequest(f"Node: {node!r} is unknown to tdmcore")
+                if refusal is not None:
+                    raise BindError(f"refused: {refusal}", "not_filtered")
+                if decision.status is Status.ERROR:
+                    raise BindError(decision.message, "pod_refused")
+                gkey = gang_key(pod_json) if self.gang_wait_s > 0 else None
+                if gkey is not None and self._min_member(gkey) > len(self._members(gkey)):
+                    raise BindError(f"gang {gkey} holds no node for {key} (its claims were "
+                                    f"released, or its Filter never ran); kube-scheduler "
+                                    f"retries it", "not_claimed")
+                if cycle.feasible is None or not cycle.feasible[index]:
+                    raise BindError(f"node {node!r} no longer passes tdmcore's Filter for "
+                                    f"{key}", "no_longer_fits")
+                result = self.policy.reserve(state, cycle, index)  # assume
+                self._decided.clear()
+                self._mark_bound(key, pod_json, node)
+                self._unconfirmed.add(key)
+                statuses = self._statuses(state, {index: [result]})
+        try:
+            self._bind_api(namespace, name, uid, node)
+        except BindError:
+            with self.lock, self.model.lock:  # forget: the API is the truth again
+                self._forget(pod_json)
+                if gkey is not None:
+                    self._gang_status(gkey)
+            raise
+        with self.lock, self.model.lock:
+            self._unconfirmed.discard(key)
+            if gkey is not None:
+                self._gang_status(gkey)
+        self._write_statuses(statuses)
+        assert result is not None
         return result
 
     # ------------------------------------------------- gangs in extender mode
-    def _join_gang(self, me: _Waiter) -> list[_Waiter]:
-        """Under the locks, after Reserve: the members to bind now (``[me]`` for a pod
-        of no gang or of a complete one, every waiting member when ``me`` completes
-        its gang), or ``[]``: ``me`` waits for the rest of its gang.
+    def _pending_members(self, gkey: str) -> dict[str, Mapping[str, Any]]:
+        """The gang's pods of this scheduler that wait for a node (neither placed nor
+        claimed nor being deleted), by key."""
+        namespace, _, group = gkey.partition("/")
+        out: dict[str, Mapping[str, Any]] = {}
+        for k, pod in self.model.objects["Pod"].items():
+            meta = pod.get("metadata") or {}
+            spec = pod.get("spec") or {}
+            if (meta.get("namespace") or "default") == namespace \
+                    and (meta.get("labels") or {}).get(api.LABEL_POD_GROUP) == group \
+                    and not spec.get("nodeName") and not meta.get("deletionTimestamp") \
+                    and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed") \
+                    and (not self.scheduler_name
+                         or spec.get("schedulerName") == self.scheduler_name):
+                out[k] = pod
+        return out
 
-        **[decision]** coscheduling's Permit, emulated at bind time: kube-scheduler
-        calls bind in a goroutine per pod, so a member's bind may block.  Each member
-        is reserved in the model (the next members' Filter sees its node taken) and
-        waits until reserved + bound members reach ``minMember``; then every waiting
-        member binds itself (in parallel, each in its own bind call).  The first member
-        to wait sets the gang's deadline, ``gang_wait_s`` later, when all its waiting
-        members are released together (forgotten, their binds answer an error, and
-        kube-scheduler retries them together): a gang that cannot fit never binds
-        partly.  When a member starts waiting, :attr:`on_gang_wait` has the gang's
-        other pending members retried at once; with kube-scheduler's back-off capped
-        at 2 s (``podMaxBackoffSeconds`` in the shipped configuration) they reach
-        bind within the wait.
-        """
-        gkey = gang_key(me.pod_json)
-        if gkey is None:
-            return [me]
-        need = self._min_member(gkey)
-        waiters = self._gangs.setdefault(gkey, [])
-        for w in [w for w in waiters if not self._still_reserved(w)]:
-            # deleted (or ended) while it waited: it no longer counts toward minMember
-            waiters.remove(w)
-            self._forget(w.pod_json)
-            w.error = BindError(f"pod {w.key} was deleted while its gang {gkey} waited")
-            w.done.set()
-        waiting = {w.key for w in waiters} | {me.key}
-        bound = sum(1 for k in self._members(gkey) if k not in waiting)
-        completes = bound + len(waiting) >= need  # me completes the gang: no wait
-        cap = self.max_waiting_binds
-        if cap is not None and not completes:
-            # A gang is admitted to wait only if all its waits fit the room the gangs
-            # already waiting leave (each holds minMember - 1 binds' room until it
-            # completes or times out); its later members then always fit, so two
-            # gangs never hold each other's room until both time out.
-            refusal = self.too_large(gkey)  # (Filter has said so already, once per pod)
-            if refusal is None and not waiters:
-                held = sum(self._min_member(g) - 1 for g, ws in self._gangs.items()
-                           if ws and g != gkey)
-                if held + need - 1 > cap:
-                    refusal = (f"gang {gkey}: the gangs waiting at bind leave room for "
-                               f"{cap - held} of the {need - 1} binds it would hold; "
-                               f"released (kube-scheduler retries it)")
-            if refusal is not None:
-                if not waiters:
-                    del self._gangs[gkey]
-                self._forget(me.pod_json)
-                me.error = BindError(refusal, "gang_room")
-                log.info("%s", refusal)
-                return [me]
-        if not waiters:  # the first member to wait sets the gang's deadline
-            self._deadlines[gkey] = time.monotonic() + self.gang_wait_s
-        me.deadline = self._deadlines[gkey]
-        waiters.append(me)
-        if not completes:
-            return []
-        del self._gangs[gkey]
-        self._deadlines.pop(gkey, None)
-        self.held_back.pop(gkey, None)
-        if self.on_gang_settled is not None and len(waiters) > 1:
-            self.on_gang_settled("bound", time.monotonic() - (me.deadline - self.gang_wait_s))
-        if len(waiters) > 1:
-            log.info("gang %s complete: binding %d members", gkey, len(waiters))
-        for w in waiters:  # woken under the locks: a deadline cannot release them now
-            if w is not me:
-                w.done.set()
-        return waiters
+    def _release(self, keys: Sequence[str], why: str) -> None:
+        """Release the claims of ``keys`` (the locks are held): each pod is forgotten
+        (the API is the truth again); a gang whose claims are released for ``why``
+        (not bound in time) backs off, with its PodGroup status saying so."""
+        gangs: dict[str, list[str]] = {}
+        for key in keys:
+            claim = self.gangs.claims.pop(key, None)
+            if claim is None:
+                continue
+            pod_json = self.model.objects["Pod"].get(key)
+            namespace, _, name = key.partition("/")
+            self._forget(pod_json if pod_json is not None else
+                         {"metadata": {"namespace": namespace, "name": name}})
+            if claim.gang is not None:
+                gangs.setdefault(claim.gang, []).append(key)
+        for gkey, released in gangs.items():
+            if not why:
+                continue
+            rest = self.gangs.gang_claims(gkey)
+            self._release(rest, "")  # a gang's claims go together
+            reason = (f"tdmcore/{self.policy_name}: gang {gkey}: {len(released + rest)} "
+                      f"claimed member(s) {why}; released")
+            now = time.monotonic()
+            waited = self.gangs.settled(gkey, now)
+            if waited is not None and self.on_gang_settled is not None:
+                self.on_gang_settled("released", waited)
+            self.gangs.refuse(gkey, reason, self.model.releases, now)
+            self._gang_status(gkey, reason)
+            log.info("%s", reason)
 
-    def too_large(self, gkey: str) -> str | None:
-        """Why gang ``gkey`` can never bind in extender mode (its ``minMember`` is
-        more than :attr:`max_waiting_binds` + 1), or None."""
-        cap = self.max_waiting_binds
-        need = self._min_member(gkey)
-        if cap is None or self.gang_wait_s <= 0 or need <= cap + 1:
-            return None
-        return (f"gang {gkey}: minMember {need} is more than the extender can hold "
-                f"waiting at once ({cap} binds, and the one that completes it: raise "
-                f"--threads)")
-
-    def _still_reserved(self, w: _Waiter) -> bool:
-        """The waiting member's pod is still in the cache, the same object, on its
-        reserved node (not deleted, finished or bound elsewhere meanwhile)."""
-        pod = self.model.objects["Pod"].get(w.key)
-        if pod is None or not pod_is_placed(pod):
-            return False
-        uid = (pod.get("metadata") or {}).get("uid")
-        return (w.uid in (None, "", uid)) and (pod.get("spec") or {}).get("nodeName") == w.node
-
-    def _wait_for_gang(self, me: _Waiter) -> None:
-        """Wait until the gang is complete (``me.done``, no error) or its deadline; then
-        every waiting member is released together (``error`` set, reservations
-        forgotten), so that they are retried together."""
-        if me.done.wait(max(0.0, me.deadline - time.monotonic())):
+    def _expire(self, now: float) -> None:
+        """Settle the claims (the locks are held): the ones kube-scheduler's own
+        binder has bound (seen on the watch: the shipped configuration has no bind
+        verb) are confirmed, as a bind would confirm them; the ones not bound by their
+        deadline are released."""
+        if not self.gangs.claims:
             return
-        gkey = gang_key(me.pod_json) or ""
-        with self.lock, self.model.lock:
-            if me.done.is_set():  # completed, or released by another member, just now
-                return
-            waiters = self._gangs.pop(gkey, [])
-            self._deadlines.pop(gkey, None)
-            if me not in waiters:
-                waiters.append(me)
-            waiting = {w.key for w in waiters}
-            have = len(waiters) + sum(1 for k in self._members(gkey) if k not in waiting)
-            error = BindError(
-                f"gang {gkey}: {have} of minMember {self._min_member(gkey)} members had a "
-                f"node after {self.gang_wait_s:g} s; released (kube-scheduler retries them)",
-                "gang_timeout")
-            if self.on_gang_settled is not None:
-                self.on_gang_settled("released",
-                                     time.monotonic() - (me.deadline - self.gang_wait_s))
-            for w in waiters:
-                self._forget(w.pod_json)
-                w.error = error
-                w.done.set()
-        log.info("%s", error)
+        gangs = set()
+        for key, claim in list(self.gangs.claims.items()):
+            node = self.model.assumed_on(key)
+            if node is not None:
+                continue  # not bound yet
+            del self.gangs.claims[key]  # bound (here or elsewhere), or gone: the API says
+            self._unconfirmed.discard(key)
+            pod = self.model.objects["Pod"].get(key)
+            if pod is not None and (pod.get("spec") or {}).get("nodeName") == claim.node:
+                self._pending_statuses.extend(claim.statuses)
+            if claim.gang is not None:
+                gangs.add(claim.gang)
+        for gkey in gangs:
+            self._gang_status(gkey)
+        expired = self.gangs.expired(now)
+        if expired:
+            self._release(expired, f"not bound within {self.gang_wait_s:g} s")
 
-    def _bind_member(self, me: _Waiter) -> None:
-        """POST the binding (outside the locks); a refused one is forgotten."""
-        try:
-            self._bind_api(me.namespace, me.name, me.uid, me.node)
-        except BindError as exc:
-            with self.lock, self.model.lock:  # forget: the API is the truth again
-                self._forget(me.pod_json)
-            me.error = exc
-            return
+    def _flush_confirmed(self) -> None:
+        """Write the NodeBandwidth status of the claims confirmed on the watch (no lock
+        held: a synchronous write calls the API)."""
         with self.lock:
-            self._unconfirmed.discard(me.key)
-        self._write_statuses(me.statuses)
+            nodes, self._pending_statuses = self._pending_statuses, []
+        if nodes:
+            self._write_statuses(sorted(set(nodes)))
+
+    def expire_claims(self) -> None:
+        """Settle the claims (:meth:`_expire`; the requeuer's loop)."""
+        with self.lock, self.model.lock:
+            self._expire(time.monotonic())
+        self._flush_confirmed()
+
+    def claimed_members(self, gkey: str) -> list[str]:
+        """Keys of the gang's members holding a claim (not bound yet), but the one
+        whose Filter admitted the gang (kube-scheduler is placing it: a touch could
+        have it queued a second time)."""
+        with self.lock:
+            by = self.gangs.admitted_by.get(gkey)
+            return [k for k in self.gangs.gang_claims(gkey) if k != by]
+
+    def due_gangs(self) -> dict[str, list[str]]:
+        """The gangs whose back-off has just ended, with their pending members' keys
+        (the requeuer has kube-scheduler retry them)."""
+        with self.lock, self.model.lock:
+            return {g: sorted(self._pending_members(g)) for g in
+                    self.gangs.due(time.monotonic())}
+
+    def take_podgroup_statuses(self) -> dict[str, dict[str, Any]]:
+        """The PodGroup statuses that changed since the last call, by gang key."""
+        with self.lock:
+            return self.gangs.take_statuses()
+
+    def _gang_status(self, gkey: str, reason: str = "") -> None:
+        """Record the gang's PodGroup status now (the locks are held): ``Scheduled``
+        once ``minMember`` members are bound, ``Scheduling`` while members hold
+        claims, else ``Pending`` for ``reason``."""
+        claimed = set(self.gangs.gang_claims(gkey))
+        placed = set(self._members(gkey)) - claimed - self._unconfirmed
+        need = self._min_member(gkey)
+        if len(placed) >= need:
+            phase, reason = "Scheduled", ""
+            waited = self.gangs.settled(gkey, time.monotonic())
+            if waited is not None and self.on_gang_settled is not None:
+                self.on_gang_settled("bound", waited)
+        elif claimed:
+            phase, reason = "Scheduling", ""
+        else:
+            phase = "Pending"
+        self.gangs.set_status(gkey, phase, len(placed), reason)
 
     def _forget(self, pod_json: Mapping[str, Any]) -> None:
         """Undo an assumed pod (the locks are held): the API is the truth again."""

@@ -10,9 +10,13 @@ situations need a retry sooner:
   complete;
 * after the extender (re)starts, the pods kube-scheduler failed to schedule while it
   was away must be retried as soon as it serves again;
-* when a gang member starts waiting at bind (:meth:`Pipeline._join_gang
-  <k8s_bridge.pipeline.Pipeline._join_gang>`), its gang's other pending members should
-  reach bind within the wait (coscheduling activates the siblings the same way).
+* when a gang is admitted (its members' nodes claimed, :mod:`k8s_bridge.gangs`), its
+  other members should reach Filter now, not after their back-off (coscheduling
+  activates the siblings the same way);
+* when a gang's back-off ends, its members are retried once.
+
+The requeuer's loop also releases the gangs' claims not bound in time and writes the
+PodGroups' status.
 
 **[decision]** The extender *touches* those pods: a merge patch of the annotation
 ``tdmcore.io/requeued-at`` (a timestamp).  A pod update that changes more than its
@@ -40,6 +44,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .convert import gang_key, pod_key
+from .gangs import OWN_PHASES
 from .kube import ApiError, Kube, NotFound
 from .once import Once
 from .pipeline import Pipeline
@@ -80,7 +85,8 @@ class Requeuer:
         self._wake = threading.Event()
         self._denied: dict[str, float] = {}  # namespace -> when it refused (monotonic)
         self._said = Once()
-        pipeline.on_gang_wait = self.activate
+        self.statuses_written = 0
+        pipeline.on_gang_admitted = self.activate
 
     def activate(self, gkey: str) -> None:
         """Have the gang's pending members retried (from the requeuer's thread)."""
@@ -89,25 +95,56 @@ class Requeuer:
         self._wake.set()
 
     def activate_siblings(self) -> int:
-        """Touch the pending members (neither bound nor reserved) of the gangs
-        :meth:`activate` named, each gang at most once a second."""
+        """Touch the members holding a claim (not bound yet) of the gangs
+        :meth:`activate` named, each gang at most once a second, and the pending
+        members of the gangs whose back-off has ended."""
         with self._lock:
             gangs, self._activate = self._activate, set()
         now = time.monotonic()
         keys: list[str] = []
+        for gkey in sorted(gangs):
+            if now - self._activated.get(gkey, -1e9) < 1.0:
+                continue
+            self._activated[gkey] = now
+            keys.extend(self.pipeline.claimed_members(gkey))
+        if len(self._activated) > 10_000:
+            self._activated.clear()
+        for members in self.pipeline.due_gangs().values():
+            keys.extend(members)
         model = self.pipeline.model
-        with model.lock:
-            for gkey in sorted(gangs):
-                if now - self._activated.get(gkey, -1e9) < 1.0:
-                    continue
-                self._activated[gkey] = now
-                keys.extend(k for k, p in model.objects["Pod"].items()
-                            if gang_key(p) == gkey and self._ours(p)
-                            and not (p.get("spec") or {}).get("nodeName")
-                            and not (p.get("metadata") or {}).get("deletionTimestamp"))
-            if len(self._activated) > 10_000:
-                self._activated.clear()
+        with model.lock:  # only pods of ours that are still there
+            keys = [k for k in dict.fromkeys(keys) if k in model.objects["Pod"]
+                    and self._ours(model.objects["Pod"][k])
+                    and not (model.objects["Pod"][k].get("metadata") or {}).get(
+                        "deletionTimestamp")]
         return sum(self.touch(k) for k in sorted(keys))
+
+    def write_podgroup_statuses(self) -> int:
+        """Write the PodGroup statuses that changed (phase, scheduled, reason,
+        scheduleStartTime); a phase set by someone else after scheduling (Running,
+        Finished, Failed) is left as it is."""
+        written = 0
+        model = self.pipeline.model
+        for gkey, status in self.pipeline.take_podgroup_statuses().items():
+            namespace, _, name = gkey.partition("/")
+            with model.lock:
+                current = ((model.objects["PodGroup"].get(gkey) or {}).get("status") or {})
+            if current is None or not isinstance(current, dict):
+                continue
+            patch = dict(status)
+            if current.get("phase", "") not in OWN_PHASES:
+                del patch["phase"]
+            try:
+                self.kube.merge_patch("PodGroup", name, {"status": patch},
+                                      namespace=namespace, sub="status")
+            except NotFound:
+                continue
+            except ApiError as exc:
+                log.warning("could not write the status of PodGroup %s: %s", gkey, exc)
+                continue
+            written += 1
+        self.statuses_written += written
+        return written
 
     def touch(self, key: str) -> bool:
         """Patch the pod's annotation; False if it is gone or the API refused."""
@@ -188,7 +225,9 @@ class Requeuer:
             self._wake.wait(interval_s)
             self._wake.clear()
             try:
+                self.pipeline.expire_claims()
                 self.activate_siblings()
                 self.complete_gangs()
+                self.write_podgroup_statuses()
             except Exception:
                 log.exception("requeueing gang members failed")

@@ -1,11 +1,13 @@
 """PodGroup gangs on a real control plane: all or nothing in extender mode (kube-scheduler
-+ the extender's bind-time permit) and in standalone mode, and how fast a gang binds once
-it can."""
++ the extender placing each gang whole at Filter, k8s_bridge/gangs.py) and in standalone
+mode, gangs competing for the same room, and how fast a gang binds once it can."""
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -33,50 +35,147 @@ def _tried(env: Env, ns: str, names: list[str]) -> bool:
     return True
 
 
-def test_extender_gang_that_cannot_fit_binds_no_member(env: Env, extender: Component,
-                                                       space: tuple[str, list[str]]) -> None:
-    """8 x 8-GPU members, minMember 8, 7 free nodes: no member is bound, ever (the
-    members that got a node wait at bind and are released); a new node lets the whole
-    gang bind."""
-    ns, nodes = space
-    nodes += env.nodes("gang7", 7)
-    wait_known(extender, nodes)
-    env.podgroup(ns, "g", 8)
-    refused = _refused(extender)
-    names = [f"g-{i}" for i in range(8)]
-    for name in names:
-        env.pod(ns, name, gpu=8, labels={GROUP: "g"}, node_selector={TEST: "gang7"})
-
-    def released() -> bool:
-        assert env.bound(ns) == {}, "a gang that cannot fit was partly bound"
-        return _refused(extender) - refused >= 7 and _tried(env, ns, names)
-
-    wait_until(released, 60, "7 members reserved at bind, then released")
-    assert env.bound(ns) == {}
-    more = env.nodes("gang7", 1, start=7)  # one more node: the gang fits
-    nodes += more
-    t0 = time.monotonic()
-    bound = env.wait_bound(ns, 8, 60)
-    took = time.monotonic() - t0
-    assert sorted(set(bound.values())) == sorted(nodes)
-    print(f"\ne2e: gang of 8 bound {took:.1f} s after its 8th node appeared")
+def _podgroup_status(env: Env, ns: str, name: str) -> dict[str, Any]:
+    return dict(env.kube.get("PodGroup", name, ns).get("status") or {})
 
 
-def test_extender_gang_larger_than_waitresss_default_pool_binds(
+def _condition(env: Env, ns: str, name: str) -> dict[str, Any]:
+    """The pod's PodScheduled condition (empty if none)."""
+    pod = env.kube.get("Pod", name, ns)
+    return next((c for c in (pod.get("status") or {}).get("conditions") or []
+                 if c.get("type") == "PodScheduled"), {})
+
+
+def _filters(extender: Component) -> float:
+    return extender.metric("tdmcore_extender_decisions_total", {"verb": "filter"})
+
+
+def test_extender_gangs_that_fit_alone_but_not_together_settle(
         env: Env, extender: Component, space: tuple[str, list[str]]) -> None:
-    """16 x 1-GPU members on 2 nodes: more members waiting at bind than waitress's
-    default 8 threads (each waiting bind holds one; the gang cycled from deadline to
-    deadline, never bound).  The extender serves 32 threads and lets 28 binds wait."""
+    """Three gangs of 4 x 8-GPU members on 6 nodes: each fits alone, no two together.
+    Created interleaved, they livelocked for 38-44 s (each held part of the room at
+    bind for 3 s, released it, and tried again); now the first gang admitted claims
+    its 4 nodes and binds, the others wait whole (no member of theirs ever bound), with
+    the reason in their PodGroup status; once the winner's pods are gone the next gang
+    binds."""
     ns, nodes = space
-    nodes += env.nodes("gang16", 2)
+    nodes += env.nodes("rival", 6)
     wait_known(extender, nodes)
-    env.podgroup(ns, "g", 16)
+    gangs = "abc"
+    for g in gangs:
+        env.podgroup(ns, g, 4)
     t0 = time.monotonic()
-    for i in range(16):
-        env.pod(ns, f"g-{i}", gpu=1, labels={GROUP: "g"}, node_selector={TEST: "gang16"})
-    bound = env.wait_bound(ns, 16, 60)
-    assert len(bound) == 16
-    print(f"\ne2e: gang of 16 bound in {time.monotonic() - t0:.1f} s")
+    for i in range(4):
+        for g in gangs:
+            env.pod(ns, f"{g}-{i}", gpu=8, labels={GROUP: g}, node_selector={TEST: "rival"})
+    seen: list[dict[str, int]] = []
+
+    def complete(skip: str = "") -> str | None:
+        by_gang = Counter(name.split("-")[0] for name in env.bound(ns))
+        by_gang.pop(skip, None)
+        seen.append(dict(by_gang))
+        done = [g for g, n in by_gang.items() if n == 4]
+        return done[0] if done else None
+
+    winner = wait_until(complete, 60, "one gang bound whole", interval_s=0.2)
+    took = time.monotonic() - t0
+    print(f"\ne2e: of 3 gangs that fit alone but not together, {winner} bound whole "
+          f"{took:.1f} s after the first member's creation")
+    assert all(len(bound) <= 1 for bound in seen), f"two gangs held nodes at once: {seen}"
+    assert took < 10.0, f"{took:.1f} s to settle"
+    losers = [g for g in gangs if g != winner]
+    time.sleep(2.0)
+    assert set(env.bound(ns)) == {f"{winner}-{i}" for i in range(4)}
+    assert (_podgroup_status(env, ns, winner).get("phase"),
+            _podgroup_status(env, ns, winner).get("scheduled")) == ("Scheduled", 4)
+    for g in losers:
+        reason = wait_until(lambda g=g: _podgroup_status(env, ns, g).get("reason"), 10,
+                            f"PodGroup {g}'s reason")
+        assert _podgroup_status(env, ns, g)["phase"] == "Pending"
+        assert f"gang {ns}/{g} does not fit" in reason, reason
+    # room made: the winner's pods go, the next gang binds whole
+    for i in range(4):
+        env.kube.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{winner}-{i}",
+                         query={"gracePeriodSeconds": "0"})
+    t1 = time.monotonic()
+    seen.clear()
+    second = wait_until(lambda: complete(winner), 60, "a second gang bound whole",
+                        interval_s=0.2)
+    took = time.monotonic() - t1
+    print(f"e2e: gang {second} bound whole {took:.1f} s after the first one's pods went")
+    assert second in losers and all(len(bound) <= 1 for bound in seen), seen
+    assert took < 10.0, f"{took:.1f} s"
+
+
+def test_extender_gang_that_can_never_fit_backs_off_with_one_reason(
+        env: Env, extender: Component, space: tuple[str, list[str]]) -> None:
+    """3 x 8-GPU members, minMember 3, 2 free nodes: no member is ever bound and no
+    node is ever held (it reserved 2 nodes at bind every ~5 s and released them); its
+    members are tried less and less often (exponential back-off), each with one
+    Unschedulable condition naming the reason, and the PodGroup status says it; a
+    third node lets the whole gang bind."""
+    ns, nodes = space
+    nodes += env.nodes("never", 2)
+    wait_known(extender, nodes)
+    env.podgroup(ns, "g", 3)
+    refused = _refused(extender)
+    filters = _filters(extender)
+    names = [f"g-{i}" for i in range(3)]
+    for name in names:
+        env.pod(ns, name, gpu=8, labels={GROUP: "g"}, node_selector={TEST: "never"})
+    t0 = time.monotonic()
+    window = 20.0
+    counts: list[tuple[float, float]] = []
+    while (now := time.monotonic() - t0) < window:
+        assert env.bound(ns) == {}, "a gang that cannot fit was partly bound"
+        counts.append((now, _filters(extender) - filters))
+        time.sleep(0.5)
+    half = next(c for t, c in counts if t >= window / 2)
+    first, second = half, counts[-1][1] - half
+    events = [e for e in env.kube.list("Event", ns).get("items") or []
+              if e.get("reason") == "FailedScheduling"]
+    occurrences = sum(max(int(e.get("count") or 1), int((e.get("series") or {}).get("count")
+                                                         or 1)) for e in events)
+    print(f"\ne2e: a gang that never fits, over {window:g} s: {first:g} + {second:g} "
+          f"Filter calls (first / second half) for its 3 pods, {len(events)} "
+          f"FailedScheduling events ({occurrences} occurrences), "
+          f"{_refused(extender) - refused:g} binds refused")
+    assert _refused(extender) - refused == 0, "members were reserved at bind and released"
+    assert second <= first / 2, (first, second)
+    assert first + second <= 3 * 6, (first, second)
+    for name in names:
+        condition = _condition(env, ns, name)
+        assert (condition.get("status"), condition.get("reason")) == ("False",
+                                                                      "Unschedulable")
+        assert f"gang {ns}/g does not fit" in condition.get("message", ""), condition
+    status = _podgroup_status(env, ns, "g")
+    assert status.get("phase") == "Pending" and "does not fit" in status.get("reason", "")
+    more = env.nodes("never", 1, start=2)  # a third node: the gang fits
+    nodes += more
+    t1 = time.monotonic()
+    bound = env.wait_bound(ns, 3, 30)
+    print(f"e2e: the gang bound {time.monotonic() - t1:.1f} s after its third node "
+          f"appeared")
+    assert sorted(set(bound.values())) == sorted(nodes)
+    assert wait_until(lambda: _podgroup_status(env, ns, "g").get("phase") == "Scheduled",
+                      10, "PodGroup g Scheduled")
+
+
+def test_extender_gang_is_not_capped_by_the_servers_threads(
+        env: Env, extender: Component, space: tuple[str, list[str]]) -> None:
+    """40 x 1-GPU members on 5 nodes, through an extender serving 8 threads: no bind
+    waits for the gang, so no thread pool caps it (a gang larger than --threads - 3
+    never bound before)."""
+    ns, nodes = space
+    nodes += env.nodes("gang40", 5)
+    wait_known(extender, nodes)
+    env.podgroup(ns, "g", 40)
+    t0 = time.monotonic()
+    for i in range(40):
+        env.pod(ns, f"g-{i}", gpu=1, labels={GROUP: "g"}, node_selector={TEST: "gang40"})
+    bound = env.wait_bound(ns, 40, 60)
+    assert len(bound) == 40
+    print(f"\ne2e: gang of 40 bound in {time.monotonic() - t0:.1f} s")
 
 
 def test_extender_held_back_member_binds_soon_after_its_gang_completes(

@@ -102,58 +102,44 @@ def test_a_status_write_lands_on_the_bound_pods_node_when_a_node_joins_meanwhile
 
 
 # ------------------------------------------------------------------ assumed pods
-def test_an_update_of_a_waiting_gang_member_keeps_its_node_reserved(api):
+def test_an_update_of_a_claimed_gang_member_keeps_its_node_claimed(api):
     fake, kube = api
     objs = [K.node("n0", gpu=8), K.node("n1", gpu=8), K.podgroup("g", 2),
             K.pod("g-0", gpu=8, labels={GROUP: "g"}), K.pod("g-1", gpu=8, labels={GROUP: "g"}),
             K.pod("x", gpu=8)]
     model = load(fake, objs)
     pipeline = Pipeline(model, "metronome", kube, gang_wait_s=10.0)
-    waiter = threading.Thread(target=pipeline.bind, args=("default", "g-0", None, "n0"))
-    waiter.start()
-    deadline = time.monotonic() + 10
-    while not pipeline._gangs.get("default/g") and time.monotonic() < deadline:
-        time.sleep(0.01)
+    g0 = model.objects["Pod"]["default/g-0"]
+    node = pipeline.filter(g0, ["n0", "n1"]).nodes[0]  # admits g: both nodes claimed
     # the requeuer touches g-0; the watch delivers that update (newer, no nodeName)
     Requeuer(pipeline, kube, K.SCHEDULER).touch("default/g-0")
     deliver(model, fake, [objs[3]], "MODIFIED")
     assert "default/g-0" in model.state().placed
-    assert pipeline.filter(model.objects["Pod"]["default/x"], ["n0"]).nodes == []
+    assert pipeline.filter(model.objects["Pod"]["default/x"], [node]).nodes == []
     with pytest.raises(BindError, match="no longer passes"):
-        pipeline.bind("default", "x", None, "n0")
-    pipeline.bind("default", "g-1", None, "n1")  # completes the gang
-    waiter.join(10)
-    on_n0 = [p["metadata"]["name"] for p in fake.list("v1", "Pod")
-             if p["spec"].get("nodeName") == "n0"]
-    assert on_n0 == ["g-0"]
+        pipeline.bind("default", "x", None, node)
+    for name in ("g-0", "g-1"):
+        pipeline.bind("default", name, None, pipeline.gangs.claims[f"default/{name}"].node)
+    on_node = [p["metadata"]["name"] for p in fake.list("v1", "Pod")
+               if p["spec"].get("nodeName") == node]
+    assert on_node == ["g-0"]
 
 
-def test_a_pod_deleted_while_its_gang_waits_stays_deleted(api):
+def test_a_pod_deleted_while_its_gang_holds_its_claim_stays_deleted(api):
     fake, kube = api
-    objs = [K.node("n0"), K.node("n1"), K.podgroup("g", 3),
+    objs = [K.node("n0"), K.node("n1"), K.podgroup("g", 2),
             K.pod("g-0", gpu=8, labels={GROUP: "g"}), K.pod("g-1", gpu=8, labels={GROUP: "g"})]
     model = load(fake, objs)
-    pipeline = Pipeline(model, "metronome", kube, gang_wait_s=0.5)
-    errors: list[BaseException] = []
-
-    def bind() -> None:
-        try:
-            pipeline.bind("default", "g-0", None, "n0")
-        except BindError as exc:
-            errors.append(exc)
-
-    waiter = threading.Thread(target=bind)
-    waiter.start()
-    deadline = time.monotonic() + 10
-    while not pipeline._gangs.get("default/g") and time.monotonic() < deadline:
-        time.sleep(0.01)
+    pipeline = Pipeline(model, "metronome", kube, gang_wait_s=0.3)
+    assert pipeline.filter(model.objects["Pod"]["default/g-0"], ["n0", "n1"]).nodes
     gone = fake.get("v1", "Pod", "g-0", "default")
     fake.delete("v1", "Pod", "g-0", "default")
     model.on_event("Pod", "DELETED", gone)
-    waiter.join(10)
-    assert len(errors) == 1  # released at the gang's deadline
+    time.sleep(0.4)
+    pipeline.expire_claims()  # released at the deadline
     assert "default/g-0" not in model.objects["Pod"]
-    assert "1 of minMember 3" in pipeline.gang_shortfall(model.objects["Pod"]["default/g-1"])
+    assert not model.state().placed
+    assert "1 of minMember 2" in pipeline.gang_shortfall(model.objects["Pod"]["default/g-1"])
 
 
 def test_a_pod_deleted_during_its_binding_stays_deleted(api):

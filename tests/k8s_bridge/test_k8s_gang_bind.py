@@ -1,19 +1,21 @@
-"""Extender mode: the bind-time permit of PodGroup gangs and the requeuer (fake API).
+"""Extender mode: PodGroup gangs placed whole at Filter (claims, back-off, status) and
+the requeuer (fake API).
 
 The e2e suite (tests/e2e/test_k8s_e2e_gangs.py) proves the same against kube-scheduler;
 these run everywhere."""
 
 from __future__ import annotations
 
-import threading
+import time
 from typing import Any
 
 import pytest
 
+from k8s_bridge.gangs import GangBook
 from k8s_bridge.pipeline import BindError, Pipeline
 from k8s_bridge.requeue import ANNOTATION, Requeuer, stranded
 from tests.k8s_bridge import k8s_objects as K
-from tests.k8s_bridge.k8s_env import cluster, synced_to, wait_for
+from tests.k8s_bridge.k8s_env import cluster, synced_to
 
 GROUP = "scheduling.x-k8s.io/pod-group"
 NODES = ["n0", "n1", "n2"]
@@ -24,65 +26,169 @@ def objects(members: int = 3, min_member: int = 3) -> list[dict[str, Any]]:
             + [K.pod(f"g-{i}", gpu=8, labels={GROUP: "g"}) for i in range(members)])
 
 
-def bind_async(pipeline: Pipeline, name: str, node: str,
-               out: dict[str, BaseException | None]) -> threading.Thread:
-    def run() -> None:
-        try:
-            pipeline.bind("default", name, None, node)
-            out[name] = None
-        except BaseException as exc:  # noqa: BLE001 - recorded for the test
-            out[name] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
-
-
 def node_of(fake: Any, name: str) -> str | None:
     return fake.get("v1", "Pod", name, "default")["spec"].get("nodeName")
 
 
-def test_members_wait_at_bind_until_the_gang_is_complete():
+def claimed(pipeline: Pipeline) -> dict[str, str]:
+    """Pod key -> the node claimed for it."""
+    return {k: c.node for k, c in pipeline.gangs.claims.items()}
+
+
+def test_a_gang_that_fits_is_claimed_whole_at_its_first_members_filter():
     with cluster(objects()) as (fake, kube, model, informers):
         pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
         settled: list[tuple[str, float]] = []
         pipeline.on_gang_settled = lambda outcome, s: settled.append((outcome, s))
-        out: dict[str, BaseException | None] = {}
-        first = [bind_async(pipeline, f"g-{i}", NODES[i], out) for i in range(2)]
-        wait_for(lambda: len(pipeline._gangs.get("default/g", [])) == 2, 10,
-                 "two members waiting")
-        assert node_of(fake, "g-0") is None and node_of(fake, "g-1") is None
-        # the waiting members' nodes are reserved: the third one fits only on n2
-        assert pipeline.filter(fake.get("v1", "Pod", "g-2", "default"), NODES).nodes == ["n2"]
-        last = bind_async(pipeline, "g-2", "n2", out)
-        for thread in [*first, last]:
-            thread.join(10)
-        assert out == {"g-0": None, "g-1": None, "g-2": None}
-        assert [node_of(fake, f"g-{i}") for i in range(3)] == NODES
-        # the gang wait metric: once, from the first member's wait to the last's bind
+        first = pipeline.filter(fake.get("v1", "Pod", "g-1", "default"), NODES)
+        assert len(first.nodes) == 1
+        claims = claimed(pipeline)
+        assert sorted(claims) == ["default/g-0", "default/g-1", "default/g-2"]
+        assert sorted(claims.values()) == NODES and claims["default/g-1"] == first.nodes[0]
+        assert pipeline.gangs.status("default/g")["phase"] == "Scheduling"
+        # each member's Filter keeps its claimed node, its bind binds it there at once
+        for i in (0, 2, 1):
+            pod = fake.get("v1", "Pod", f"g-{i}", "default")
+            assert pipeline.filter(pod, NODES).nodes == [claims[f"default/g-{i}"]]
+            pipeline.bind("default", f"g-{i}", None, claims[f"default/g-{i}"])
+        assert {f"default/g-{i}": node_of(fake, f"g-{i}") for i in range(3)} == claims
+        assert pipeline.gangs.claims == {}
+        status = pipeline.gangs.status("default/g")
+        assert (status["phase"], status["scheduled"]) == ("Scheduled", 3)
+        # the gang wait metric: once, from the admission to the last member's bind
         assert [o for o, _ in settled] == ["bound"] and 0.0 < settled[0][1] < 20.0
 
 
-def test_an_incomplete_gang_is_released_whole_at_its_deadline():
+def test_a_gang_that_does_not_fit_claims_nothing_and_backs_off():
+    with cluster([K.node(n) for n in NODES[:2]] + objects()[3:]) as (fake, kube, model, _):
+        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
+        pod = fake.get("v1", "Pod", "g-0", "default")
+        outcome = pipeline.filter(pod, NODES[:2])
+        assert outcome.nodes == [] and set(outcome.failed) == set(NODES[:2])
+        reason = outcome.failed["n0"]
+        assert "gang default/g does not fit: 2 of the 3 members" in reason
+        assert pipeline.gangs.claims == {} and not model.state().placed
+        status = pipeline.gangs.status("default/g")
+        assert (status["phase"], status["reason"]) == ("Pending", reason)
+        # backing off: refused again at once, with the same reason, deciding nothing
+        decisions = pipeline.decisions
+        for name in ("g-1", "g-0"):
+            again = pipeline.filter(fake.get("v1", "Pod", name, "default"), NODES[:2])
+            assert again.failed == {"n0": reason, "n1": reason}
+        assert pipeline.decisions <= decisions + 2  # (the pods' own decisions, cached)
+        assert pipeline.gangs.backoffs["default/g"].failures == 1
+
+
+def test_a_gangs_back_off_doubles_up_to_its_cap():
+    book = GangBook()
+    delays = [book.refuse("ns/g", "r", 0, 100.0).until - 100.0 for _ in range(9)]
+    assert delays == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0, 60.0]
+    assert book.blocked("ns/g", 0, 159.0) == "r"
+    assert book.blocked("ns/g", 1, 101.0) is None  # room was made meanwhile: try now
+    assert book.blocked("ns/g", 0, 160.0) is None
+    assert book.due(159.0) == [] and book.due(160.0) == ["ns/g"] and book.due(161.0) == []
+    book.admit("ns/g", "ns/g-0", 100.0)
+    assert book.blocked("ns/g", 0, 100.0) is None and book.backoffs == {}
+
+
+def test_a_backed_off_gang_is_tried_at_once_when_room_is_made():
+    with cluster([K.node(n) for n in NODES[:2]] + objects()[3:]) as (fake, kube, model,
+                                                                       informers):
+        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
+        pod = fake.get("v1", "Pod", "g-0", "default")
+        assert pipeline.filter(pod, NODES[:2]).nodes == []
+        fake.create(K.node("n2"))  # a third node: the gang fits
+        synced_to(fake, informers)
+        assert len(pipeline.filter(pod, NODES).nodes) == 1
+        assert sorted(claimed(pipeline).values()) == NODES
+
+
+def test_two_gangs_that_fit_alone_but_not_together_never_share_the_room():
+    # 3 nodes, gangs g and h of 2 x 8 GPUs: the first admitted claims 2 nodes, the
+    # other is refused whole (it held one node each time before, until both timed out)
+    objs = ([K.node(n) for n in NODES] + [K.podgroup("g", 2), K.podgroup("h", 2)]
+            + [K.pod(f"{g}-{i}", gpu=8, labels={GROUP: g}) for g in "gh" for i in range(2)])
+    with cluster(objs) as (fake, kube, model, informers):
+        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
+        get = lambda name: fake.get("v1", "Pod", name, "default")  # noqa: E731
+        assert len(pipeline.filter(get("g-0"), NODES).nodes) == 1
+        refused = pipeline.filter(get("h-0"), NODES)
+        assert refused.nodes == [] and "gang default/h does not fit" in refused.failed["n0"]
+        assert sorted(claimed(pipeline)) == ["default/g-0", "default/g-1"]
+        assert pipeline.filter(get("h-1"), NODES).nodes == []
+        for name in ("g-0", "g-1"):
+            pipeline.bind("default", name, None, pipeline.filter(get(name), NODES).nodes[0])
+        assert pipeline.filter(get("h-0"), NODES).nodes == []  # still no room for h
+        assert node_of(fake, "h-0") is None and node_of(fake, "h-1") is None
+
+
+def test_claims_not_bound_in_time_are_released_together():
     with cluster(objects()) as (fake, kube, model, informers):
-        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=1.0)
+        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=0.3)
         settled: list[tuple[str, float]] = []
         pipeline.on_gang_settled = lambda outcome, s: settled.append((outcome, s))
-        out: dict[str, BaseException | None] = {}
-        threads = [bind_async(pipeline, f"g-{i}", NODES[i], out) for i in range(2)]
-        for thread in threads:
-            thread.join(10)
-        assert set(out) == {"g-0", "g-1"}
-        assert [o for o, _ in settled] == ["released"] and settled[0][1] >= 1.0
-        for name in out:
-            assert isinstance(out[name], BindError), out
-            assert out[name].reason == "gang_timeout"  # type: ignore[union-attr]
-            assert "of minMember 3" in str(out[name]) and "released" in str(out[name])
-            assert node_of(fake, name) is None
-        assert pipeline._gangs == {}
-        # released: every node is free again for the gang
-        pod = fake.get("v1", "Pod", "g-2", "default")
-        assert pipeline.filter(pod, NODES).nodes == NODES
+        node = pipeline.filter(fake.get("v1", "Pod", "g-0", "default"), NODES).nodes[0]
+        pipeline.bind("default", "g-0", None, node)  # one member bound, two not in time
+        time.sleep(0.4)
+        pipeline.expire_claims()
+        assert [o for o, _ in settled] == ["released"] and settled[0][1] >= 0.3
+        assert pipeline.gangs.claims == {}
+        assert set(model.state().placed) == {"default/g-0"}
+        status = pipeline.gangs.status("default/g")
+        assert status["phase"] == "Pending" and status["scheduled"] == 1
+        assert "2 claimed member(s) not bound within 0.3 s; released" in status["reason"]
+        # the rest is placed again as a gang of the two members it still needs
+        pod = fake.get("v1", "Pod", "g-1", "default")
+        pipeline.gangs.backoffs.clear()
+        assert len(pipeline.filter(pod, NODES).nodes) == 1
+        assert sorted(claimed(pipeline)) == ["default/g-1", "default/g-2"]
+
+
+def test_a_bind_elsewhere_than_claimed_or_without_a_claim_is_refused():
+    with cluster(objects()) as (fake, kube, model, informers):
+        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
+        with pytest.raises(BindError, match="gang default/g holds no node for default/g-0"):
+            pipeline.bind("default", "g-0", None, "n0")  # no Filter ran for its gang
+        node = pipeline.filter(fake.get("v1", "Pod", "g-0", "default"), NODES).nodes[0]
+        other = next(n for n in NODES if n != node)
+        with pytest.raises(BindError, match=f"not the node tdmcore's Filter placed "
+                                            f"default/g-0 on \\({node}\\)"):
+            pipeline.bind("default", "g-0", None, other)
+        assert node_of(fake, "g-0") is None and "default/g-0" in pipeline.gangs.claims
+        pipeline.bind("default", "g-0", None, node)
+        assert node_of(fake, "g-0") == node
+
+
+def test_a_gang_is_not_capped_by_threads():
+    # 40 members on 5 nodes, bound one after the other: no bind waits for the others
+    objs = ([K.node(f"n{i}") for i in range(5)] + [K.podgroup("g", 40)]
+            + [K.pod(f"g-{i}", gpu=1, labels={GROUP: "g"}) for i in range(40)])
+    with cluster(objs) as (fake, kube, model, informers):
+        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
+        names = [f"n{i}" for i in range(5)]
+        for i in range(40):
+            node = pipeline.filter(fake.get("v1", "Pod", f"g-{i}", "default"), names).nodes[0]
+            pipeline.bind("default", f"g-{i}", None, node)
+        assert sum(1 for p in fake.list("v1", "Pod") if p["spec"].get("nodeName")) == 40
+
+
+def test_the_requeuer_activates_the_claimed_members_and_writes_the_podgroup_status():
+    with cluster(objects()) as (fake, kube, model, informers):
+        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
+        requeuer = Requeuer(pipeline, kube, K.SCHEDULER)
+        pipeline.filter(fake.get("v1", "Pod", "g-0", "default"), NODES)  # admits g
+        requeuer.activate("default/g")  # (what Filter's on_gang_admitted calls)
+        assert requeuer.activate_siblings() == 2  # the claimed members, not yet bound
+        for i in (1, 2):
+            annotations = fake.get("v1", "Pod", f"g-{i}", "default")["metadata"]
+            assert ANNOTATION in annotations["annotations"]
+        # not the one being placed now (kube-scheduler would queue it a second time)
+        assert "annotations" not in fake.get("v1", "Pod", "g-0", "default")["metadata"]
+        assert requeuer.write_podgroup_statuses() == 1
+        status = fake.get("scheduling.x-k8s.io/v1alpha1", "PodGroup", "g", "default")["status"]
+        assert status["phase"] == "Scheduling" and status["scheduled"] == 0
+        assert status["scheduleStartTime"].endswith("Z")
+        assert requeuer.write_podgroup_statuses() == 0  # unchanged: not written again
 
 
 def test_requeuer_touches_held_back_members_once_the_gang_is_complete():
@@ -182,88 +288,27 @@ def test_base_period_of_an_uncontended_link_with_several_jobs():
         assert status["basePeriodMs"] == pytest.approx(200.0)
 
 
-def test_a_gang_larger_than_the_binds_that_can_wait_is_refused_whole_and_at_once():
-    # Each waiting bind holds a web-server thread: with room for 1 waiting bind, a
-    # gang of 3 could never complete (it cycled until its deadline, forever).
-    with cluster(objects()) as (fake, kube, model, informers):
+def test_a_job_without_a_podgroup_rejected_by_the_policys_rule_is_told_why():
+    # An operator's find (issue 40): a job of two pods without a PodGroup, one pod
+    # bound, the other rejected everywhere; the node with room said only "rejected by
+    # the policy's Filter".  It is the dependency-loop rule (job j would cross the
+    # links of n0 and n1, which job k crosses too), about the job's placed pod.
+    t = {"j": K.job_labels("j"), "k": K.job_labels("k")}
+    objs = ([K.node(n) for n in NODES]
+            + [K.podbandwidth(j, period=100, duty=0.3, gbps=15,
+                              match={"training.kubeflow.org/job-name": j}) for j in "jk"]
+            + [K.pod("k-0", gpu=3, labels=t["k"], node="n0", phase="Running"),
+               K.pod("k-1", gpu=3, labels=t["k"], node="n1", phase="Running"),
+               K.pod("x", gpu=8, node="n2", phase="Running"),
+               K.pod("j-0", gpu=3, labels=t["j"], node="n0", phase="Running"),
+               K.pod("j-1", gpu=3, labels=t["j"])])
+    with cluster(objs) as (fake, kube, model, informers):
         pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
-        pipeline.max_waiting_binds = 1
-        with pytest.raises(BindError, match=r"minMember 3 is more than the extender can hold "
-                                            r"waiting at once \(1 binds.*raise --threads"):
-            pipeline.bind("default", "g-0", None, "n0")
-        assert pipeline._gangs == {} and node_of(fake, "g-0") is None
-        pipeline.max_waiting_binds = None  # (Filter would refuse the gang up front)
-        pod = fake.get("v1", "Pod", "g-0", "default")
-        assert pipeline.filter(pod, NODES).nodes == NODES  # its reservation is gone
-
-
-def two_of_g_waiting(model: Any, kube: Any, room: int
-                     ) -> tuple[Pipeline, dict[str, BaseException | None], list[threading.Thread]]:
-    """A pipeline with ``room`` for waiting binds, and g-0, g-1 waiting at bind."""
-    pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
-    pipeline.max_waiting_binds = room
-    out: dict[str, BaseException | None] = {}
-    first = [bind_async(pipeline, f"g-{i}", NODES[i], out) for i in range(2)]
-    wait_for(lambda: len(pipeline._gangs.get("default/g", [])) == 2, 10, "two members waiting")
-    return pipeline, out, first
-
-
-def test_a_gang_of_one_more_than_the_waiting_binds_completes():
-    with cluster(objects()) as (fake, kube, model, informers):
-        pipeline, out, first = two_of_g_waiting(model, kube, room=2)
-        last = bind_async(pipeline, "g-2", "n2", out)
-        for thread in [*first, last]:
-            thread.join(10)
-        assert out == {"g-0": None, "g-1": None, "g-2": None}
-
-
-def two_gangs(g: int, h: int) -> list[dict[str, Any]]:
-    """The nodes and two gangs of 1-GPU pods, g-* and h-*, of these sizes."""
-    return ([K.node(n) for n in NODES] + [K.podgroup("g", g), K.podgroup("h", h)]
-            + [K.pod(f"g-{i}", gpu=1, labels={GROUP: "g"}) for i in range(g)]
-            + [K.pod(f"h-{i}", gpu=1, labels={GROUP: "h"}) for i in range(h)])
-
-
-def test_a_member_that_would_wait_beyond_the_room_left_is_released():
-    # two gangs of 3 with room for 2 waiting binds: the first gang holds both; the
-    # second gang's first member is refused at once (kube-scheduler retries it)
-    with cluster(two_gangs(3, 3)) as (fake, kube, model, informers):
-        pipeline, out, first = two_of_g_waiting(model, kube, room=2)
-        with pytest.raises(BindError, match=r"leave room for 0 of the 2 binds it would hold"):
-            pipeline.bind("default", "h-0", None, "n0")
-        assert node_of(fake, "h-0") is None
-        last = bind_async(pipeline, "g-2", "n2", out)  # completing needs no room
-        for thread in [*first, last]:
-            thread.join(10)
-        assert out == {"g-0": None, "g-1": None, "g-2": None}
-
-
-def test_a_waiting_gang_keeps_its_room_against_a_gang_that_arrives_later():
-    # A reviewer's find (2026-11-25): with the room counted in waiting binds, two
-    # gangs arriving interleaved could each fill part of it and both time out, again
-    # and again.  An admitted gang holds minMember - 1 binds' room until it binds.
-    with cluster(two_gangs(3, 2)) as (fake, kube, model, informers):
-        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
-        pipeline.max_waiting_binds = 2
-        out: dict[str, BaseException | None] = {}
-        first = bind_async(pipeline, "g-0", "n0", out)  # g holds 2 binds' room
-        wait_for(lambda: len(pipeline._gangs.get("default/g", [])) == 1, 10, "g-0 waiting")
-        with pytest.raises(BindError, match=r"leave room for 0 of the 1 binds"):
-            pipeline.bind("default", "h-0", None, "n1")  # would take g's second place
-        rest = [bind_async(pipeline, f"g-{i}", NODES[i], out) for i in (1, 2)]
-        for thread in [first, *rest]:
-            thread.join(10)
-        assert out == {"g-0": None, "g-1": None, "g-2": None}
-
-
-def test_filter_says_a_gang_too_large_to_bind_is_unschedulable():
-    with cluster(objects()) as (fake, kube, model, informers):
-        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
-        pipeline.max_waiting_binds = 1
-        outcome = pipeline.filter(fake.get("v1", "Pod", "g-0", "default"), NODES)
-        assert outcome.nodes == [] and outcome.failed == {}
-        assert set(outcome.unresolvable) == set(NODES)
-        assert all("minMember 3 is more than the extender can hold" in r
-                   for r in outcome.unresolvable.values())
-        pipeline.max_waiting_binds = 2  # room for it: Filter places it as before
-        assert pipeline.filter(fake.get("v1", "Pod", "g-0", "default"), NODES).nodes == NODES
+        outcome = pipeline.filter(fake.get("v1", "Pod", "j-1", "default"), NODES)
+        assert outcome.nodes == []
+        reasons = {**outcome.failed, **outcome.unresolvable}
+        assert "Insufficient" in reasons["n0"] and "Insufficient" in reasons["n2"]
+        assert "rejected by the policy's Filter" not in reasons["n1"]
+        assert reasons["n1"] == (
+            "tdmcore/metronome: Dependency loop in the affinity graph (its job default/j "
+            "has 1 pod(s) placed, on n0: a job is placed whole only as a PodGroup)")

@@ -21,45 +21,29 @@ NBW = "tdmcore.io/v1alpha1"
 GROUP = "scheduling.x-k8s.io/pod-group"
 
 
-def _bind_in_thread(pipeline: Pipeline, name: str, node: str,
-                    out: dict[str, Any]) -> threading.Thread:
-    def run() -> None:
-        try:
-            pipeline.bind("default", name, None, node)
-            out[name] = "bound"
-        except BindError as exc:
-            out[name] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
-
-
-def _wait_gang(pipeline: Pipeline, gkey: str = "default/g") -> None:
-    wait_for(lambda: pipeline._gangs.get(gkey), 10, "a member waiting")
-
-
-def test_a_member_deleted_while_it_waits_does_not_complete_its_gang(api):  # noqa: F811
+def test_a_claimed_member_deleted_before_its_bind_leaves_nothing_behind(api):  # noqa: F811
+    # its claim is released with it; the gang completes with the member it had spare
     fake, kube = api
     model = load(fake, [K.node("n0"), K.node("n1"), K.podgroup("g", 2),
                         *[K.pod(f"g-{i}", gpu=8, labels={GROUP: "g"}) for i in range(3)]])
-    pipeline = Pipeline(model, "metronome", kube, gang_wait_s=0.5)
-    out: dict[str, Any] = {}
-    waiter = _bind_in_thread(pipeline, "g-0", "n0", out)
-    _wait_gang(pipeline)
+    pipeline = Pipeline(model, "metronome", kube, gang_wait_s=0.3)
+    assert pipeline.filter(model.objects["Pod"]["default/g-0"], ["n0", "n1"]).nodes
+    assert sorted(pipeline.gangs.claims) == ["default/g-0", "default/g-1"]  # 2 nodes
     gone = fake.get("v1", "Pod", "g-0", "default")
     fake.delete("v1", "Pod", "g-0", "default")
     model.on_event("Pod", "DELETED", gone)
-    with pytest.raises(BindError, match="1 of minMember 2"):
-        pipeline.bind("default", "g-1", None, "n1")  # waits: one live member only
-    waiter.join(10)
-    assert isinstance(out["g-0"], BindError)
-    assert [p["metadata"]["name"] for p in fake.list("v1", "Pod")
-            if p["spec"].get("nodeName")] == []
-    assert not model.state().placed
+    time.sleep(0.4)
+    pipeline.expire_claims()  # nobody bound in time: both claims released
+    assert pipeline.gangs.claims == {} and not model.state().placed
+    assert "default/g-0" not in model.objects["Pod"]
+    pipeline.gangs.backoffs.clear()
+    for name in ("g-1", "g-2"):
+        node = pipeline.filter(model.objects["Pod"][f"default/{name}"], ["n0", "n1"]).nodes
+        pipeline.bind("default", name, None, node[0])
+    assert sorted(p["spec"]["nodeName"] for p in fake.list("v1", "Pod")) == ["n0", "n1"]
 
 
-def test_a_released_reservation_never_reaches_nodebandwidth_status(api):  # noqa: F811
+def test_a_released_claim_never_reaches_nodebandwidth_status(api):  # noqa: F811
     fake, kube = api
     t = {"app": "t"}
     model = load(fake, [K.node("n0"), K.node("n1"), K.podgroup("g", 2),
@@ -67,15 +51,17 @@ def test_a_released_reservation_never_reaches_nodebandwidth_status(api):  # noqa
                         K.pod("g-0", gpu=4, labels={GROUP: "g", **t}),
                         K.pod("g-1", gpu=4, labels={GROUP: "g", **t}),
                         K.pod("p", gpu=4, labels=t)])
-    pipeline = Pipeline(model, "metronome", kube, gang_wait_s=0.5)
-    out: dict[str, Any] = {}
-    waiter = _bind_in_thread(pipeline, "g-0", "n0", out)
-    _wait_gang(pipeline)
-    pipeline.bind("default", "p", None, "n0")  # writes n0's status while g-0 waits
-    waiter.join(10)
-    assert isinstance(out["g-0"], BindError)
-    names = [e["name"] for e in fake.get(NBW, "NodeBandwidth", "n0")["status"]["pods"]]
-    assert names == ["p"]
+    pipeline = Pipeline(model, "metronome", kube, gang_wait_s=0.3)
+    assert pipeline.filter(model.objects["Pod"]["default/g-0"], ["n0", "n1"]).nodes
+    claims = {c.node for c in pipeline.gangs.claims.values()}
+    node = pipeline.filter(model.objects["Pod"]["default/p"], ["n0", "n1"]).nodes[0]
+    pipeline.bind("default", "p", None, node)  # writes a status while g's claims hold
+    time.sleep(0.4)
+    pipeline.expire_claims()
+    for name in claims | {node}:
+        status = (fake.get(NBW, "NodeBandwidth", name) or {}).get("status") or {}
+        names = [e["name"] for e in status.get("pods") or []]
+        assert names == (["p"] if name == node else []), (name, names)
 
 
 def test_an_old_entry_of_a_pending_pod_is_not_kept_forever():

@@ -822,7 +822,7 @@ KNOWN_RESOURCES: dict[str, set[str]] = {
     "kubeflow.org": {"pytorchjobs", "tfjobs"},
     "networktopology.diktyo.x-k8s.io": {"networktopologies"},
     "appgroup.diktyo.x-k8s.io": {"appgroups"},
-    "scheduling.x-k8s.io": {"podgroups"},
+    "scheduling.x-k8s.io": {"podgroups", "podgroups/status"},
 }
 
 
@@ -882,6 +882,7 @@ _SCHEDULER_RULES = (
     | _grant({"": ["pods/binding"]}, "create")
     | _grant({"tdmcore.io": ["nodebandwidths"]}, "create")
     | _grant({"tdmcore.io": ["nodebandwidths/status"]}, "patch")
+    | _grant({"scheduling.x-k8s.io": ["podgroups/status"]}, "patch")  # gangs' status
 )
 EXPECTED_PERMISSIONS: dict[str, set[Perm]] = {
     "tdmcore-scheduler": _SCHEDULER_RULES
