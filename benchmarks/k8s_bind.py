@@ -62,6 +62,16 @@ from tests.e2e.e2e_env import DEPLOY, PODGROUP_CRD, SCHEDULER, Component, Env, w
 
 PLAIN = "plain-scheduler"
 FLOOR = "floor-scheduler"
+#: The extender modes: the extender's own flags, and the extender entry of a
+#: kube-scheduler of their own (named after the mode) or None: the shipped
+#: configuration's kube-scheduler (profile tdmcore-scheduler).
+EXTENDER_MODES: dict[str, tuple[list[str], dict[str, Any] | None]] = {
+    "extender": ([], None),
+    "extender-sync": (["--sync-status"], None),
+    "extender-bind": ([], {"bindVerb": "bind"}),
+    "extender-prioritize": (["--no-decide-in-filter"], {
+        "prioritizeVerb": "prioritize", "bindVerb": "bind", "weight": 5}),
+}
 JOB = "training.kubeflow.org/job-name"
 #: seconds after the last binding still counted in a round's CPU (the extender's
 #: NodeBandwidth writes wait up to 1 s for a lull in the binds)
@@ -343,11 +353,11 @@ def cpu_s(pid: int) -> float:
 
 
 def run_round(env: Env, mode: str, pods: int, round_no: int,
-              ext: Component | None, plain: Proc | None = None,
+              ext: Component | None, sched: tuple[str, Proc],
               profile: tuple[Path, int] | None = None,
               py_spy: tuple[Path, int] | None = None) -> dict[str, Any]:
-    """One round of ``mode``: through ``ext`` (the extender modes) or ``plain`` (a
-    kube-scheduler that binds itself: modes ``plain`` and ``floor``).  With ``profile``
+    """One round of ``mode``: pods for the kube-scheduler ``sched`` (its profile's
+    name and process), calling ``ext`` (the extender modes) or not.  With ``profile``
     (a folder and a number of seconds) kube-apiserver's CPU profile over that many
     seconds from the start of the clock is written there, ``MODE-ROUND.pb.gz``; the
     round's clean-up waits for it.  With ``py_spy`` (a folder and a number of seconds)
@@ -361,22 +371,21 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
     the timed window, and over the whole round (the creates, the binds and
     :data:`SETTLE_S` after the last one, when the writes behind the binds land)."""
     ns = env.namespace(f"bench-{mode}-{round_no}")
-    scheduler = {"plain": PLAIN, "floor": FLOOR}.get(mode, SCHEDULER)
+    scheduler, proc = sched
     jobs = max(1, pods // 10)
     for j in range(jobs):
         env.podbandwidth(ns, f"j{j}", period=100.0 + 50 * (j % 3), duty=0.3, gbps=5,
                          match={JOB: f"j{j}"})
     if ext is not None:  # the extender has seen the PodBandwidths before its pods
         time.sleep(0.5)
-    before = bind_histogram(ext) if ext is not None else \
-        binder_histogram(plain, env.plane, scheduler) if plain is not None else {}
+    before = bind_histogram(ext) if ext is not None else {}
+    binder_before = binder_histogram(proc, env.plane, scheduler)
     load = os.getloadavg()[0]
     rebuilds = ext.metric("tdmcore_model_rebuilds") if ext is not None else 0.0
     decisions = ext.metric("tdmcore_pipeline_decisions") if ext is not None else 0.0
     names = [f"p{i:04d}" for i in range(pods)]
-    assert env.scheduler is not None and env.plane.apiserver is not None \
-        and env.plane.etcd is not None
-    procs = {"kube-scheduler": plain.pid if plain is not None else env.scheduler.pid,
+    assert env.plane.apiserver is not None and env.plane.etcd is not None
+    procs = {"kube-scheduler": proc.pid,
              "kube-apiserver": env.plane.apiserver.pid, "etcd": env.plane.etcd.pid}
     if ext is not None and ext.proc is not None:
         procs["extender"] = ext.proc.pid
@@ -431,10 +440,11 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
                               "cpu_ms_per_pod_round": cpu_round,
                               "control_plane_cpu_ms_per_pod": round(sum(cpu_round.values()), 2),
                               "api_requests_per_pod": api_per_pod}
-    if ext is None and plain is not None:
-        after = binder_histogram(plain, env.plane, scheduler)
-        result["bind_p50_le_s"] = quantile(before, after, 0.50)
-        result["bind_p99_le_s"] = quantile(before, after, 0.99)
+    # kube-scheduler's own binder (its Bind extension point) binds unless the extender
+    # has a bind verb; both histograms are read (the one not binding stays empty)
+    binder_after = binder_histogram(proc, env.plane, scheduler)
+    result["binder_p50_le_s"] = quantile(binder_before, binder_after, 0.50)
+    result["binder_p99_le_s"] = quantile(binder_before, binder_after, 0.99)
     if ext is not None:
         after = bind_histogram(ext)
         result["bind_p50_le_s"] = quantile(before, after, 0.50)
@@ -462,7 +472,7 @@ def summarize(results: list[dict[str, Any]], modes: list[str]) -> dict[str, Any]
     CPU per pod (kube-scheduler + kube-apiserver + etcd + the extender, the whole
     round), each beside plain kube-scheduler's median in the same run; and a Markdown
     table of them (``text``)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     median: dict[str, float] = {}
     cpu: dict[str, float] = {}
     for m in modes:
@@ -492,7 +502,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--modes", default="plain,extender,extender-sync")
+    parser.add_argument("--modes", default="plain,extender,extender-prioritize")
     parser.add_argument("--extender-args", default="",
                         help="Extra flags for the extender in every extender mode "
                              "(one string, split on spaces), e.g. "
@@ -546,33 +556,42 @@ def main() -> int:
         ext = env.component("extender", ["extender", "--scheduler-name", SCHEDULER,
                                          *ext_args], SCHEDULER).start()
         env.extender = ext
-        env.start_kube_scheduler(ext.url)
+        shipped = env.start_kube_scheduler(ext.url)
         plain = start_plain_scheduler(env)
-        floor: tuple[FloorExtender, Proc] | None = None
+        scheds: dict[str, tuple[str, Proc]] = {"plain": (PLAIN, plain)}
+        nothing = None
         if "floor" in modes:
             nothing = FloorExtender()
-            floor = nothing, start_plain_scheduler(env, FLOOR, {
+            scheds["floor"] = FLOOR, start_plain_scheduler(env, FLOOR, {
                 "urlPrefix": nothing.url, "filterVerb": "filter",
                 "prioritizeVerb": "prioritize", "weight": 1, "enableHTTPS": False,
                 "httpTimeout": "5s", "nodeCacheCapable": True, "ignorable": False})
+        for mode in modes:
+            if mode not in scheds and mode not in EXTENDER_MODES:
+                parser.error(f"--modes: unknown mode {mode!r}")
+            if mode in EXTENDER_MODES:
+                entry = EXTENDER_MODES[mode][1]
+                scheds[mode] = (SCHEDULER, shipped) if entry is None else (
+                    f"{mode}-scheduler", start_plain_scheduler(env, f"{mode}-scheduler", {
+                        "urlPrefix": ext.url, "filterVerb": "filter", "enableHTTPS": False,
+                        "httpTimeout": "5s", "nodeCacheCapable": True, "ignorable": False,
+                        **entry}))
         wait_known(ext, nodes, 120)
         results = []
-        current = "extender"
+        current = ("extender", SCHEDULER)
         for r in range(args.rounds):
             for mode in modes:
-                if mode.startswith("extender") and mode != current:
+                if mode in EXTENDER_MODES and (mode, scheds[mode][0]) != current:
                     ext.stop()
-                    extra = {"extender-sync": ["--sync-status"],
-                             "extender-decides": ["--decide-in-filter"]}.get(mode, [])
-                    ext = env.component("extender", ["extender", "--scheduler-name",
-                                                     SCHEDULER, *extra, *ext_args],
-                                        SCHEDULER,
-                                        port=ext.port).start()
+                    ext = env.component("extender", [
+                        "extender", "--scheduler-name", scheds[mode][0],
+                        *EXTENDER_MODES[mode][0], *ext_args], SCHEDULER,
+                        port=ext.port).start()
                     wait_known(ext, nodes, 120)
-                    current = mode
-                own = {"plain": plain, "floor": floor[1] if floor else None}
-                res = run_round(env, mode, args.pods, r, None if mode in own else ext,
-                                own.get(mode), profile, spy)
+                    current = (mode, scheds[mode][0])
+                res = run_round(env, mode, args.pods, r,
+                                ext if mode in EXTENDER_MODES else None, scheds[mode],
+                                profile, spy)
                 results.append(res)
                 print(json.dumps(res), flush=True)
         wait_until(plain.alive, 1, "the plain kube-scheduler still running")
@@ -594,10 +613,11 @@ def main() -> int:
             args.json.write_text(json.dumps({"results": results, "median": best,
                                              "table": table["rows"],
                                              "apiserver_cpu_ms_per_pod": summary}, indent=1))
-        plain.stop()
-        if floor is not None:
-            floor[1].stop()
-            floor[0].stop()
+        for name, (_, proc) in scheds.items():
+            if name != "extender" and proc is not shipped:
+                proc.stop()
+        if nothing is not None:
+            nothing.stop()
     finally:
         if env is not None:
             env.stop()

@@ -176,10 +176,12 @@ def cli() -> None:
               default="incremental", show_default=True,
               help="On a change of an existing Node: update it in place, or rebuild the "
                    "whole cluster state (the former behaviour, for comparison).")
-@click.option("--decide-in-filter/--no-decide-in-filter", default=False, show_default=True,
-              help="Filter keeps only the policy's pick among the feasible nodes: "
-                   "kube-scheduler then binds it without scoring (no prioritize call, "
-                   "its in-tree Score plugins are not consulted).")
+@click.option("--decide-in-filter/--no-decide-in-filter", default=True, show_default=True,
+              help="Filter keeps only the policy's pick among the feasible nodes, claimed "
+                   "for the pod until it is bound: kube-scheduler binds it without scoring "
+                   "(the shipped configuration has no prioritize or bind verb).  Off: "
+                   "Filter keeps every feasible node, kube-scheduler adds Metronome's "
+                   "scores to its own (prioritizeVerb) and the extender binds (bindVerb).")
 def extender_cmd(kubeconfig: str | None, api_server: str | None, host: str, log_level: str,
                  probe_host: str, probe_port: int,
                  policy: str, default_link_gbps: float, port: int, prefix: str,

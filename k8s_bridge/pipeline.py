@@ -115,6 +115,9 @@ class Pipeline:
         #: gang key -> pods Filter held back because the gang was incomplete (the
         #: extender's requeuer touches them once it is complete)
         self.held_back: dict[str, set[str]] = {}
+        # the model's schedulable flags (the list object) and the same as an array
+        self._schedulable: tuple[list[bool] | None, NDArray[np.bool_]] = (
+            None, np.zeros(0, dtype=bool))
         # nodes whose status claims confirmed on the watch have to write
         self._pending_statuses: list[str] = []
         #: called (with the gang key, no lock held) when a gang is admitted: the
@@ -293,6 +296,15 @@ class Pipeline:
             if gkey is not None and self.gang_wait_s > 0 \
                     and self._min_member(gkey) > len(self._members(gkey)):
                 return self._admit(gkey, pod_json, state, node_names, idx, unknown, now)
+            if self.filter_decides and cycle.scores is not None and cycle.feasible is not None:
+                ok = self._asked(idx) & cycle.feasible
+                if ok.any():  # the pick, claimed for the pod until bound (no reasons: a
+                    # node is kept, so kube-scheduler reads none)
+                    node = self._pick_among(cycle, ok)
+                    cached = self._cached(key, pod_json)
+                    if self.gang_wait_s > 0 and cached is not None:
+                        self._claim(key, cached, None, state, cycle, node, now)
+                    return FilterOutcome([state.cluster.nodes[node].name]), None
             feasible = cycle.feasible.tolist() if cycle.feasible is not None else None
             failed: dict[str, str] = dict(unknown)
             unresolvable: dict[str, str] = {}
@@ -314,13 +326,6 @@ class Pipeline:
                     (unresolvable if final else failed)[name] = reason
             index = state.cluster.node_index
             at = [index[n] for n in keep]
-            if self.filter_decides and keep and cycle.scores is not None:
-                k = at.index(self._pick_among(cycle, at))
-                keep, at = [keep[k]], [at[k]]
-                cached = self._cached(key, pod_json)
-                if self.gang_wait_s > 0 and cached is not None:
-                    # extender mode: the pick is the pod's until its bind
-                    self._claim(key, cached, None, state, cycle, at[0], now)
             indices: list[int | None] = list(at)
             self._last_index = (state.cluster, keep, indices)
             return FilterOutcome(keep, failed, unresolvable), None
@@ -341,6 +346,17 @@ class Pipeline:
         if cycle.finalists is not None and (asked & cycle.finalists).any():
             asked &= cycle.finalists
         return pick_node(cycle.scores, asked)
+
+    def _asked(self, idx: Sequence[int | None]) -> NDArray[np.bool_]:
+        """The nodes kube-scheduler asked about (``idx``: their indices, None for a
+        node tdmcore does not know) that are Ready and not cordoned, as a mask."""
+        schedulable = self.model.schedulable
+        if self._schedulable[0] is not schedulable:
+            self._schedulable = (schedulable, np.asarray(schedulable, dtype=bool))
+        asked = np.zeros(len(schedulable), dtype=bool)
+        at = [i for i in idx if i is not None]
+        asked[at] = True
+        return asked & self._schedulable[1]
 
     # -------------------------------------------------------------- claims
     def _cached(self, key: str, pod_json: Mapping[str, Any]) -> Mapping[str, Any] | None:

@@ -137,10 +137,10 @@ def test_decide_in_filter_keeps_only_the_policys_pick(env):
     pod = fake.get("v1", "Pod", "b-0", "default")
     status, result = post(url + "/filter", args(pod))
     assert status == 200 and result["Error"] == ""
-    # the policy's own decision (the only finalist, see the prioritize test); the
-    # feasible nodes it did not pick are not failures; n3 still is one
+    # the policy's own decision (the only finalist, see the prioritize test); with a
+    # node kept no reasons are sent (kube-scheduler reads none then)
     assert result["NodeNames"] == ["n0"]
-    assert result["FailedNodes"] == {} and set(result["FailedAndUnresolvableNodes"]) == {"n3"}
+    assert result["FailedNodes"] == {} and result["FailedAndUnresolvableNodes"] == {}
     decision, cycle = pipeline.scheduler.decide(model.state(), pipeline._pod(pod))
     assert decision.node_name == "n0"
     # offered only n2 and n1 (kube-scheduler's percentageOfNodesToScore): no finalist

@@ -575,14 +575,11 @@ def test_kube_scheduler_configuration() -> None:
     assert set(profile) <= PROFILE_KEYS and profile["schedulerName"] == "tdmcore-scheduler"
     (extender,) = ksc["extenders"]  # at most one extender may bind
     assert set(extender) <= EXTENDER_KEYS
+    # Filter decides (the extender's default): no scoring, kube-scheduler binds the pick
     assert {k: v for k, v in extender.items() if k != "urlPrefix"} == {
-        "filterVerb": "filter", "prioritizeVerb": "prioritize", "bindVerb": "bind",
-        "weight": 5, "enableHTTPS": False, "httpTimeout": "5s", "nodeCacheCapable": True,
-        "ignorable": False,
+        "filterVerb": "filter", "enableHTTPS": False, "httpTimeout": "5s",
+        "nodeCacheCapable": True, "ignorable": False,
     }
-    # kube-scheduler only requires a positive weight when prioritizeVerb is set (there is
-    # no upper bound; 0..10 is the range of the extender's *scores*).
-    assert isinstance(extender["weight"], int) and extender["weight"] >= 1
 
 
 def test_extender_sidecar_matches_the_configuration() -> None:
