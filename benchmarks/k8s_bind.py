@@ -279,6 +279,8 @@ def _buckets(text: str, name: str, labels: dict[str, str]) -> dict[float, float]
 def quantile(before: dict[float, float], after: dict[float, float], q: float) -> float:
     """The smallest bucket bound holding the ``q`` quantile of the binds in between."""
     bounds = sorted(after)
+    if not bounds:  # nothing observed (e.g. no bind verb: kube-scheduler binds)
+        return float("nan")
     total = after[bounds[-1]] - before.get(bounds[-1], 0.0)
     if total <= 0:
         return float("nan")
