@@ -279,6 +279,13 @@ class ClusterModel:
             hit = self._assumed.get(key)
             return hit[0] if hit is not None else None
 
+    def api_pod(self, key: str) -> dict[str, Any] | None:
+        """Pod ``key`` as the API has it (an assumed pod's cached copy says it is on
+        its assumed node; this does not)."""
+        with self.lock:
+            hit = self._assumed.get(key)
+            return hit[1] if hit is not None else self.objects["Pod"].get(key)
+
     def forget(self, pod_json: Mapping[str, Any]) -> None:
         """Undo :meth:`assume`: the API's latest version of the pod is the truth
         again (a pod deleted meanwhile stays deleted)."""

@@ -95,9 +95,9 @@ class Requeuer:
         self._wake.set()
 
     def activate_siblings(self) -> int:
-        """Touch the members holding a claim (not bound yet) of the gangs
-        :meth:`activate` named, each gang at most once a second, and the pending
-        members of the gangs whose back-off has ended."""
+        """Touch the members holding a claim (not bound yet) that kube-scheduler failed
+        before, of the gangs :meth:`activate` named, each gang at most once a second,
+        and the pending members of the gangs whose back-off has ended."""
         with self._lock:
             gangs, self._activate = self._activate, set()
         now = time.monotonic()
@@ -106,7 +106,11 @@ class Requeuer:
             if now - self._activated.get(gkey, -1e9) < 1.0:
                 continue
             self._activated[gkey] = now
-            keys.extend(self.pipeline.claimed_members(gkey))
+            # the claimed members kube-scheduler failed before (it would retry them
+            # only after their back-off); the others are on their way
+            model = self.pipeline.model
+            keys.extend(k for k in self.pipeline.claimed_members(gkey)
+                        if stranded(model.api_pod(k) or {}, self.scheduler_name))
         if len(self._activated) > 10_000:
             self._activated.clear()
         for members in self.pipeline.due_gangs().values():

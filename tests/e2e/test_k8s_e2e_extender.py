@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from benchmarks.k8s_bind import start_plain_scheduler
 from k8s_bridge.envtest import wait_until
 from tests.e2e.e2e_env import SCHEDULER, TEST, Component, Env, wait_known
 
@@ -87,38 +88,73 @@ def test_placements_are_the_extenders_top_score(env: Env, extender: Component,
             assert isinstance(entry["shiftMs"], float | int)
 
 
-def test_with_decide_in_filter_kube_scheduler_binds_the_policys_pick_unscored(
+def test_the_shipped_mode_binds_the_policys_pick_unscored(
         env: Env, extender: Component, placed: tuple[str, list[str]]) -> None:
-    """``--decide-in-filter``: Filter keeps one node, the policy's pick, and
-    kube-scheduler binds the pod there without calling prioritize.  The session's
-    extender is replaced by one with the flag on the same port, and comes back after."""
+    """The shipped configuration (Filter decides): Filter keeps one node, the policy's
+    pick, claimed for the pod; kube-scheduler binds the pod there itself, with no
+    prioritize or bind call, and the extender records it on the watch."""
     ns, nodes = placed
-    extender.stop()
-    decides = env.component("extender-decides", ["extender", "--scheduler-name", SCHEDULER,
-                                                 "--decide-in-filter"], SCHEDULER,
-                            port=extender.port)
+    before = {verb: extender.metric("tdmcore_extender_decisions_total", {"verb": verb})
+              for verb in ("filter", "prioritize", "bind")}
+    env.podbandwidth(ns, "a", period=100.0, duty=0.5, gbps=20, match={JOB: "a"})
+    env.podbandwidth(ns, "b", period=100.0, duty=0.4, gbps=20, match={JOB: "b"})
+    picks = {}
+    for name, job in (("a-0", "a"), ("a-1", "a"), ("b-0", "b"), ("b-1", "b")):
+        pod = env.pod(ns, name, gpu=4, labels={JOB: job}, node_selector={OPEN: name})
+        status, filtered = extender.post("/filter", {"Pod": pod, "NodeNames": nodes})
+        assert status == 200 and not filtered["Error"], filtered
+        assert len(filtered["NodeNames"]) == 1, filtered
+        picks[name] = filtered["NodeNames"][0]
+        _label(env, nodes, name)
+        node = wait_until(lambda: env.node_of(ns, name), 20, f"{name} bound")
+        assert node == picks[name], (name, node, picks)
+    after = {verb: extender.metric("tdmcore_extender_decisions_total", {"verb": verb})
+             for verb in ("filter", "prioritize", "bind")}
+    assert after["filter"] - before["filter"] >= 8
+    assert after["prioritize"] == before["prioritize"] and after["bind"] == before["bind"]
+
+    def recorded() -> bool:
+        names = {e["name"] for n in set(picks.values())
+                 for e in ((env.nodebandwidth(n) or {}).get("status") or {}).get("pods") or []}
+        return names == set(picks)
+
+    wait_until(recorded, 20, "the pods recorded on their nodes' NodeBandwidth status")
+
+
+def test_with_no_decide_in_filter_kube_scheduler_scores_and_the_extender_binds(
+        env: Env, extender: Component, placed: tuple[str, list[str]]) -> None:
+    """``--no-decide-in-filter`` with a kube-scheduler calling prioritize and bind (a
+    profile of its own): Filter keeps every feasible node, the pod lands on a node of
+    the extender's top score, and the extender binds it."""
+    ns, nodes = placed
+    name = "tdmcore-prioritize"
+    scoring = env.component("extender-prioritize", ["extender", "--scheduler-name", name,
+                                                    "--no-decide-in-filter"], SCHEDULER)
+    scoring.start()
+    kube = start_plain_scheduler(env, name, {
+        "urlPrefix": scoring.url, "filterVerb": "filter", "prioritizeVerb": "prioritize",
+        "bindVerb": "bind", "weight": 5, "enableHTTPS": False, "httpTimeout": "5s",
+        "nodeCacheCapable": True, "ignorable": False})
     try:
-        decides.start()
-        wait_known(decides, nodes)
+        wait_known(scoring, nodes)
         env.podbandwidth(ns, "a", period=100.0, duty=0.5, gbps=20, match={JOB: "a"})
-        env.podbandwidth(ns, "b", period=100.0, duty=0.4, gbps=20, match={JOB: "b"})
-        picks = {}
-        for name, job in (("a-0", "a"), ("a-1", "a"), ("b-0", "b"), ("b-1", "b")):
-            pod = env.pod(ns, name, gpu=4, labels={JOB: job}, node_selector={OPEN: name})
-            status, filtered = decides.post("/filter", {"Pod": pod, "NodeNames": nodes})
-            assert status == 200 and not filtered["Error"], filtered
-            assert len(filtered["NodeNames"]) == 1, filtered
-            picks[name] = filtered["NodeNames"][0]
-            _label(env, nodes, name)
-            node = wait_until(lambda: env.node_of(ns, name), 20, f"{name} bound")
-            assert node == picks[name], (name, node, picks)
-        assert decides.metric("tdmcore_extender_decisions_total", {"verb": "filter"}) >= 8
-        assert decides.metric("tdmcore_extender_decisions_total", {"verb": "prioritize"}) == 0
-        assert decides.metric("tdmcore_extender_decisions_total",
-                              {"verb": "bind", "outcome": "ok"}) == 4
+        for pod_name in ("a-0", "a-1"):
+            pod = env.pod(ns, pod_name, gpu=4, labels={JOB: "a"},
+                          node_selector={OPEN: pod_name}, scheduler=name)
+            status, scores = scoring.post("/prioritize", {"Pod": pod, "NodeNames": nodes})
+            status, filtered = scoring.post("/filter", {"Pod": pod, "NodeNames": nodes})
+            assert status == 200 and len(filtered["NodeNames"]) > 1, filtered
+            by_node = {s["Host"]: s["Score"] for s in scores
+                       if s["Host"] in filtered["NodeNames"]}
+            _label(env, nodes, pod_name)
+            node = wait_until(lambda p=pod_name: env.node_of(ns, p), 30, f"{pod_name} bound")
+            assert by_node[node] == max(by_node.values()), (pod_name, node, by_node)
+        assert scoring.metric("tdmcore_extender_decisions_total",
+                              {"verb": "bind", "outcome": "ok"}) == 2
+        assert scoring.metric("tdmcore_extender_decisions_total", {"verb": "prioritize"}) >= 2
     finally:
-        decides.stop()
-        extender.start()
+        kube.stop()
+        scoring.stop()
 
 
 def test_a_pod_tdmcore_cannot_read_says_why_in_its_event(env: Env, extender: Component,

@@ -176,14 +176,19 @@ def test_the_requeuer_activates_the_claimed_members_and_writes_the_podgroup_stat
     with cluster(objects()) as (fake, kube, model, informers):
         pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
         requeuer = Requeuer(pipeline, kube, K.SCHEDULER)
+        for i in (0, 1):  # kube-scheduler tried these before (e.g. held back)
+            pod = fake.get("v1", "Pod", f"g-{i}", "default")
+            pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False"}]
+            fake.update(pod)
+        synced_to(fake, informers)
         pipeline.filter(fake.get("v1", "Pod", "g-0", "default"), NODES)  # admits g
         requeuer.activate("default/g")  # (what Filter's on_gang_admitted calls)
-        assert requeuer.activate_siblings() == 2  # the claimed members, not yet bound
-        for i in (1, 2):
-            annotations = fake.get("v1", "Pod", f"g-{i}", "default")["metadata"]
-            assert ANNOTATION in annotations["annotations"]
-        # not the one being placed now (kube-scheduler would queue it a second time)
-        assert "annotations" not in fake.get("v1", "Pod", "g-0", "default")["metadata"]
+        assert requeuer.activate_siblings() == 1  # g-1: claimed, failed before
+        meta = {i: fake.get("v1", "Pod", f"g-{i}", "default")["metadata"] for i in range(3)}
+        assert ANNOTATION in meta[1]["annotations"]
+        # not g-0, being placed now (kube-scheduler would queue it a second time), nor
+        # g-2, never tried (on its way)
+        assert "annotations" not in meta[0] and "annotations" not in meta[2]
         assert requeuer.write_podgroup_statuses() == 1
         status = fake.get("scheduling.x-k8s.io/v1alpha1", "PodGroup", "g", "default")["status"]
         assert status["phase"] == "Scheduling" and status["scheduled"] == 0
