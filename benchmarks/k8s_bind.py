@@ -63,14 +63,17 @@ from tests.e2e.e2e_env import DEPLOY, PODGROUP_CRD, SCHEDULER, Component, Env, w
 PLAIN = "plain-scheduler"
 FLOOR = "floor-scheduler"
 #: The extender modes: the extender's own flags, and the extender entry of a
-#: kube-scheduler of their own (named after the mode) or None: the shipped
-#: configuration's kube-scheduler (profile tdmcore-scheduler).
-EXTENDER_MODES: dict[str, tuple[list[str], dict[str, Any] | None]] = {
-    "extender": ([], None),
-    "extender-sync": (["--sync-status"], None),
-    "extender-bind": ([], {"bindVerb": "bind"}),
+#: kube-scheduler of their own (named after the mode, with these settings too) or
+#: None: the shipped configuration's kube-scheduler (profile tdmcore-scheduler).
+EXTENDER_MODES: dict[str, tuple[list[str], dict[str, Any] | None, dict[str, Any]]] = {
+    "extender": ([], None, {}),
+    "extender-sync": (["--sync-status"], None, {}),
+    "extender-bind": ([], {"bindVerb": "bind"}, {}),
     "extender-prioritize": (["--no-decide-in-filter"], {
-        "prioritizeVerb": "prioritize", "bindVerb": "bind", "weight": 5}),
+        "prioritizeVerb": "prioritize", "bindVerb": "bind", "weight": 5}, {}),
+    # every feasible node offered to the extender (kube-scheduler's default on 1,000
+    # nodes: a rotating 42 % of them)
+    "extender-all-nodes": ([], {}, {"percentageOfNodesToScore": 100}),
 }
 JOB = "training.kubeflow.org/job-name"
 #: seconds after the last binding still counted in a round's CPU (the extender's
@@ -197,9 +200,11 @@ class FloorExtender:
 
 
 def start_plain_scheduler(env: Env, name: str = PLAIN,
-                          extender: dict[str, Any] | None = None) -> Proc:
+                          extender: dict[str, Any] | None = None,
+                          settings: dict[str, Any] | None = None) -> Proc:
     """kube-scheduler with one profile, no leader election and no extender (or
-    ``extender``, a KubeSchedulerConfiguration extender entry)."""
+    ``extender``, a KubeSchedulerConfiguration extender entry; ``settings``: more
+    top-level settings)."""
     kubeconfig = env.kubeconfig(SCHEDULER)
     config: dict[str, Any] = {
         "apiVersion": "kubescheduler.config.k8s.io/v1beta3",
@@ -209,6 +214,7 @@ def start_plain_scheduler(env: Env, name: str = PLAIN,
         "profiles": [{"schedulerName": name}]}
     if extender is not None:
         config["extenders"] = [extender]
+    config.update(settings or {})
     path = env.plane.dir / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))
     proc = Proc(name, [
@@ -572,12 +578,12 @@ def main() -> int:
             if mode not in scheds and mode not in EXTENDER_MODES:
                 parser.error(f"--modes: unknown mode {mode!r}")
             if mode in EXTENDER_MODES:
-                entry = EXTENDER_MODES[mode][1]
+                _, entry, settings = EXTENDER_MODES[mode]
                 scheds[mode] = (SCHEDULER, shipped) if entry is None else (
                     f"{mode}-scheduler", start_plain_scheduler(env, f"{mode}-scheduler", {
                         "urlPrefix": ext.url, "filterVerb": "filter", "enableHTTPS": False,
                         "httpTimeout": "5s", "nodeCacheCapable": True, "ignorable": False,
-                        **entry}))
+                        **entry}, settings))
         wait_known(ext, nodes, 120)
         results = []
         current = ("extender", SCHEDULER)
