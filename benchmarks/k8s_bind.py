@@ -354,6 +354,31 @@ def api_requests(plane: ControlPlane) -> dict[str, float]:
     return out
 
 
+def thread_cpu_s(pid: int) -> dict[int, float]:
+    """CPU seconds each thread of process ``pid`` has used so far, by thread id."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
+def thread_names(py_spy_raw: Path) -> dict[int, str]:
+    """Thread id -> Python thread name, from py-spy's collapsed stacks (``thread (TID):
+    NAME;...``); a worker's number is dropped (``waitress-3`` -> ``waitress-N``)."""
+    import re
+
+    names: dict[int, str] = {}
+    for line in py_spy_raw.read_text().splitlines():
+        hit = re.match(r"thread \((\d+)\): ([^;]*)", line)
+        if hit:
+            names[int(hit.group(1))] = re.sub(r"-\d+$", "-N", hit.group(2).strip())
+    return names
+
+
 def cpu_s(pid: int) -> float:
     """CPU seconds (user + system) process ``pid`` has used so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -414,6 +439,7 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
     finally:
         requests_before = api_requests(env.plane)
         cpu_before = {name: cpu_s(pid) for name, pid in procs.items()}
+        threads_before = thread_cpu_s(procs["extender"]) if "extender" in procs else {}
         profiler = None if profile is None else ApiserverProfile(
             env.plane, profile[1], profile[0] / f"{mode}-{round_no}.pb.gz")
         spy = None
@@ -431,6 +457,7 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
     finally:
         watch.stop()
     cpu_bound = {name: cpu_s(pid) for name, pid in procs.items()}
+    threads_after = thread_cpu_s(procs["extender"]) if "extender" in procs else {}
     requests_after = api_requests(env.plane)
     time.sleep(SETTLE_S)
     cpu_end = {name: cpu_s(pid) for name, pid in procs.items()}
@@ -460,8 +487,17 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
         result["model_rebuilds"] = ext.metric("tdmcore_model_rebuilds") - rebuilds
         result["decisions_per_pod"] = round(
             (ext.metric("tdmcore_pipeline_decisions") - decisions) / pods, 2)
-    if spy is not None:
-        spy.wait(py_spy[1] + 30 if py_spy else 30)
+    if spy is not None and py_spy is not None:
+        spy.wait(py_spy[1] + 30)
+        # the extender's CPU in the timed window by thread (names from py-spy's stacks)
+        names = thread_names(py_spy[0] / f"{mode}-{round_no}.txt")
+        by_name: dict[str, float] = {}
+        for tid, used in threads_after.items():
+            name = names.get(tid, "(no Python frame sampled)")
+            by_name[name] = by_name.get(name, 0.0) + used - threads_before.get(tid, 0.0)
+        result["extender_threads_cpu_ms_per_pod"] = {
+            k: round(v * 1e3 / pods, 3) for k, v in sorted(by_name.items(),
+                                                            key=lambda kv: -kv[1])}
     if profiler is not None:
         profiler.join()
         assert profile is not None
