@@ -138,6 +138,7 @@ class Pipeline:
         self._status_lock = threading.Lock()
         self._status_wake = threading.Event()
         self._dirty_nodes: set[str] = set()  # node names
+        self._last_touch = 0.0  # when a bind last queued a node (monotonic s)
         self._status_busy = False
         self._status_thread: threading.Thread | None = None
         self._status_closed = False
@@ -917,13 +918,19 @@ class Pipeline:
             with self._status_lock:
                 queued = not self._status_closed  # closed: write here, as before
                 if queued:
+                    # the writer is woken for the first node of a pass only: while it
+                    # waits for a lull it reads the time of the latest touch (a wake-up
+                    # per bind cost a thread switch each, during the burst)
+                    wake = not self._dirty_nodes
                     self._dirty_nodes.update(nodes)
+                    self._last_touch = time.monotonic()
                     if self._status_thread is None:
                         self._status_thread = threading.Thread(
                             target=self._status_loop, name="status-writer", daemon=True)
                         self._status_thread.start()
             if queued:
-                self._status_wake.set()
+                if wake:
+                    self._status_wake.set()
                 return
         self._write_now(nodes)
 
@@ -957,14 +964,18 @@ class Pipeline:
         extender's own filter/prioritize wait for (on a loaded node more than the
         writes themselves take); written after the burst, each node is written once
         at its latest state (a node touched again while waiting is not written
-        twice).
+        twice).  The binds do not wake the writer while it waits: it reads the time
+        of the latest one (:attr:`_last_touch`) when its wait ends.
         """
         first = time.monotonic()
         while not self._status_flush.is_set():
-            left = first + self.status_max_delay_s - time.monotonic()
-            if left <= 0 or not self._status_wake.wait(min(self.status_quiet_s, left)):
+            now = time.monotonic()
+            with self._status_lock:
+                last = self._last_touch
+            until = min(last + self.status_quiet_s, first + self.status_max_delay_s)
+            if until <= now:
                 return
-            self._status_wake.clear()
+            self._status_flush.wait(until - now)
 
     def close(self, timeout_s: float = 5.0) -> bool:
         """Write what is pending (as :meth:`flush_statuses`) and stop the status

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -662,3 +663,27 @@ def test_a_pod_that_disagrees_with_its_jobs_pods_is_unschedulable_with_its_reaso
             assert all("priority: pod" in r and "its job" in r for r in reasons.values())
     warned = [r for r in caplog.records if "default/mix-1" in r.getMessage()]
     assert len(warned) == 1
+
+
+def test_the_status_writer_waits_for_a_lull_without_a_wake_up_per_bind(env):
+    """Binds in a burst touch nodes without waking the writer each time (a thread
+    switch per bind); it writes once, after status_quiet_s without a touch."""
+    fake, model, pipeline, url, informers = env
+    pipeline.async_status = True
+    pipeline.status_quiet_s = 0.3
+    pipeline.status_max_delay_s = 10.0
+    passes: list[tuple[float, list[str]]] = []
+    pipeline._write_now = lambda nodes: passes.append((time.monotonic(), list(nodes)))
+    wakes = []
+    wake = pipeline._status_wake.set
+    pipeline._status_wake.set = lambda: (wakes.append(1), wake())[1]
+    t0 = time.monotonic()
+    for node in ("n0", "n1", "n0", "n2"):
+        pipeline._write_statuses([node])
+        time.sleep(0.1)
+    last = time.monotonic() - 0.1
+    wait_for(lambda: passes, 5, "a pass")
+    time.sleep(0.4)
+    assert len(wakes) == 1  # the first touch of the pass only
+    assert [nodes for _, nodes in passes] == [["n0", "n1", "n2"]]
+    assert passes[0][0] >= last + 0.3 and passes[0][0] - t0 < 2.0
