@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from k8s_bridge.envtest import wait_until
-from tests.e2e.e2e_env import NS, TEST, Component, Env, wait_known
+from tests.e2e.e2e_env import GPU, NS, SCHEDULER, TEST, Component, Env, wait_known
 
 pytestmark = pytest.mark.e2e
 
@@ -262,3 +262,36 @@ def test_standalone_records_events_with_the_shipped_rbac(env: Env, standalone: C
     time.sleep(1.5)  # three more passes of the scheduler: still one event
     failed = env.event_messages(ns, "odd", "FailedScheduling")
     assert len(failed) == 1 and "tdmcore.io/priority" in failed[0], failed
+
+
+def test_a_job_without_a_podgroup_left_half_placed_is_told_why(
+        env: Env, extender: Component, space: tuple[str, list[str]]) -> None:
+    """A job of two pods without a PodGroup, one pod placed, the other rejected
+    everywhere: its event said "rejected by the policy's Filter" on the node with room;
+    it names the rule (a dependency loop: job j would cross the links of two nodes job k
+    crosses too), where the job's pod is, and that a PodGroup places a job whole."""
+    ns, nodes = space
+    nodes += env.nodes("half", 3)
+    wait_known(extender, nodes)
+    job = "training.kubeflow.org/job-name"
+    for j in "jk":
+        env.podbandwidth(ns, j, period=100.0, duty=0.3, gbps=15, match={job: j})
+    placed = [("k-0", "k", 3, nodes[0]), ("k-1", "k", 3, nodes[1]), ("x", "x", 8, nodes[2]),
+              ("j-0", "j", 3, nodes[0])]
+    for name, j, gpu, node in placed:  # bound at creation (spec.nodeName)
+        env.kube.create("Pod", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "labels": {job: j}},
+            "spec": {"schedulerName": SCHEDULER, "nodeName": node,
+                     "containers": [{"name": "trainer", "image": "example.invalid/t:1",
+                                     "resources": {"requests": {"cpu": "1"},
+                                                   "limits": {GPU: str(gpu)}}}]}}, ns)
+    time.sleep(1.0)  # the watches deliver them (milliseconds) before j-1 exists
+    env.pod(ns, "j-1", gpu=3, labels={job: "j"}, node_selector={TEST: "half"})
+    said = wait_until(lambda: [m for m in env.event_messages(ns, "j-1", "FailedScheduling")
+                               if "Dependency loop" in m], 30,
+                      "a FailedScheduling event naming the rule")
+    assert "rejected by the policy's Filter" not in said[0], said
+    assert (f"Dependency loop in the affinity graph (its job {ns}/j has 1 pod(s) placed, "
+            f"on {nodes[0]}: a job is placed whole only as a PodGroup)") in said[0], said
+    assert env.node_of(ns, "j-1") is None
