@@ -10,7 +10,8 @@ kubelet), and the controller asks the API server whose it is
 (``authentication.k8s.io/v1`` TokenReview, the way kube-apiserver's delegated
 authentication and every aggregated API server check a caller):
 
-* no token, or one the API server does not authenticate for the audience -> **401**;
+* no token, or one the API server does not authenticate for the audience -> **401**
+  (an answer whose ``audiences`` do not name ours, or that names none, fails closed);
 * a token of anyone but the allowed users (by default the ServiceAccount
   ``tdmcore-system/tdmcore-agent``) -> **403**;
 * a token bound to a pod (the kubelet's projected tokens are;
@@ -132,9 +133,13 @@ class ReportAuth:
             log.warning("cannot review a reporter's token (answering 503): %s", exc)
             return _Review(now, None, 503, f"cannot check the caller's token now: {exc}")
         status: dict[str, Any] = answer.get("status") or {}
-        if not status.get("authenticated") or self.audience not in (
-                status.get("audiences") or [self.audience]):
-            why = status.get("error") or "not authenticated"
+        # an answer that does not say the token is for our audience is a refusal (an
+        # authenticator that ignores audiences would accept a token for anyone's)
+        audiences = status.get("audiences")
+        if not status.get("authenticated") or not isinstance(audiences, list) \
+                or self.audience not in audiences:
+            why = status.get("error") or ("not authenticated" if not status.get(
+                "authenticated") else f"the review names audiences {audiences!r}")
             return _Review(now, None, 401, f"the caller's token was refused by the API "
                                            f"server for audience {self.audience!r}: {why}")
         user = status.get("user") or {}

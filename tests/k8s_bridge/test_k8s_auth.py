@@ -87,3 +87,23 @@ def test_an_api_server_that_cannot_be_asked_is_503_and_not_remembered() -> None:
 def test_no_allowed_user_is_a_configuration_error() -> None:
     with pytest.raises(ValueError, match="^users"):
         ReportAuth(Reviews(), users=())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("audiences", [None, [], ["https://kubernetes.default.svc"], "tdmcore"])
+def test_a_review_that_does_not_name_our_audience_fails_closed(audiences: Any) -> None:
+    """A TokenReview answer that says authenticated but not for ``tdmcore-controller``
+    (no ``audiences`` at all, as an audience-blind authenticator may answer) is a
+    refusal: a token for anyone's audience must not speak to the controller."""
+
+    class Blind(Reviews):
+        def create(self, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+            answer = super().create(kind, obj)
+            if audiences is None:
+                del answer["status"]["audiences"]
+            else:
+                answer["status"]["audiences"] = audiences
+            return answer
+
+    with pytest.raises(HttpError) as err:
+        ReportAuth(Blind()).check("Bearer good")  # type: ignore[arg-type]
+    assert err.value.status == 401 and "audience" in err.value.message
