@@ -51,7 +51,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import re
 import signal
 import socket
@@ -67,7 +66,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import Counter, Gauge, Histogram
 from werkzeug.wrappers import Request, Response
 
-from .api import REPORT_PATH, ReportError, valid_answer, validate_report
+from .api import REPORT_PATH, ReportError, TokenFile, valid_answer, validate_report
 from .web import JsonApp, Server
 
 if TYPE_CHECKING:
@@ -149,9 +148,10 @@ class Agent:
     token_file : str or None
         The agent's ServiceAccount token (a projected token, audience
         ``tdmcore-controller``; the kubelet refreshes the file), sent to the controller
-        as ``Authorization: Bearer``; re-read when the file changes.  ``None``, or a
-        file that cannot be read, sends no token (the controller then answers 401,
-        passed on to the pod).
+        as ``Authorization: Bearer``; re-read when the file changes
+        (:class:`~k8s_bridge.api.TokenFile`).  ``None``, or a file that cannot be read
+        (said once, and once when it can be read again), sends no token (the
+        controller then answers 401, passed on to the pod).
 
     Raises
     ------
@@ -193,7 +193,8 @@ class Agent:
         # Set by run_agent on SIGTERM so that /readyz drops the agent from service.
         self.draining = False
         self.token_file = token_file
-        self._token: tuple[float, str] | None = None  # (the file's mtime, the token)
+        self._token = TokenFile(token_file, log, "the agent's token") \
+            if token_file is not None else None
 
         self._lock = threading.Lock()
         self._failures = 0
@@ -358,11 +359,7 @@ class Agent:
 
     def _authorization(self) -> dict[str, str]:
         """The ``Authorization`` header of a forward (none without a token)."""
-        if self.token_file is None:
-            return {}
-        with self._lock:
-            self._token = _read_token(self.token_file, self._token)
-            token = self._token[1] if self._token is not None else ""
+        token = self._token.read() if self._token is not None else None
         return {"Authorization": f"Bearer {token}"} if token else {}
 
     def _post(self, report: dict[str, Any]) -> tuple[int, bytes]:
@@ -400,21 +397,6 @@ class Agent:
         if status != 200 or len(body) > MAX_ANSWER_BYTES or not valid_answer(body):
             raise _ForwardFailed("bad_answer", f"HTTP {status}, {len(body)} bytes")
         return status, body
-
-
-def _read_token(path: str, cached: tuple[float, str] | None
-                ) -> tuple[float, str] | None:
-    """(mtime, token) of the token file, re-read only when its mtime changed."""
-    try:
-        mtime = os.stat(path).st_mtime
-        if cached is not None and cached[0] == mtime:
-            return cached
-        with open(path, encoding="utf-8") as f:
-            return mtime, f.read().strip()
-    except OSError as exc:
-        log.warning("cannot read the token file %s (reports go without a token): %s",
-                    path, exc.strerror or exc)
-        return None
 
 
 def serve(app: WSGIApplication, host: str, port: int) -> Server:

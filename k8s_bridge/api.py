@@ -12,7 +12,8 @@ One place for every shape the bridge reads from or writes to another program:
 * **the report protocol** between the training hook, the node agent and the
   controller (``POST /v1/report``): :func:`validate_report` is the one check of a
   report, at the agent and again at the controller (which may be called directly),
-  and :func:`valid_answer` the one check of the controller's answer.
+  and :func:`valid_answer` the one check of the controller's answer; the
+  ServiceAccount tokens that go with a report are read by :class:`TokenFile`.
 
 Nothing here imports the rest of the bridge: the training-side hook may use it
 without the server's dependencies.
@@ -21,8 +22,11 @@ without the server's dependencies.
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
 import re
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,6 +48,7 @@ __all__ = [
     "VERSION",
     "BadRequest",
     "ReportError",
+    "TokenFile",
     "field",
     "finite_number",
     "parse_args",
@@ -336,3 +341,63 @@ def finite_number(value: object) -> float | None:
     except OverflowError:
         return None
     return number if math.isfinite(number) else None
+
+
+class TokenFile:
+    """A projected ServiceAccount token the kubelet keeps in a file, as sent with a
+    report (``Authorization: Bearer``).
+
+    The kubelet renews a projected token before it expires by swapping the file (a
+    new inode, a new mtime), so :meth:`read` re-reads it whenever ``os.stat`` says it
+    changed and otherwise answers from memory.  A file that cannot be read (missing,
+    no permission, empty) gives ``None`` and is said once at WARNING -- again only
+    when the problem changes -- and its recovery once at INFO; a token is never
+    logged.  Thread-safe.
+
+    Parameters
+    ----------
+    path : str
+        The token file (``agent.yaml``: ``/var/run/secrets/tdmcore/token``).
+    logger : logging.Logger
+        Where the problems are said.
+    what : str
+        Whose token it is, for the log lines (``"the agent's token"``).
+    """
+
+    def __init__(self, path: str, logger: logging.Logger, what: str = "the token") -> None:
+        self.path = path
+        self.log = logger
+        self.what = what
+        self._lock = threading.Lock()
+        self._stamp: tuple[int, int, int] | None = None  # (inode, mtime ns, size)
+        self._token: str | None = None
+        self._problem: str | None = None  # the last problem said (None: readable)
+
+    def read(self) -> str | None:
+        """The token, or None when the file cannot be read (logged once)."""
+        with self._lock:
+            try:
+                st = os.stat(self.path)
+                stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+                if stamp == self._stamp:
+                    return self._token
+                with open(self.path, encoding="utf-8") as f:
+                    token = f.read().strip()
+                if not token:
+                    raise OSError("the file is empty")
+            except (OSError, UnicodeDecodeError) as exc:
+                problem = getattr(exc, "strerror", None) or str(exc)
+                if problem != self._problem:
+                    self._problem = problem
+                    self.log.warning("cannot read %s from %s (reports go without it "
+                                     "until it can be read): %s", self.what, self.path,
+                                     problem)
+                self._stamp, self._token = None, None
+                return None
+            if self._problem is not None:
+                self._problem = None
+                self.log.info("%s is readable again from %s", self.what, self.path)
+            elif self._token is not None and token != self._token:
+                self.log.debug("%s was renewed (%s)", self.what, self.path)
+            self._stamp, self._token = stamp, token
+            return token

@@ -31,7 +31,7 @@ from k8s_bridge.agent import (
     Agent,
     serve,
 )
-from k8s_bridge.api import validate_report
+from k8s_bridge.api import TokenFile, validate_report
 from k8s_bridge.cli import main
 from k8s_bridge.web import Server
 
@@ -653,10 +653,40 @@ def test_the_agent_sends_its_token_and_reads_a_renewed_one(controller, start, tm
     os.utime(token, (1_000_000, 1_000_000))  # a new mtime, as the kubelet's rename gives
     assert agent.post(report())[0] == 200
     token.unlink()
-    with caplog.at_level("WARNING", logger="k8s_bridge.agent"):
+    with caplog.at_level("INFO", logger="k8s_bridge.agent"):
+        for _ in range(3):
+            assert agent.post(report())[0] == 200
+        token.write_text("third-token\n")
         assert agent.post(report())[0] == 200
-    assert controller.authorizations == ["Bearer first-token", "Bearer renewed-token", None]
-    assert any("token file" in r.getMessage() for r in caplog.records)
+    assert controller.authorizations == ["Bearer first-token", "Bearer renewed-token",
+                                         None, None, None, "Bearer third-token"]
+    # an unreadable token is said once, not on every forward, and so is its recovery;
+    # the token itself is never logged
+    said = [r for r in caplog.records if str(token) in r.getMessage()]
+    assert [r.levelname for r in said] == ["WARNING", "INFO"], [r.getMessage() for r in said]
+    assert "cannot read the agent's token" in said[0].getMessage()
+    assert not any("token" in r.getMessage() and "-token" in r.getMessage()
+                   for r in caplog.records)
+
+
+def test_a_token_file_follows_the_kubelets_swap(tmp_path) -> None:
+    """The kubelet renews a projected token by pointing the ``..data`` symlink at a
+    new folder: the path's inode changes even where the mtime does not."""
+    import logging
+
+    def version(name: str, token: str) -> None:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "token").write_text(token)
+        os.utime(tmp_path / name / "token", ns=(0, 0))  # the same mtime for both
+        os.symlink(name, tmp_path / "..data_new")
+        os.replace(tmp_path / "..data_new", tmp_path / "..data")
+
+    version("..v1", "token-1")
+    os.symlink("..data/token", tmp_path / "token")
+    tokens = TokenFile(str(tmp_path / "token"), logging.getLogger("test"))
+    assert tokens.read() == "token-1"
+    version("..v2", "token-2")  # same size, same mtime
+    assert tokens.read() == "token-2"
 
 
 def test_the_agent_command_rejects_a_bad_controller_url(capsys) -> None:
