@@ -630,7 +630,9 @@ class Pipeline:
                 self._unconfirmed.add(key)
                 statuses = self._statuses(state, {index: [result]})
         try:
-            self._bind_api(namespace, name, uid, node)
+            # the cached pod's UID (the one its Filter pass matched) is the Binding's
+            # precondition, whether or not the request named it
+            self._bind_api(namespace, name, meta.get("uid") or uid, node)
         except BindError:
             with self.lock, self.model.lock:  # forget: the API is the truth again
                 self._forget(pod_json)

@@ -255,6 +255,28 @@ def test_bind_binds_only_what_filter_passed_for_the_pod_in_its_cycle(env):
     assert 'tdmcore_extender_decision_seconds_count{verb="bind"} 7.0' in text
 
 
+def test_a_bind_without_a_pod_uid_posts_the_cached_pods_uid(env, monkeypatch):
+    """A Binding carries the pod's UID as a precondition, so that a pod deleted and
+    created again under its name is not bound in its place; a bind request without
+    ``PodUID`` posted a Binding without one (the UID of the cached pod, which the
+    Filter pass matched, is now sent)."""
+    fake, _, pipeline, url, _ = env
+    pod = fake.get("v1", "Pod", "b-0", "default")
+    sent: list[str | None] = []
+    real = pipeline.kube.bind
+
+    def bind(namespace: str, name: str, uid: str | None, node: str) -> None:
+        sent.append(uid)
+        real(namespace, name, uid, node)
+
+    monkeypatch.setattr(pipeline.kube, "bind", bind)
+    filtered(url, pod, ["n0"])
+    status, result = post(url + "/bind", {"PodName": "b-0", "PodNamespace": "default",
+                                          "Node": "n0"})
+    assert status == 200 and result == {"Error": ""}
+    assert sent == [pod["metadata"]["uid"]]
+
+
 def test_failed_api_calls_are_counted_by_method_and_status(env):
     fake, model, pipeline, url, _ = env
     fake.fail_next("POST", r"/pods/b-0/binding", status=500)
