@@ -274,7 +274,9 @@ def scheduler_cmd(kubeconfig: str | None, api_server: str | None, host: str, log
 @click.option("--resync-seconds", type=FiniteFloat(min=0.5), default=5.0,
               show_default=True)
 @click.option("--elastic", type=click.Choice(list(ELASTIC_POLICIES)), default=None,
-              help="Also run this elastic policy over annotated PyTorchJobs/TFJobs.")
+              envvar="TDMCORE_ELASTIC",
+              help="Also run this elastic policy over annotated PyTorchJobs/TFJobs "
+                   "[TDMCORE_ELASTIC] (the deploy/elastic component sets it).")
 @click.option("--report-auth", type=click.Choice(["tokenreview", "none"]),
               default="tokenreview", show_default=True,
               help="Who may POST /v1/report: callers whose Bearer token the API server "

@@ -132,7 +132,7 @@ def test_no_token_of_ours_can_rewrite_a_kube_system_pod(plane: ControlPlane) -> 
     ("tdmcore-standalone-scheduler", "create", "/api/v1/namespaces/default/pods/x/binding",
      True),
     # issue 40: patching pods only where requeue.yaml binds it (`default`), never in
-    # kube-system; Kubeflow jobs only with the elastic overlay; TokenReview and Events
+    # kube-system; Kubeflow jobs only with the elastic Component; TokenReview and Events
     # for the controller's reports; the agent may do nothing at all
     (SCHEDULER, "patch", "/api/v1/namespaces/default/pods/x", True),
     (SCHEDULER, "patch", "/api/v1/namespaces/kube-system/pods/x", False),

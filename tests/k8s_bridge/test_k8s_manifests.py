@@ -9,7 +9,11 @@
   in OpenAPI v3.0 / draft 4; unknown fields rejected, as ``kubectl``'s strict field
   validation does), plus cases that must be rejected.
 * Kinds no schema covers here (PodGroup, PyTorchJob, KubeSchedulerConfiguration,
-  Kustomization) get small hand-written checks; any other kind fails.
+  Kustomization, Component) get small hand-written checks; any other kind fails.
+* ``kubectl kustomize`` builds the default set and the walkthrough's overlay with each
+  option the docs add to it (where ``kubectl`` is installed; a pure-Python check of
+  the rule kustomize enforces -- no kustomization includes its own ancestor -- runs
+  everywhere).
 * Cross-checks tie the files together: ServiceAccounts, RBAC rules against the
   components' needs (least privilege), Lease names, ports, the scheduler profile name,
   the kustomization, the Dockerfile and the walkthrough.
@@ -19,7 +23,10 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import socket
+import subprocess
+import textwrap
 import tomllib
 from collections.abc import Iterator
 from copy import deepcopy
@@ -69,6 +76,7 @@ HAND_CHECKED = {
     ("kubeflow.org/v1", "PyTorchJob"),
     ("kubescheduler.config.k8s.io/v1", "KubeSchedulerConfiguration"),
     ("kustomize.config.k8s.io/v1beta1", "Kustomization"),
+    ("kustomize.config.k8s.io/v1alpha1", "Component"),
 }
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition",
                   "PriorityClass"}
@@ -232,13 +240,16 @@ def test_deploy_tree_has_the_expected_files() -> None:
 @pytest.mark.parametrize("doc", DOCS, ids=_ids(DOCS))
 def test_every_document_has_a_known_kind_in_the_right_file(doc: Doc) -> None:
     assert doc.gvk in BUILTIN | OURS | HAND_CHECKED, f"{doc}: unknown kind {doc.gvk}"
-    assert doc.name or doc.gvk[1] in {"KubeSchedulerConfiguration", "Kustomization"}
+    assert doc.name or doc.gvk[1] in {"KubeSchedulerConfiguration", "Kustomization",
+                                      "Component"}
     in_examples = doc.file.startswith("examples/")
     assert in_examples == (doc.gvk in OURS or doc.gvk[1] in {"PodGroup", "PyTorchJob"}), doc
     if doc.gvk[1] == "KubeSchedulerConfiguration":
         assert doc.file == "scheduler-config.yaml"
     if doc.gvk[1] == "Kustomization":
-        assert doc.file in ("kustomization.yaml", "elastic/kustomization.yaml")
+        assert doc.file == "kustomization.yaml"
+    if doc.gvk[1] == "Component":
+        assert doc.file == "elastic/kustomization.yaml"
     if doc.gvk[1] == "CustomResourceDefinition":
         assert doc.file.startswith("crds/")
 
@@ -915,26 +926,114 @@ EXPECTED_PERMISSIONS: dict[str, set[Perm]] = {
 ELASTIC_SET = DEFAULT_SET | {"elastic/rbac.yaml"}
 
 
-def test_elastic_rbac_only_in_the_elastic_overlay() -> None:
+def test_elastic_rbac_only_in_the_elastic_component() -> None:
     """Issue 40: the controller could patch every PyTorchJob and TFJob though
-    ``--elastic`` was off.  The overlay ``elastic/`` is the default set, the elastic
-    ClusterRole and the flag; the default set alone grants nothing on Kubeflow jobs."""
-    (overlay,) = [d.obj for d in _of("Kustomization") if d.file == "elastic/kustomization.yaml"]
-    assert overlay["resources"] == ["..", "rbac.yaml"]
-    (patch,) = overlay["patches"]
-    assert patch["target"]["name"] == "tdmcore-controller"
-    ops = yaml.safe_load(patch["patch"])
-    added = [op["value"] for op in ops if op["op"] == "add"
-             and op["path"] == "/spec/template/spec/containers/0/args/-"]
-    assert added[0] == "--elastic" and added[1] in {"dragon", "kod2", "weighted"}
+    ``--elastic`` was off.  The Component ``elastic/`` adds the elastic ClusterRole and
+    sets the flag (``TDMCORE_ELASTIC``, the option's variable); the default set alone
+    grants nothing on Kubeflow jobs."""
+    from k8s_bridge.cli import controller_cmd
+
+    (component,) = [d.obj for d in _of("Component") if d.file == "elastic/kustomization.yaml"]
+    assert component["resources"] == ["rbac.yaml"]
+    (patch,) = component["patches"]
+    target = yaml.safe_load(patch["patch"])
     doc, _, flags = _bridge("controller")
-    assert "--elastic" not in flags and _pod_spec(doc)["containers"][0]["name"] == "controller"
+    assert (target["kind"], target["metadata"]["name"], target["metadata"]["namespace"]) \
+        == (doc.gvk[1], doc.name, doc.namespace)
+    (container,) = target["spec"]["template"]["spec"]["containers"]
+    assert container["name"] == _pod_spec(doc)["containers"][0]["name"] == "controller"
+    (env,) = container["env"]
+    (option,) = [p for p in controller_cmd.params if p.name == "elastic"]
+    assert env["name"] == option.envvar and env["value"] in {"dragon", "kod2", "weighted"}
+    assert "--elastic" not in flags
+    assert option.envvar not in {e["name"] for e in _env(_pod_spec(doc)["containers"][0])}
     account = f"{NAMESPACE}/tdmcore-controller"
     kubeflow = {p for p in _permissions(account, ELASTIC_SET) if p[0] == "kubeflow.org"}
     assert kubeflow == _grant({"kubeflow.org": ["pytorchjobs", "tfjobs"]}, f"{_READ} patch")
     assert not any(p[0] == "kubeflow.org" for p in _permissions(account, DEFAULT_SET))
     assert not any(p[0] == "kubeflow.org" for d in ("tdmcore-scheduler", "tdmcore-agent")
                    for p in _permissions(f"{NAMESPACE}/{d}", ELASTIC_SET))
+
+
+def test_no_kustomization_includes_its_own_ancestor() -> None:
+    """Issue 40's review: ``kubectl kustomize k8s_bridge/deploy/elastic`` failed with
+    "cycle detected": the overlay listed its parent folder, which contains it, as a
+    resource.  kustomize refuses any root that contains one it is building from; this
+    checks that rule without kustomize, for every kustomization under deploy/, and that
+    a Component is only ever listed under ``components:``."""
+    kinds = {(DEPLOY / d.file).parent: d.gvk[1]
+             for d in _of("Kustomization") + _of("Component")}
+    for folder in kinds:
+        obj = yaml.safe_load((folder / "kustomization.yaml").read_text())
+        for key in ("resources", "components"):
+            for entry in obj.get(key) or []:
+                target = (folder / entry).resolve()
+                if target.is_file():
+                    assert key == "resources", (folder, entry)
+                    continue
+                assert target.is_dir(), f"{folder}: {entry} does not exist"
+                assert target != folder and target not in folder.parents, \
+                    f"{folder}: {key} {entry!r} is an ancestor (kustomize: cycle detected)"
+                wanted = "Component" if key == "components" else "Kustomization"
+                assert kinds.get(target) == wanted, (folder, entry)
+
+
+#: the overlay the walkthrough makes, and what the docs append to it for each option
+_OVERLAY_DOCS = ROOT / "docs" / "kubernetes.md"
+
+
+def _overlay_steps() -> dict[str, str]:
+    """The heredocs the docs write into tdmcore-overlay/kustomization.yaml: the
+    walkthrough's (``cat >``) and each one appended (``cat >>``), keyed by the line
+    that follows the heredoc's first line."""
+    text = _OVERLAY_DOCS.read_text(encoding="utf-8")
+    # a heredoc inside a list item is indented with it
+    found = re.findall(r"^( *)cat (>>?) tdmcore-overlay/kustomization\.yaml <<'EOF'\n"
+                       r"(.*?)\n\1EOF$", text, flags=re.S | re.M)
+    steps = {"base" if op == ">" else body.splitlines()[0].strip():
+             textwrap.dedent(body) + "\n" for _, op, body in found}
+    assert "base" in steps and len(steps) == len(found) >= 3, list(steps)
+    return steps
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="no kubectl to run kustomize")
+@pytest.mark.parametrize("option", ["base", "components:", "patches:"])
+def test_kubectl_kustomize_builds_the_docs_overlays(tmp_path: Path, option: str) -> None:
+    """``kubectl kustomize`` (the one ``kubectl apply -k`` runs) builds the default
+    set, the walkthrough's overlay, and the overlay with each option the docs append
+    (the elastic Component, the standalone scheduler's patch), from the docs' own
+    text; the Component alone fails rather than giving half of it."""
+    steps = _overlay_steps()
+    (tmp_path / "k8s_bridge").symlink_to(ROOT / "k8s_bridge")
+    (tmp_path / "tdmcore-overlay").mkdir()
+    text = steps["base"] + ("" if option == "base" else steps[option])
+    (tmp_path / "tdmcore-overlay" / "kustomization.yaml").write_text(text)
+
+    def build(folder: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["kubectl", "kustomize", str(folder)], capture_output=True,
+                              text=True, timeout=120, check=False)
+
+    def objects(out: str) -> dict[tuple[str, str], dict[str, Any]]:
+        return {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(out) if o}
+
+    default = build(DEPLOY)
+    assert default.returncode == 0, default.stderr
+    assert set(objects(default.stdout)) == {(d.gvk[1], d.name) for d in DOCS
+                                            if d.file in DEFAULT_SET}
+    built = build(tmp_path / "tdmcore-overlay")
+    assert built.returncode == 0, built.stderr
+    got = objects(built.stdout)
+    controller = got[("Deployment", "tdmcore-controller")]["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in controller["containers"][0].get("env", [])}
+    elastic = ("ClusterRole", "tdmcore-controller-elastic") in got
+    assert elastic == (option == "components:")
+    assert (env.get("TDMCORE_ELASTIC") == "dragon") == elastic
+    assert (("Deployment", "tdmcore-scheduler") in got) == (option != "patches:")
+    images = {c["image"] for o in got.values() if o["kind"] in ("Deployment", "DaemonSet")
+              for c in o["spec"]["template"]["spec"]["containers"]}
+    assert IMAGE not in images and "registry.example.com/tdmcore/tdmcore:0.1.0" in images
+    alone = build(DEPLOY / "elastic")
+    assert alone.returncode != 0 and "tdmcore-controller" in alone.stderr
 
 
 def test_nobody_may_patch_pods_cluster_wide() -> None:
