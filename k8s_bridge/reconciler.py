@@ -45,6 +45,7 @@ from . import convert
 from .api import REPORT_PATH, ReportError, validate_report
 from .auth import Caller, ReportAuth
 from .cache import ClusterModel
+from .events import EventSender, pod_event
 from .kube import ApiError, Kube
 from .metrics import ControllerMetrics
 from .once import Once
@@ -73,6 +74,8 @@ class ControllerService:
         self.kube = kube
         #: who may report (None: anyone -- ``--report-auth none``, tests)
         self.auth = auth
+        #: posts the PatternUpdated Events in the background: never under :attr:`lock`
+        self.events = EventSender(kube) if kube is not None else None
         self._refusals = Once()  # refused reporters logged, by address and reason
         self.policy = make_policy(policy)
         self.lock = threading.RLock()
@@ -291,6 +294,7 @@ class ControllerService:
             pattern = entry.pod.pattern
             job = entry.pod.job
             pause = 0.0
+            events: list[dict[str, Any]] = []  # sent once the lock is released
             updates = [a for _, a in actions if isinstance(a, PatternUpdate)]
             if any(isinstance(a, Readjustment) for _, a in actions) and pattern is not None:
                 # The batch's one readjustment (report_iterations(batch=True)) is
@@ -301,7 +305,7 @@ class ControllerService:
                 self.metrics.pause_ms.observe(pause)
             for update in updates:
                 self.metrics.actions.labels("pattern_update").inc()
-                if not self._write_pattern(update, caller):
+                if not self._write_pattern(update, caller, events):
                     # applied to the controller's state but not in the API: rebuild
                     # from the API (the update is dropped; later reports re-detect it)
                     self.model.invalidate()
@@ -326,16 +330,22 @@ class ControllerService:
                       "target_phase_ms": None if target is None or period is None
                       else float(target % lattice),
                       "align": align}
+        if self.events is not None:
+            for event in events:
+                self.events.send(event)
         if updates:
             self.reconcile()
         return answer
 
-    def _write_pattern(self, update: PatternUpdate, caller: Caller | None = None) -> bool:
+    def _write_pattern(self, update: PatternUpdate, caller: Caller | None = None,
+                       events: list[dict[str, Any]] | None = None) -> bool:
         """Write ``update`` to its PodBandwidth's status; False if it is not there.
 
         Every change of a scheduling input is said: one INFO line, and a Normal Event
-        ``PatternUpdated`` on each pod of the job the controller knows (best effort:
-        a failed Event is logged, the update stands)."""
+        ``PatternUpdated`` on each pod of the job the controller knows, appended to
+        ``events`` for the caller to send once it has released :attr:`lock` (best
+        effort: :class:`~k8s_bridge.events.EventSender`; a failed Event is logged,
+        the update stands)."""
         by = caller.user + (f" (pod {caller.pod})" if caller and caller.pod else "") \
             if caller is not None else "an unauthenticated reporter"
         message = (f"traffic pattern of job {update.job} re-measured from iteration reports "
@@ -366,29 +376,14 @@ class ControllerService:
         self.model.on_event("PodBandwidth", "MODIFIED", obj)
         log.info("%s; written to PodBandwidth %s/%s", message, meta.get("namespace"),
                  meta.get("name"))
-        for key in update.pods:
-            self._event(key, "PatternUpdated", message)
+        if events is not None:
+            with self.model.lock:
+                pods = [self.model.objects["Pod"].get(key) or {"metadata": {
+                    "namespace": key.partition("/")[0], "name": key.partition("/")[2]}}
+                    for key in update.pods]
+            events += [pod_event(pod, "Normal", "PatternUpdated", message,
+                                 "tdmcore-controller") for pod in pods]
         return True
-
-    def _event(self, key: str, reason: str, message: str) -> None:
-        """A Normal Event about pod ``key`` (best effort)."""
-        assert self.kube is not None
-        with self.model.lock:
-            pod = self.model.objects["Pod"].get(key) or {}
-        meta = pod.get("metadata") or {}
-        namespace, _, name = key.partition("/")
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        try:
-            self.kube.with_timeout(5.0).create("Event", {
-                "apiVersion": "v1", "kind": "Event",
-                "metadata": {"generateName": f"{name}.", "namespace": namespace},
-                "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name,
-                                   "namespace": namespace, "uid": meta.get("uid")},
-                "reason": reason, "message": message[:1024], "type": "Normal",
-                "source": {"component": "tdmcore-controller"},
-                "firstTimestamp": now, "lastTimestamp": now, "count": 1}, namespace)
-        except ApiError as exc:
-            log.warning("recording Event %s on pod %s failed: %s", reason, key, exc)
 
     def handle_report(self, request: Request) -> Any:
         try:

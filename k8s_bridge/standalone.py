@@ -27,6 +27,7 @@ from tdmcore.framework import QUEUES, GangDecision, Status
 from . import api, convert
 from .api import BadRequest
 from .cache import pod_is_placed
+from .events import pod_event
 from .kube import ApiError
 from .metrics import StandaloneMetrics
 from .once import Once
@@ -185,23 +186,12 @@ class StandaloneScheduler:
     def _event(self, kube: Any, pod: Mapping[str, Any], kind: str, reason: str,
                message: str) -> None:
         meta = pod.get("metadata") or {}
-        namespace = meta.get("namespace") or "default"
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        event = {
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"generateName": f"{meta.get('name')}.", "namespace": namespace},
-            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace,
-                               "name": meta.get("name"), "uid": meta.get("uid")},
-            "type": kind, "reason": reason, "message": message[:1024],
-            "source": {"component": self.scheduler_name},
-            "reportingComponent": self.scheduler_name,
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
-        }
+        event = pod_event(pod, kind, reason, message, self.scheduler_name)
         try:
-            kube.create("Event", event, namespace)
+            kube.create("Event", event, event["metadata"]["namespace"])
         except ApiError as exc:
-            log.warning("event %s for pod %s/%s not recorded: %s", reason, namespace,
-                        meta.get("name"), exc)
+            log.warning("event %s for pod %s/%s not recorded: %s", reason,
+                        event["metadata"]["namespace"], meta.get("name"), exc)
 
     def run(self, stop: threading.Event, interval_s: float = 0.5,
             may_run: Callable[[], bool] = lambda: True) -> None:

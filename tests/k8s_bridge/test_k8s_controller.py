@@ -246,6 +246,46 @@ def test_pattern_update_is_written_to_the_podbandwidth():
         assert model.state().placed["default/a-0"].pod.pattern.period_ms == pytest.approx(150.0)
 
 
+def test_a_slow_event_write_holds_no_lock(monkeypatch):
+    """A pattern change is a PatternUpdated Event on each pod of the job; the Events
+    were POSTed (5 s timeout each) while the controller's global lock was held, so an
+    API server slow to take them stalled every report.  They go out from a worker of
+    their own once the lock is released: while the Event write hangs, the lock is free
+    and another pod's report is answered at once; then the Events arrive."""
+    gate, started = threading.Event(), threading.Event()
+    real = Kube.create
+
+    def create(self, kind, obj, namespace=None):
+        if kind == "Event":
+            started.set()
+            gate.wait(10.0)
+        return real(self, kind, obj, namespace)
+
+    monkeypatch.setattr(Kube, "create", create)
+    with cluster(objects()) as (fake, kube, model, informers):
+        service = ControllerService(model, kube, "metronome")
+        service.reconcile()
+        slow = [1_000_000.0 + i * 150 for i in range(10)]
+        reporter = threading.Thread(target=service.report, args=(
+            "default/a-1", slow, [150.0] * 10, [50.0] * 10), daemon=True)
+        try:
+            reporter.start()
+            assert started.wait(10.0), "no Event was written"
+            assert service.lock.acquire(timeout=1.0), "the lock is held while an Event hangs"
+            service.lock.release()
+            t0 = time.monotonic()
+            answer = service.report("default/b-0", [2_000_000.0], [100.0], [50.0])
+            assert answer["pause_ms"] == 0.0 and time.monotonic() - t0 < 1.0
+        finally:
+            gate.set()
+        reporter.join(10.0)
+        assert service.events is not None and service.events.flush(10.0)
+        said = {e["involvedObject"]["name"]: e for e in fake.list("v1", "Event", "default")
+                if e["reason"] == "PatternUpdated"}
+        assert set(said) == {"a-0", "a-1"}
+        assert all(e["involvedObject"]["uid"] for e in said.values())
+
+
 def test_non_leader_answers_503_and_does_not_write():
     with cluster(objects()) as (fake, kube, model, informers):
         service = ControllerService(model, kube, "metronome", leader=threading.Event())
