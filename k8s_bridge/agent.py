@@ -41,6 +41,13 @@ sees the documented schema. ``comm_ms`` may be omitted (taken as ``null``). The
 node name configured on the agent (``--node``, default ``$NODE_NAME``) overrides
 one sent by the pod; a pod's ``node`` is kept only when the agent has none.
 
+**[decision]** Tokens: every forward carries the agent's own ServiceAccount token
+(``--token-file``) as ``Authorization: Bearer`` and the training pod's own token --
+the ``Authorization`` header the hook sent -- unchanged, as
+``X-Tdmcore-Pod-Authorization``.  The agent checks neither (it has no API access);
+the controller checks both (:mod:`k8s_bridge.auth`).  A report without the pod's
+token is still forwarded, and the controller's 401 reaches the pod.
+
 **[decision]** The controller is called without HTTP proxies (``$HTTP_PROXY`` is
 ignored): it is an in-cluster Service. ``timeout_s`` bounds each socket operation
 (connect, each read), as in :mod:`urllib`; it is not a total deadline.
@@ -66,7 +73,14 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import Counter, Gauge, Histogram
 from werkzeug.wrappers import Request, Response
 
-from .api import REPORT_PATH, ReportError, TokenFile, valid_answer, validate_report
+from .api import (
+    POD_AUTHORIZATION,
+    REPORT_PATH,
+    ReportError,
+    TokenFile,
+    valid_answer,
+    validate_report,
+)
 from .web import JsonApp, Server
 
 if TYPE_CHECKING:
@@ -294,7 +308,9 @@ class Agent:
             return _error(400, str(exc))
         if self.node is not None:
             report["node"] = self.node
-        return self._forward(report)
+        # the pod's own token (the hook's Authorization), passed on for the controller
+        # to check; the agent cannot check it, and sends its own as Authorization
+        return self._forward(report, request.headers.get("Authorization"))
 
     def _fail_open(self, reason: str) -> Response:
         response = Response(_FAIL_OPEN_BODY, mimetype="application/json")
@@ -328,7 +344,7 @@ class Agent:
                     self._retry_at = time.monotonic() + self._interval_s()
             self._m_consecutive.set(self._failures)
 
-    def _forward(self, report: dict[str, Any]) -> Response:
+    def _forward(self, report: dict[str, Any], pod_token: str | None = None) -> Response:
         if self.controller_url is None:
             self._m_skipped.labels(reason="not_configured").inc()
             return self._fail_open("not_configured")
@@ -337,7 +353,7 @@ class Agent:
             return self._fail_open("backoff")
         started = time.perf_counter()
         try:
-            status, body = self._post(report)
+            status, body = self._post(report, pod_token)
         except _ForwardFailed as exc:
             self._m_latency.observe(time.perf_counter() - started)
             self._m_failed.labels(reason=exc.reason).inc()
@@ -357,19 +373,24 @@ class Agent:
         # the controller's own answer, status and body unchanged ({"Error": ...})
         return Response(body, status=status, mimetype="application/json")
 
-    def _authorization(self) -> dict[str, str]:
-        """The ``Authorization`` header of a forward (none without a token)."""
+    def _authorization(self, pod_token: str | None) -> dict[str, str]:
+        """The token headers of a forward: the agent's (``Authorization``, none without
+        a readable token) and the pod's, as the pod sent it."""
         token = self._token.read() if self._token is not None else None
-        return {"Authorization": f"Bearer {token}"} if token else {}
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if pod_token:
+            headers[POD_AUTHORIZATION] = pod_token
+        return headers
 
-    def _post(self, report: dict[str, Any]) -> tuple[int, bytes]:
+    def _post(self, report: dict[str, Any], pod_token: str | None = None
+              ) -> tuple[int, bytes]:
         """POST to the controller; returns (200 or 4xx, body) or raises _ForwardFailed."""
         assert self.controller_url is not None
         request = urllib.request.Request(
             self.controller_url + REPORT_PATH,
             data=json.dumps(report, allow_nan=False).encode(),
             headers={"Content-Type": "application/json", "Accept": "application/json",
-                     **self._authorization()},
+                     **self._authorization(pod_token)},
             method="POST",
         )
         try:

@@ -44,6 +44,7 @@ __all__ = [
     "LABEL_PRIORITY",
     "LABEL_WORKLOAD",
     "MAX_ITERATIONS",
+    "POD_AUTHORIZATION",
     "REPORT_PATH",
     "VERSION",
     "BadRequest",
@@ -166,6 +167,10 @@ def parse_binding(body: Any) -> tuple[str, str, str | None, str]:
 # ------------------------------------------------------------ the report protocol
 #: where the agent and the controller take reports
 REPORT_PATH = "/v1/report"
+#: the header in which the agent passes on the training pod's own token (the hook
+#: sends it to the agent as ``Authorization``; the agent's own goes to the controller
+#: as ``Authorization``)
+POD_AUTHORIZATION = "X-Tdmcore-Pod-Authorization"
 #: most iterations one report may carry
 MAX_ITERATIONS = 1024
 

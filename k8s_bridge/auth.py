@@ -1,29 +1,40 @@
-"""Who may report to the controller: the agent's ServiceAccount token, checked with
-TokenReview.
+"""Who may report to the controller: the agent that relays a report and the training
+pod that sent it, each proven by its own ServiceAccount token, checked with TokenReview.
 
 The controller's ``POST /v1/report`` moves cluster state: a report's iteration times
 can change a job's observed pattern (written to its PodBandwidth, which then overrides
-``spec`` everywhere) and order pauses.  Until issue 40 any pod could post one.  Now
-every report carries ``Authorization: Bearer <token>``, a projected ServiceAccount
-token of the agent (``agent.yaml``: audience ``tdmcore-controller``, refreshed by the
-kubelet), and the controller asks the API server whose it is
+``spec`` everywhere) and order pauses.  Until issue 40 any pod could post one; then
+the agent's token alone was asked for, and since the agent relays whatever reaches
+its hostPort, any pod on a GPU node could still report for any pod of that node.  Now
+a report carries two projected ServiceAccount tokens, both for the audience
+``tdmcore-controller`` (which the API server does not accept for itself), refreshed
+by the kubelet, and the controller asks the API server whose each is
 (``authentication.k8s.io/v1`` TokenReview, the way kube-apiserver's delegated
 authentication and every aggregated API server check a caller):
 
-* no token, or one the API server does not authenticate for the audience -> **401**
-  (an answer whose ``audiences`` do not name ours, or that names none, fails closed);
-* a token of anyone but the allowed users (by default the ServiceAccount
-  ``tdmcore-system/tdmcore-agent``) -> **403**;
-* a token bound to a pod (the kubelet's projected tokens are;
-  ``authentication.kubernetes.io/pod-name`` in the review's ``extra``) speaks for that
-  pod's node only: a report about a pod on another node -> **403**
-  (:meth:`ReportAuth.node_of`);
+* ``Authorization: Bearer``: **the agent's** token (``agent.yaml``).  None, or one
+  the API server does not authenticate for the audience -> **401** (an answer whose
+  ``audiences`` do not name ours, or that names none, fails closed); a token of anyone
+  but the allowed users (by default the ServiceAccount ``tdmcore-system/tdmcore-agent``)
+  -> **403**; a pod-bound token (``authentication.kubernetes.io/pod-name`` in the
+  review's ``extra``) speaks for its pod's node only: a report about a pod on another
+  node -> **403** (:meth:`ReportAuth.node_of`).
+* :data:`POD_AUTHORIZATION` (``X-Tdmcore-Pod-Authorization: Bearer``): **the
+  training pod's** own token, which the hook reads from its projected volume and the
+  agent passes on unchanged (:meth:`ReportAuth.check_pod`).  It must be bound to a
+  pod, and that pod -- its namespace (the ServiceAccount's), name, and UID where the
+  controller knows the pod -- must be the report's; a report about another pod ->
+  **403**; none, or one not authenticated -> **401**.  **[decision]** A report
+  without it (a hook older than 2026-11-28, or one without ``TDMCORE_TOKEN_FILE``) is
+  refused, 401, and the controller logs the refusal once per pod: the pod trains on,
+  unregulated, and its hook drops the report without backing off.
 * the API server cannot be asked -> **503** (the agent fails open: training goes on).
 
 **[decision]** A review is remembered for :attr:`ReportAuth.cache_s` (60 s) by the
 token's SHA-256, as kube-apiserver's webhook authenticator caches its answers (its
 default is 2 minutes); a refused token for 10 s, so a flood of forged reports costs the
-API server one review per token and 10 s.  A token is never logged.
+API server one review per token and 10 s.  What a review proved (user, pod) is
+remembered; whom it allows is checked on every call.  A token is never logged.
 """
 
 from __future__ import annotations
@@ -37,10 +48,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .api import POD_AUTHORIZATION
 from .kube import ApiError, Kube
 from .web import HttpError
 
-__all__ = ["AGENT_USER", "AUDIENCE", "Caller", "ReportAuth"]
+__all__ = ["AGENT_USER", "AUDIENCE", "POD_AUTHORIZATION", "Caller", "ReportAuth"]
 
 log = logging.getLogger(__name__)
 
@@ -48,16 +60,22 @@ log = logging.getLogger(__name__)
 AUDIENCE = "tdmcore-controller"
 #: the user the agent's token authenticates as
 AGENT_USER = "system:serviceaccount:tdmcore-system:tdmcore-agent"
-#: the TokenReview ``extra`` key naming the pod a bound token belongs to
+#: the TokenReview ``extra`` keys naming the pod a bound token belongs to
 POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
+POD_UID_EXTRA = "authentication.kubernetes.io/pod-uid"
 
 
 @dataclass(frozen=True)
 class Caller:
-    """An authenticated reporter: its user name and, for a pod-bound token, its pod."""
+    """An authenticated token's owner: its user name and, for a pod-bound token, its
+    pod (``namespace/name``) and the pod's UID."""
 
     user: str
     pod: str | None = None  # namespace/name
+    pod_uid: str | None = None
+
+    def __str__(self) -> str:
+        return self.user + (f" (pod {self.pod})" if self.pod else "")
 
 
 @dataclass(frozen=True)
@@ -100,13 +118,39 @@ class ReportAuth:
         self._cache: OrderedDict[str, _Review] = OrderedDict()
 
     def check(self, authorization: str | None) -> Caller:
-        """The caller of a request with this ``Authorization`` header, or
+        """The agent relaying a request with this ``Authorization`` header, or
         :class:`HttpError` 401, 403, 503."""
+        caller = self._authenticate(authorization, "Authorization: Bearer <the agent's "
+                                                   "ServiceAccount token>")
+        if caller.user not in self.users:
+            raise HttpError(403, f"{caller.user!r} may not report to the controller "
+                                 f"(allowed: {', '.join(sorted(self.users))})")
+        return caller
+
+    def check_pod(self, authorization: str | None, namespace: str, pod: str,
+                  uid: str | None = None) -> Caller:
+        """The training pod ``namespace/pod`` (UID ``uid``, when known), proven by the
+        pod-bound token in ``authorization`` (the :data:`POD_AUTHORIZATION` header), or
+        :class:`HttpError` 401, 403, 503."""
+        key = f"{namespace}/{pod}"
+        sender = self._authenticate(authorization, f"{POD_AUTHORIZATION}: Bearer <the "
+                                    f"training pod's own token> (pod {key} sent none: a "
+                                    f"hook older than 2026-11-28, or no TDMCORE_TOKEN_FILE)")
+        if sender.pod is None:
+            raise HttpError(403, f"the token of {sender.user!r} is not bound to a pod, so "
+                                 f"it cannot speak for pod {key}")
+        if sender.pod != key or (uid and sender.pod_uid and sender.pod_uid != uid):
+            raise HttpError(403, f"pod {sender.pod!r} may report for itself only, not "
+                                 f"for pod {key!r}")
+        return sender
+
+    def _authenticate(self, authorization: str | None, needed: str) -> Caller:
+        """Whose token is in ``authorization`` (remembered, module docstring), or
+        :class:`HttpError` 401 (``needed`` says what was expected), 503."""
         scheme, _, token = (authorization or "").partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
-            raise HttpError(401, "a report needs Authorization: Bearer <the agent's "
-                                 "ServiceAccount token>")
+            raise HttpError(401, f"a report needs {needed}")
         digest = hashlib.sha256(token.encode()).hexdigest()
         now = time.monotonic()
         with self._lock:
@@ -144,13 +188,15 @@ class ReportAuth:
                                            f"server for audience {self.audience!r}: {why}")
         user = status.get("user") or {}
         name = str(user.get("username") or "")
-        if name not in self.users:
-            return _Review(now, None, 403, f"{name!r} may not report to the controller "
-                                           f"(allowed: {', '.join(sorted(self.users))})")
-        pods = (user.get("extra") or {}).get(POD_NAME_EXTRA) or []
-        namespace = name.split(":")[2] if name.count(":") == 3 else None
+        extra = user.get("extra") or {}
+        pods = extra.get(POD_NAME_EXTRA) or []
+        uids = extra.get(POD_UID_EXTRA) or []
+        # a ServiceAccount's token: system:serviceaccount:<namespace>:<name>, and its
+        # pod runs in the ServiceAccount's namespace
+        namespace = name.split(":")[2] if name.startswith("system:serviceaccount:") \
+            and name.count(":") == 3 else None
         pod = f"{namespace}/{pods[0]}" if pods and namespace else None
-        return _Review(now, Caller(name, pod))
+        return _Review(now, Caller(name, pod, str(uids[0]) if pod and uids else None))
 
     @staticmethod
     def node_of(caller: Caller, pods: Mapping[str, Mapping[str, Any]]) -> str | None:

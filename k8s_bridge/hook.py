@@ -5,7 +5,8 @@ shifts and injected idle.
 
     from k8s_bridge.hook import TrainingHook
 
-    hook = TrainingHook.from_env()  # TDMCORE_AGENT_URL, POD_NAME, POD_NAMESPACE
+    hook = TrainingHook.from_env()  # TDMCORE_AGENT_URL, POD_NAME, POD_NAMESPACE,
+                                    # TDMCORE_TOKEN_FILE
     for batch in loader:
         with hook.step():           # pending pause, then time the step (idle included)
             loss = train_step(batch)
@@ -30,6 +31,16 @@ in gradient all-reduce as ``comm_ms``.
 - any exception of the hook's own is caught and logged once at WARNING (later ones at
   DEBUG); an exception raised by the user's step propagates unchanged and that
   iteration is not reported.
+
+**[decision]** Who sends: every post carries ``Authorization: Bearer`` with this
+pod's own projected ServiceAccount token, audience ``tdmcore-controller``, read from
+``TDMCORE_TOKEN_FILE`` (``token_file``; re-read when the kubelet renews it,
+:class:`~k8s_bridge.api.TokenFile`).  The agent passes it on and the controller takes
+the report only if the token is bound to the pod the report names
+(:mod:`k8s_bridge.auth`).  Without it (no variable, an unreadable file: said once) the
+hook still posts, and a controller that checks reporters answers 401: the first such
+refusal is said once at WARNING with the controller's reason; the hook drops refused
+batches without backing off, so training is never slowed.
 
 **[decision]** Shifts: when the controller assigns this (low-priority) job an offset,
 its answer carries ``target_phase_ms`` (where iterations should start, modulo
@@ -97,7 +108,7 @@ from http.client import HTTPException
 from types import TracebackType
 from typing import Any
 
-from .api import ANSWER_PERIODS, MAX_ITERATIONS, REPORT_PATH, finite_number
+from .api import ANSWER_PERIODS, MAX_ITERATIONS, REPORT_PATH, TokenFile, finite_number
 
 __all__ = ["TrainingHook"]
 
@@ -106,6 +117,7 @@ log = logging.getLogger(__name__)
 ENV_AGENT_URL = "TDMCORE_AGENT_URL"
 ENV_POD_NAME = "POD_NAME"
 ENV_POD_NAMESPACE = "POD_NAMESPACE"
+ENV_TOKEN_FILE = "TDMCORE_TOKEN_FILE"
 MAX_ANSWER_BYTES = 64 << 10
 BACKOFF_BASE_S = 1.0
 
@@ -178,6 +190,17 @@ def _url_problem(url: str) -> str | None:
     return None
 
 
+def _reason(exc: urllib.error.HTTPError) -> str:
+    """The ``Error`` (the controller's) or ``error`` (the agent's) of a refusal."""
+    try:
+        answer = json.loads(exc.read(MAX_ANSWER_BYTES))
+    except (OSError, ValueError, RecursionError, HTTPException):
+        return "no reason given"
+    if isinstance(answer, dict):
+        return str(answer.get("Error") or answer.get("error") or "no reason given")[:300]
+    return "no reason given"
+
+
 def _union_ms(intervals: list[tuple[float, float]]) -> float:
     """Total length, in ms, of the union of (start_s, end_s) intervals."""
     total = 0.0
@@ -223,6 +246,9 @@ class TrainingHook:
         Default deadline of :meth:`close`, seconds.
     register_atexit : bool
         Call :meth:`close` at interpreter exit.
+    token_file : str or None
+        This pod's projected ServiceAccount token (audience ``tdmcore-controller``),
+        sent with every post (module docstring); ``None`` sends none.
 
     Raises
     ------
@@ -245,6 +271,7 @@ class TrainingHook:
         backoff_cap_s: float = 30.0,
         close_timeout_s: float = 1.0,
         register_atexit: bool = True,
+        token_file: str | None = None,
     ) -> None:
         if flush_every < 1:
             raise ValueError(f"flush_every: must be >= 1, got {flush_every}")
@@ -308,6 +335,9 @@ class TrainingHook:
         self._sent = 0
         self._dropped = 0
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        self._token = TokenFile(token_file, log, "this pod's token for the controller") \
+            if token_file and self._enabled else None
+        self._refusal_said = False
         self._atexit: Callable[[], None] | None = None
         if self._enabled and register_atexit:
             self._atexit = functools.partial(_close_weak, weakref.ref(self))
@@ -315,7 +345,8 @@ class TrainingHook:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **kwargs: Any) -> TrainingHook:
-        """A hook configured from ``TDMCORE_AGENT_URL``, ``POD_NAME``, ``POD_NAMESPACE``.
+        """A hook configured from ``TDMCORE_AGENT_URL``, ``POD_NAME``, ``POD_NAMESPACE``
+        and ``TDMCORE_TOKEN_FILE``.
 
         Parameters
         ----------
@@ -327,9 +358,11 @@ class TrainingHook:
         Returns
         -------
         TrainingHook
-            Disabled (a no-op) if any of the three variables is missing or empty.
+            Disabled (a no-op) if any of the first three variables is missing or
+            empty; without ``TDMCORE_TOKEN_FILE`` it sends no token.
         """
         env = os.environ if environ is None else environ
+        kwargs.setdefault("token_file", env.get(ENV_TOKEN_FILE) or None)
         return cls(
             env.get(ENV_AGENT_URL) or None,
             env.get(ENV_POD_NAME) or None,
@@ -568,18 +601,25 @@ class TrainingHook:
         body = json.dumps(
             {"namespace": self.namespace, "pod": self.pod, "iterations": batch}, allow_nan=False
         ).encode()
+        headers = {"Content-Type": "application/json"}
+        token = self._token.read() if self._token is not None else None
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
         request = urllib.request.Request(
-            f"{self.agent_url}{REPORT_PATH}",
-            data=body,
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
+            f"{self.agent_url}{REPORT_PATH}", data=body, headers=headers, method="POST")
         try:
             with self._opener.open(request, timeout=timeout_s) as response:
                 raw = response.read(MAX_ANSWER_BYTES + 1)
         except urllib.error.HTTPError as exc:
-            exc.close()
+            with exc:
+                why = _reason(exc) if exc.code in (401, 403) else ""
             self._drop(len(batch))
+            if exc.code in (401, 403) and not self._refusal_said:
+                self._refusal_said = True
+                log.warning("tdmcore hook: the controller refuses this pod's reports "
+                            "(HTTP %d: %s)%s; training goes on unregulated", exc.code, why,
+                            "" if token else f" -- no token was sent: set {ENV_TOKEN_FILE} "
+                            "to the pod's projected token (docs/kubernetes.md)")
             if 400 <= exc.code < 500 and exc.code != 429:
                 log.debug("agent refused a report: HTTP %d", exc.code)
                 self._failures = 0

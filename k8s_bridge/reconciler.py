@@ -42,7 +42,7 @@ from tdmcore.metronome.policies.metronome import link_pods
 from tdmcore.model import ClusterState
 
 from . import convert
-from .api import REPORT_PATH, ReportError, validate_report
+from .api import POD_AUTHORIZATION, REPORT_PATH, ReportError, validate_report
 from .auth import Caller, ReportAuth
 from .cache import ClusterModel
 from .events import EventSender, pod_event
@@ -93,9 +93,9 @@ class ControllerService:
             self.app.registry, leading=lambda: 1.0 if self.leading.is_set() else 0.0)
         if kube is not None and kube.on_error is None:
             kube.on_error = self.metrics.error
-        #: set on a standby replica: relays a report body (and the caller's
-        #: Authorization header, which the leader checks again) to the leader
-        self.forward: Callable[[Any, str | None], tuple[int, Any]] | None = None
+        #: set on a standby replica: relays a report body (and the agent's and the
+        #: pod's token headers, which the leader checks again) to the leader
+        self.forward: Callable[[Any, Mapping[str, str]], tuple[int, Any]] | None = None
         self.app.route(REPORT_PATH, self.handle_report)
 
     # ------------------------------------------------------------ controller
@@ -273,9 +273,11 @@ class ControllerService:
 
     # --------------------------------------------------------------- reports
     def report(self, key: str, starts: list[float], durations: list[float],
-               comms: list[float] | None, caller: Caller | None = None) -> dict[str, Any]:
-        """Feed iterations to the Controller; the agent's answer.  ``caller`` (who
-        reported) is named in the log line and the Event of a pattern change."""
+               comms: list[float] | None, caller: Caller | None = None,
+               sender: Caller | None = None) -> dict[str, Any]:
+        """Feed iterations to the Controller; the agent's answer.  Who reported -- the
+        pod that sent it (``sender``) through the agent that relayed it (``caller``) --
+        is named in the log line and the Event of a pattern change."""
         if not self.leading.is_set():
             raise HttpError(503, "not the leader; try again later")
         with self.lock:
@@ -305,7 +307,7 @@ class ControllerService:
                 self.metrics.pause_ms.observe(pause)
             for update in updates:
                 self.metrics.actions.labels("pattern_update").inc()
-                if not self._write_pattern(update, caller, events):
+                if not self._write_pattern(update, _reporter(caller, sender), events):
                     # applied to the controller's state but not in the API: rebuild
                     # from the API (the update is dropped; later reports re-detect it)
                     self.model.invalidate()
@@ -337,7 +339,7 @@ class ControllerService:
             self.reconcile()
         return answer
 
-    def _write_pattern(self, update: PatternUpdate, caller: Caller | None = None,
+    def _write_pattern(self, update: PatternUpdate, by: str = "an unauthenticated reporter",
                        events: list[dict[str, Any]] | None = None) -> bool:
         """Write ``update`` to its PodBandwidth's status; False if it is not there.
 
@@ -346,8 +348,6 @@ class ControllerService:
         ``events`` for the caller to send once it has released :attr:`lock` (best
         effort: :class:`~k8s_bridge.events.EventSender`; a failed Event is logged,
         the update stands)."""
-        by = caller.user + (f" (pod {caller.pod})" if caller and caller.pod else "") \
-            if caller is not None else "an unauthenticated reporter"
         message = (f"traffic pattern of job {update.job} re-measured from iteration reports "
                    f"by {by}: period {update.old.period_ms:g} -> {update.new.period_ms:g} ms, "
                    f"duty cycle {update.old.duty_cycle:.3g} -> {update.new.duty_cycle:.3g} "
@@ -398,7 +398,9 @@ class ControllerService:
             raise
 
     def _handle_report(self, request: Request) -> Any:
-        caller = self.auth.check(request.headers.get("Authorization")) \
+        tokens = {name: value for name in ("Authorization", POD_AUTHORIZATION)
+                  if (value := request.headers.get(name))}
+        caller = self.auth.check(tokens.get("Authorization")) \
             if self.auth is not None else None
         body = read_json(request, 1 << 20)
         try:  # the agent checked it already; the controller may be called directly
@@ -410,9 +412,16 @@ class ControllerService:
         starts = [it["start_ms"] for it in iterations]
         durations = [it["duration_ms"] for it in iterations]
         comms = [it["comm_ms"] for it in iterations]
+        with self.model.lock:
+            pod = self.model.objects["Pod"].get(key) or {}
+        # the training pod itself, by its own token: the agent relays whatever reaches
+        # its port, so its token alone does not say which pod sent the report
+        sender = self.auth.check_pod(tokens.get(POD_AUTHORIZATION), report["namespace"],
+                                     report["pod"], (pod.get("metadata") or {}).get("uid")) \
+            if self.auth is not None else None
         if not self.leading.is_set() and self.forward is not None:
-            # a standby relays to the leader, with the caller's token
-            status, answer = self.forward(body, request.headers.get("Authorization"))
+            # a standby relays to the leader, with both tokens
+            status, answer = self.forward(body, tokens)
             if status != 200:
                 raise HttpError(status, str((answer or {}).get("Error", "leader failed")),
                                 answer if isinstance(answer, dict) else None)
@@ -424,8 +433,6 @@ class ControllerService:
                                  f"{MAX_CLOCK_AHEAD_MS / 1000.0:.0f} s; is the node's "
                                  f"clock synchronised?)")
         node = report.get("node")
-        with self.model.lock:
-            pod = self.model.objects["Pod"].get(key) or {}
         bound = (pod.get("spec") or {}).get("nodeName")
         if caller is not None and caller.pod is not None:
             # a pod-bound token speaks for its own pod's node, whatever the body says
@@ -442,7 +449,7 @@ class ControllerService:
             # the agent fills in its own node: a report from elsewhere is refused
             raise HttpError(403, f"node: pod {key!r} runs on {bound!r}, not {node!r}")
         return self.report(key, starts, durations,
-                           None if any(c is None for c in comms) else comms, caller)
+                           None if any(c is None for c in comms) else comms, caller, sender)
 
     # ------------------------------------------------------------------ loop
     def run(self, stop: threading.Event, interval_s: float = 2.0) -> None:
@@ -459,6 +466,14 @@ class ControllerService:
                 seen = self.model.changes
                 last = now
             stop.wait(0.2)
+
+
+def _reporter(caller: Caller | None, sender: Caller | None) -> str:
+    """Who reported, for the log line and the Event of a pattern change."""
+    if sender is not None:
+        return f"pod {sender.pod} ({sender.user})" + (f" through the agent {caller}"
+                                                      if caller is not None else "")
+    return str(caller) if caller is not None else "an unauthenticated reporter"
 
 
 def _same(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
@@ -513,16 +528,16 @@ class LeaderForwarder:
         self._cached = (now, url)
         return url
 
-    def __call__(self, body: Any, authorization: str | None = None) -> tuple[int, Any]:
+    def __call__(self, body: Any, tokens: Mapping[str, str] | None = None
+                 ) -> tuple[int, Any]:
+        """POST ``body`` to the leader with the token headers ``tokens``."""
         import json
         import urllib.error
         import urllib.request
 
         try:
             url = self._leader_url()
-            headers = {"Content-Type": "application/json"}
-            if authorization:
-                headers["Authorization"] = authorization
+            headers = {"Content-Type": "application/json", **(tokens or {})}
             req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                          headers=headers)
             with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:

@@ -5,7 +5,8 @@ shifts and idle, pod for pod (``tests/k8s_bridge/door_parity.py`` says how)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,7 @@ from tests.e2e.e2e_env import Env, service_account_token
 from tests.k8s_bridge.door_parity import (
     NAMESPACE,
     SCHEDULER,
+    TRAINER,
     BridgeDoor,
     cluster_objects,
     create,
@@ -45,6 +47,24 @@ class ProcessDoor(BridgeDoor):
             "agent", "--controller", self.controller.url, "--timeout", "30",
             "--token-file", str(token)], None).start()
         self.agent_url = f"{self.agent.url}/v1/report"
+        # each pod's hook sends its own projected token (the controller checks that it
+        # is bound to the pod the report names): the pods run as TRAINER
+        self.kube.request("POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts", body={
+            "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": TRAINER, "namespace": NAMESPACE}})
+        self._tokens: dict[str, str] = {}
+
+    def tokens(self, pod: Mapping[str, Any]) -> dict[str, str]:
+        meta = pod["metadata"]
+        if meta["uid"] not in self._tokens:
+            answer = self.kube.request(
+                "POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{TRAINER}/token",
+                body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                      "spec": {"audiences": [AUDIENCE], "expirationSeconds": 3600,
+                               "boundObjectRef": {"apiVersion": "v1", "kind": "Pod",
+                                                  "name": meta["name"], "uid": meta["uid"]}}})
+            self._tokens[meta["uid"]] = str(answer["status"]["token"])
+        return {"Authorization": f"Bearer {self._tokens[meta['uid']]}"}
 
     def _counts(self) -> tuple[float, float]:
         return (self.controller.metric("tdmcore_controller_reconciles_total"),

@@ -51,6 +51,8 @@ from tdmcore.sim.scenarios import Scenario
 NAMESPACE = "parity"
 #: The schedulerName of the replayed pods (the bridge's standalone scheduler's).
 SCHEDULER = "tdmcore-parity"
+#: The ServiceAccount of the replayed pods (its pod-bound tokens sign their reports).
+TRAINER = "trainer"
 #: Labels of the replayed objects.
 LABEL_JOB = "tdmcore.io/job"
 LABEL_GROUP = "scheduling.x-k8s.io/pod-group"
@@ -262,6 +264,8 @@ def job_objects(job: SimJob) -> list[dict[str, Any]]:
     for name in pod_names(job):
         spec: dict[str, Any] = {
             "schedulerName": SCHEDULER, "terminationGracePeriodSeconds": 0,
+            # the account whose pod-bound token the pod's hook sends with its reports
+            "serviceAccountName": TRAINER,
             "containers": [{"name": "trainer", "image": "example.invalid/trainer:1",
                             "resources": {"requests": {"cpu": _cpu(job.cpu),
                                                        "memory": _memory(job.mem_gib)},
@@ -313,6 +317,11 @@ class BridgeDoor:
     def settle(self, bound: Sequence[str]) -> None:
         raise NotImplementedError
 
+    def tokens(self, pod: Mapping[str, Any]) -> dict[str, str]:
+        """The headers a report of ``pod`` carries to the agent (its hook's token);
+        none where the controller does not check reporters."""
+        return {}
+
     def view(self, iteration: Callable[[str], tuple[float, float | None]]
              ) -> dict[str, PodView]:
         """Every bound pod of :data:`NAMESPACE`: its node (the API), its rotation and
@@ -341,7 +350,8 @@ class BridgeDoor:
                 {"start_ms": now_ms - 2.0 * duration, "duration_ms": duration,
                  "comm_ms": comm}]})
             request = urllib.request.Request(self.agent_url, data=body.encode(), method="POST",
-                                             headers={"Content-Type": "application/json"})
+                                             headers={"Content-Type": "application/json",
+                                                      **self.tokens(pod)})
             with urllib.request.urlopen(request, timeout=10) as resp:
                 answer = json.loads(resp.read())
             if answer.get("controller") == "unreachable":

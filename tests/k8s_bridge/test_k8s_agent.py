@@ -58,6 +58,7 @@ class FakeController:
         self.bodies: list[Any] = []
         self.paths: list[str] = []
         self.authorizations: list[str | None] = []
+        self.pod_authorizations: list[str | None] = []
         self.delay_s = 0.0
         self.respond = respond or (lambda n: (200, json.dumps(ANSWER).encode()))
         self._lock = threading.Lock()
@@ -71,6 +72,8 @@ class FakeController:
                     fake.bodies.append(body)
                     fake.paths.append(self.path)
                     fake.authorizations.append(self.headers.get("Authorization"))
+                    fake.pod_authorizations.append(
+                        self.headers.get("X-Tdmcore-Pod-Authorization"))
                     n = len(fake.bodies)
                 time.sleep(fake.delay_s)
                 status, payload = fake.respond(n)
@@ -667,6 +670,25 @@ def test_the_agent_sends_its_token_and_reads_a_renewed_one(controller, start, tm
     assert "cannot read the agent's token" in said[0].getMessage()
     assert not any("token" in r.getMessage() and "-token" in r.getMessage()
                    for r in caplog.records)
+
+
+def test_the_agent_passes_the_pods_token_on_beside_its_own(controller, start,
+                                                          tmp_path) -> None:
+    """Issue 40's review: the agent forwarded any POST with its own token, and the
+    controller could not tell which pod sent it.  The pod's own token (the hook's
+    Authorization) goes on unchanged as X-Tdmcore-Pod-Authorization, the agent's own
+    as Authorization; a pod that sends none is forwarded without one (the controller
+    refuses it, and its answer reaches the pod)."""
+    token = tmp_path / "token"
+    token.write_text("agent-token\n")
+    agent = start(controller.url, "node-a", token_file=str(token))
+    status, _, body = agent.request("POST", "/v1/report", json.dumps(report()).encode(),
+                                    {"Content-Type": "application/json",
+                                     "Authorization": "Bearer pod-token"})
+    assert status == 200, body
+    assert agent.post(report())[0] == 200
+    assert controller.authorizations == ["Bearer agent-token"] * 2
+    assert controller.pod_authorizations == ["Bearer pod-token", None]
 
 
 def test_a_token_file_follows_the_kubelets_swap(tmp_path) -> None:

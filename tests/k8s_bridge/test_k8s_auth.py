@@ -14,7 +14,10 @@ from k8s_bridge.web import HttpError
 
 
 class Reviews:
-    """Answers TokenReviews: ``good`` is the agent's token, bound to pod agent-x."""
+    """Answers TokenReviews: ``good`` is the agent's token, bound to pod agent-x;
+    ``pod:<namespace>/<name>`` a training pod's (ServiceAccount ``trainer``, pod UID
+    ``uid-<name>``), ``sa:<namespace>`` a token of that namespace's ``trainer`` bound to
+    no pod."""
 
     def __init__(self) -> None:
         self.asked: list[dict[str, Any]] = []
@@ -33,6 +36,17 @@ class Reviews:
             return {"status": {"authenticated": True, "audiences": ["tdmcore-controller"],
                                "user": {"username": AGENT_USER, "extra": {
                                    "authentication.kubernetes.io/pod-name": ["agent-x"]}}}}
+        if token.startswith("pod:"):
+            namespace, _, name = token[4:].partition("/")
+            return {"status": {"authenticated": True, "audiences": ["tdmcore-controller"],
+                               "user": {"username": f"system:serviceaccount:{namespace}:"
+                                                    "trainer", "extra": {
+                                   "authentication.kubernetes.io/pod-name": [name],
+                                   "authentication.kubernetes.io/pod-uid": [f"uid-{name}"]}}}}
+        if token.startswith("sa:"):
+            return {"status": {"authenticated": True, "audiences": ["tdmcore-controller"],
+                               "user": {"username": f"system:serviceaccount:{token[3:]}:"
+                                                    "trainer"}}}
         if token == "other":
             return {"status": {"authenticated": True, "audiences": ["tdmcore-controller"],
                                "user": {"username": "system:serviceaccount:a:b"}}}
@@ -107,3 +121,40 @@ def test_a_review_that_does_not_name_our_audience_fails_closed(audiences: Any) -
     with pytest.raises(HttpError) as err:
         ReportAuth(Blind()).check("Bearer good")  # type: ignore[arg-type]
     assert err.value.status == 401 and "audience" in err.value.message
+
+
+def test_a_training_pod_speaks_for_itself_only() -> None:
+    """Issue 40's review: the agent relays whatever reaches its hostPort with its own
+    token, so any pod of a GPU node could report for any pod of that node.  A report
+    now carries the sending pod's own token, and it speaks for that pod alone: its
+    namespace (the ServiceAccount's), its name and, where the controller knows the pod,
+    its UID."""
+    api = Reviews()
+    auth = ReportAuth(api)  # type: ignore[arg-type]
+    sender = auth.check_pod("Bearer pod:team-a/j-0", "team-a", "j-0", "uid-j-0")
+    assert (sender.user, sender.pod, sender.pod_uid) == (
+        "system:serviceaccount:team-a:trainer", "team-a/j-0", "uid-j-0")
+    assert auth.check_pod("Bearer pod:team-a/j-0", "team-a", "j-0") == sender  # UID unknown
+    refused = {
+        ("Bearer pod:team-a/j-1", "team-a", "j-0", None): 403,    # a neighbour
+        ("Bearer pod:team-b/j-0", "team-a", "j-0", None): 403,    # same name, elsewhere
+        ("Bearer pod:team-a/j-0", "team-a", "j-0", "uid-2"): 403,  # a pod of that name before
+        ("Bearer sa:team-a", "team-a", "j-0", None): 403,          # bound to no pod
+        ("Bearer forged", "team-a", "j-0", None): 401,
+        (None, "team-a", "j-0", None): 401,                        # an old hook: no token
+    }
+    for (header, namespace, pod, uid), code in refused.items():
+        with pytest.raises(HttpError) as err:
+            auth.check_pod(header, namespace, pod, uid)
+        assert err.value.status == code, (header, pod, uid, err.value.message)
+    with pytest.raises(HttpError) as err:
+        auth.check_pod(None, "team-a", "j-0")
+    assert "X-Tdmcore-Pod-Authorization" in err.value.message \
+        and "team-a/j-0" in err.value.message and "TDMCORE_TOKEN_FILE" in err.value.message
+    # a training pod's token is not the agent's, and the agent's is no pod's
+    with pytest.raises(HttpError) as err:
+        auth.check("Bearer pod:team-a/j-0")
+    assert err.value.status == 403
+    with pytest.raises(HttpError) as err:
+        auth.check_pod("Bearer good", "team-a", "j-0")
+    assert err.value.status == 403

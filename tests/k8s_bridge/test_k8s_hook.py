@@ -41,6 +41,7 @@ class FakeAgent:
 
     def __init__(self, respond: Callable[[int], tuple[int, bytes]] | None = None) -> None:
         self.bodies: list[dict[str, Any]] = []
+        self.authorizations: list[str | None] = []
         self.respond = respond or (lambda n: encode(NO_PAUSE))
         self.answered = 0
         self._lock = threading.Lock()
@@ -52,6 +53,7 @@ class FakeAgent:
                 body = json.loads(self.rfile.read(length))
                 with fake._lock:
                     fake.bodies.append(body)
+                    fake.authorizations.append(self.headers.get("Authorization"))
                     n = len(fake.bodies)
                 status, payload = fake.respond(n)
                 self.send_response(status)
@@ -560,6 +562,53 @@ def test_a_4xx_answer_drops_the_batch_without_backoff(make_hook) -> None:
         assert hook.sent_iterations == 0
     finally:
         agent.close()
+
+
+def test_the_hook_sends_its_pods_token_and_reads_a_renewed_one(fake, tmp_path) -> None:
+    """Issue 40's review: the controller could not tell which pod sent a report.  The
+    hook sends the pod's own projected token (TDMCORE_TOKEN_FILE) with every post and
+    reads the kubelet's renewal; the token is never logged."""
+    token = tmp_path / "token"
+    token.write_text("pod-token-1\n")
+    hook = TrainingHook.from_env({"TDMCORE_AGENT_URL": fake.url, "POD_NAME": "p",
+                                  "POD_NAMESPACE": "ns", "TDMCORE_TOKEN_FILE": str(token)},
+                                 register_atexit=False, flush_every=1)
+    try:
+        timed_step(hook)
+        wait_for(lambda: hook.sent_iterations == 1)
+        token.write_text("pod-token-2\n")  # renewed: another size, mtime and content
+        timed_step(hook)
+        wait_for(lambda: hook.sent_iterations == 2)
+    finally:
+        hook.close(timeout_s=0.5)
+    assert fake.authorizations == ["Bearer pod-token-1", "Bearer pod-token-2"]
+
+
+@pytest.mark.parametrize("with_token", [False, True])
+def test_a_refused_report_is_said_once_with_the_controllers_reason(make_hook, tmp_path, caplog,
+                                                                   with_token) -> None:
+    """A controller that checks reporters refuses a report without the pod's token
+    (an old hook, no TDMCORE_TOKEN_FILE): the hook says so once, with the controller's
+    reason and what to set, and goes on dropping refused batches without backing off."""
+    reason = "a report needs X-Tdmcore-Pod-Authorization: Bearer <the training pod's own token>"
+    agent = FakeAgent(lambda n: (401, json.dumps({"Error": reason}).encode()))
+    token = tmp_path / "token"
+    token.write_text("pod-token\n")
+    try:
+        hook = make_hook(agent.url, flush_every=1,
+                         token_file=str(token) if with_token else None)
+        with caplog.at_level(logging.WARNING, logger="k8s_bridge.hook"):
+            for _ in range(4):
+                timed_step(hook)
+                wait_for(lambda: agent.answered == len(agent.bodies) and agent.bodies)
+                time.sleep(0.02)
+            wait_for(lambda: len(agent.bodies) == 4)  # no backoff
+    finally:
+        agent.close()
+    said = [r.getMessage() for r in caplog.records if "refuses" in r.getMessage()]
+    assert len(said) == 1 and reason in said[0] and "HTTP 401" in said[0], said
+    assert ("TDMCORE_TOKEN_FILE" in said[0]) is not with_token
+    assert not any("pod-token" in r.getMessage() for r in caplog.records)
 
 
 def test_the_oldest_iterations_are_dropped_when_the_queue_is_full(fake, make_hook) -> None:

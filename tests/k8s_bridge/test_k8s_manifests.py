@@ -722,6 +722,19 @@ def test_pytorchjob_pods(rtype: str) -> None:
     assert names.index("HOST_IP") < names.index("TDMCORE_AGENT_URL")
     _, agent, flags = _bridge("agent")
     assert by_name["TDMCORE_AGENT_URL"]["value"] == f"http://$(HOST_IP):{flags['--port']}"
+    # issue 40's review: the pod proves who it is with its own projected token, for the
+    # controller's audience, which the hook reads from TDMCORE_TOKEN_FILE
+    from k8s_bridge.cli import controller_cmd
+    from k8s_bridge.hook import ENV_TOKEN_FILE
+
+    path = Path(by_name[ENV_TOKEN_FILE]["value"])
+    (mount,) = [m for m in container["volumeMounts"] if Path(m["mountPath"]) == path.parent]
+    (volume,) = [v for v in spec["volumes"] if v["name"] == mount["name"]]
+    (source,) = volume["projected"]["sources"]
+    token = source["serviceAccountToken"]
+    defaults = {p.name: p.default for p in controller_cmd.params}
+    assert token["path"] == path.name and mount["readOnly"] is True
+    assert token["audience"] == defaults["report_audience"]
 
 
 def test_podbandwidth_example_describes_the_job() -> None:

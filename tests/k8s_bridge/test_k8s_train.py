@@ -74,8 +74,8 @@ def test_ddp_with_the_hook_lands_shifts_pauses_and_idle_where_the_controller_sai
         report = service.report
 
         def logged(key: str, starts: list[float], durations: list[float],
-                   comms: list[float] | None, caller: Any = None) -> dict[str, Any]:
-            answer = report(key, starts, durations, comms, caller)
+                   comms: list[float] | None, *who: Any) -> dict[str, Any]:
+            answer = report(key, starts, durations, comms, *who)
             answers.append((key, list(starts), dict(answer)))
             return answer
 
