@@ -296,6 +296,59 @@ def test_non_leader_answers_503_and_does_not_write():
         assert fake.list(NBW, "NodeBandwidth") == []
 
 
+def test_a_standby_relays_both_tokens_to_the_leader():
+    """A standby replica relays a report to the leader, which checks it again: with
+    the agent's token and the pod's own (the leader would refuse a report without
+    either)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from k8s_bridge.reconciler import LeaderForwarder
+
+    seen: list[dict[str, str]] = []
+
+    class Leader(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append(dict(self.headers))
+            payload = json.dumps({"pause_ms": 0.0}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    class Lookups:
+        def get(self, kind: str, name: str, namespace: str) -> dict[str, Any]:
+            return {"spec": {"holderIdentity": "leader-0"}} if kind == "Lease" \
+                else {"status": {"podIP": "127.0.0.1"}}
+
+    leader = ThreadingHTTPServer(("127.0.0.1", 0), Leader)
+    threading.Thread(target=leader.serve_forever, daemon=True).start()
+    with cluster(objects()) as (fake, kube, model, informers):
+        service = ControllerService(model, kube, "metronome", leader=threading.Event())
+        service.forward = LeaderForwarder(Lookups(), "tdmcore-controller",  # type: ignore[arg-type]
+                                          "tdmcore-system", leader.server_address[1])
+        server = Server(service.app).start()
+        try:
+            body = {"namespace": "default", "pod": "b-0", "iterations": [
+                {"start_ms": 1_000_000.0, "duration_ms": 100.0, "comm_ms": 50.0}]}
+            request = urllib.request.Request(
+                f"{server.url}/v1/report", data=json.dumps(body).encode(), method="POST",
+                headers={"Content-Type": "application/json", "Authorization": "Bearer agent",
+                         "X-Tdmcore-Pod-Authorization": "Bearer pod"})
+            with urllib.request.urlopen(request, timeout=10) as resp:
+                assert json.loads(resp.read()) == {"pause_ms": 0.0}
+        finally:
+            server.stop()
+            leader.shutdown()
+    (headers,) = seen
+    assert headers["Authorization"] == "Bearer agent"
+    assert headers["X-Tdmcore-Pod-Authorization"] == "Bearer pod"
+
+
 def test_leader_election_one_leader_then_failover():
     with cluster(objects()) as (fake, kube, model, informers):
         first = start_election(Kube.connect(host=fake.url), "tdmcore-controller",
