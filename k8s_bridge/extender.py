@@ -18,13 +18,19 @@ Malformed requests get HTTP 400 with ``Error`` set, and change nothing.
 
 **[decision]** Bind binds only what this extender's Filter passed
 (:class:`FilterPasses`): the node must be one Filter kept for that pod -- same
-namespace, name and UID -- in the pod's latest Filter call, at most
-:data:`FILTER_PASS_TTL_S` old, and each pass is used by one bind.  Any other bind is
-refused with the reason (``Error``), and changes nothing.  kube-scheduler runs its own
-filters (node selectors, affinity, taints) before it calls the extender, so a node
-our Filter saw is one kube-scheduler's filters kept; a forged ``POST /bind`` of a pod
-whose ``nodeSelector`` no node matches was bound before (issue 40).  Who may call the
-verbs at all is the transport's rule: loopback, or TLS with client certificates.
+namespace and name, and the UID of the pod as the cache holds it -- in the pod's latest
+Filter call, at most :data:`FILTER_PASS_TTL_S` old, and each pass is used by one bind.
+A Filter request carries the pod and the node list its caller chose, so a pass alone
+does not show that kube-scheduler's filters kept the node: Bind also checks the
+*cached* pod's ``nodeSelector``, required node affinity and tolerations against the
+cached Node's labels and ``NoSchedule`` / ``NoExecute`` taints
+(:mod:`k8s_bridge.nodefit`, kube-scheduler's rules).  Any other bind is refused with
+the reason (``Error``), and changes nothing.  A forged ``POST /bind`` of a pod whose
+``nodeSelector`` no node matches was bound (issue 40), and then a forged ``/filter``
+of that pod without its selector, followed by the bind (a review of issue 40).  What
+Bind does not re-check (pod affinity, topology spread, ports, volumes) stays
+kube-scheduler's: who may call the verbs at all is the transport's rule, loopback, or
+TLS with client certificates.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from werkzeug.wrappers import Request
 
 from .api import BadRequest, parse_args, parse_binding
 from .metrics import ExtenderMetrics
+from .nodefit import why_not
 from .pipeline import BindError, Pipeline
 from .web import DEFAULT_MAX_BODY, HttpError, JsonApp, RawJson, read_json
 
@@ -53,31 +60,26 @@ FILTER_PASS_TTL_S = 30.0
 class FilterPasses:
     """The nodes this extender's Filter passed, per pod, for the pod's current cycle.
 
-    Keyed by (namespace, name, UID) as the Filter request carried them; a pod's new
-    Filter call replaces its previous pass, and :meth:`take` uses a pass up (one bind
-    per scheduling cycle).  At most ``capacity`` pods are remembered (the oldest pass
-    goes first).
+    Keyed by (namespace, name) as the Filter request carried them, with the request's
+    UID, which must be the bound pod's; a pod's new Filter call replaces its previous
+    pass, and :meth:`take` uses a pass up (one bind per scheduling cycle).  At most
+    ``capacity`` pods are remembered (the oldest pass goes first).
     """
 
     def __init__(self, ttl_s: float = FILTER_PASS_TTL_S, capacity: int = 10_000) -> None:
         self.ttl_s = ttl_s
         self.capacity = capacity
         self._lock = threading.Lock()
-        self._passed: OrderedDict[tuple[str, str, str | None],
-                                  tuple[float, frozenset[str]]] = OrderedDict()
-
-    @staticmethod
-    def _key(pod_json: Mapping[str, Any]) -> tuple[str, str, str | None]:
-        meta = pod_json.get("metadata") or {}
-        return (str(meta.get("namespace") or "default"), str(meta.get("name")),
-                meta.get("uid") or None)
+        self._passed: OrderedDict[tuple[str, str],
+                                  tuple[float, str | None, frozenset[str]]] = OrderedDict()
 
     def record(self, pod_json: Mapping[str, Any], nodes: Sequence[str]) -> None:
         """Filter kept ``nodes`` for the pod: its cycle's pass (the previous one goes)."""
-        key = self._key(pod_json)
+        meta = pod_json.get("metadata") or {}
+        key = (str(meta.get("namespace") or "default"), str(meta.get("name")))
         with self._lock:
             self._passed.pop(key, None)
-            self._passed[key] = (time.monotonic(), frozenset(nodes))
+            self._passed[key] = (time.monotonic(), meta.get("uid") or None, frozenset(nodes))
             while len(self._passed) > self.capacity:
                 self._passed.popitem(last=False)
 
@@ -86,11 +88,14 @@ class FilterPasses:
         cycle, else why not."""
         pod = f"{namespace}/{name}" + (f" (UID {uid})" if uid else "")
         with self._lock:
-            entry = self._passed.pop((namespace, name, uid), None)
+            entry = self._passed.pop((namespace, name), None)
         if entry is None:
             return (f"pod {pod} has no Filter pass of this extender (a bind must follow "
                     f"this extender's Filter of the pod in the same scheduling cycle)")
-        at, nodes = entry
+        at, passed_uid, nodes = entry
+        if passed_uid != uid:
+            return (f"pod {pod}: its Filter pass was for UID {passed_uid}, not the pod "
+                    f"this extender knows by that name")
         if time.monotonic() - at > self.ttl_s:
             return (f"pod {pod}: its Filter pass is {time.monotonic() - at:.0f} s old, "
                     f"from an earlier scheduling cycle (more than {self.ttl_s:g} s)")
@@ -109,7 +114,7 @@ class Extender:
         self.pipeline = pipeline
         #: what Filter passed, per pod: Bind binds nothing else (module docstring)
         self.passes = passes if passes is not None else FilterPasses()
-        pipeline.bind_check = self.passes.take
+        pipeline.bind_check = self._may_bind
         self.app = JsonApp("tdmcore_extender", ready=ready, max_body=max_body)
         #: the extender's metrics (:mod:`k8s_bridge.metrics`)
         self.metrics = ExtenderMetrics(self.app.registry)
@@ -125,6 +130,20 @@ class Extender:
         self.app.route(f"{prefix}/filter", self.filter)
         self.app.route(f"{prefix}/prioritize", self.prioritize)
         self.app.route(f"{prefix}/bind", self.bind)
+
+    def _may_bind(self, pod_json: Mapping[str, Any], node: str) -> str | None:
+        """None when Bind may bind the cached pod ``pod_json`` to ``node``, else why
+        not (module docstring; the pipeline holds the model's lock)."""
+        meta = pod_json.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
+        refusal = self.passes.take(namespace, name, meta.get("uid") or None, node)
+        if refusal is not None:
+            return refusal
+        node_json = self.pipeline.model.objects["Node"].get(node)
+        if node_json is None:
+            return f"node {node!r} is not in this extender's Node cache"
+        constraint = why_not(pod_json, node_json)
+        return None if constraint is None else f"{constraint} (pod {namespace}/{name})"
 
     def _body(self, request: Request, verb: str) -> Any:
         try:

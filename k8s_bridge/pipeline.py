@@ -149,9 +149,10 @@ class Pipeline:
         self.filter_decides = False
         #: bind only pods whose ``spec.schedulerName`` is this (None: any)
         self.scheduler_name = scheduler_name
-        #: extender mode: ``(namespace, name, uid, node)`` -> None when this bind may
-        #: go ahead, else why not (the extender's record of what its Filter passed)
-        self.bind_check: Callable[[str, str, str | None, str], str | None] | None = None
+        #: extender mode: ``(the cached pod, node)`` -> None when this bind may go
+        #: ahead, else why not (the extender's record of what its Filter passed, and
+        #: the pod's own node constraints); called with the locks held
+        self.bind_check: Callable[[Mapping[str, Any], str], str | None] | None = None
         self.policy_name = policy
         self.policy = make_policy(policy)
         self.scheduler = Scheduler(self.policy)
@@ -589,8 +590,7 @@ class Pipeline:
             if self.scheduler_name and spec.get("schedulerName") != self.scheduler_name:
                 raise BadRequest(f"PodName: pod {key!r} is not for scheduler "
                                  f"{self.scheduler_name!r}")
-            refusal = self.bind_check(namespace, name, meta.get("uid"), node) \
-                if self.bind_check is not None else None
+            refusal = self.bind_check(pod_json, node) if self.bind_check is not None else None
             claim = self.gangs.claims.get(key)
             if claim is not None:
                 if node != claim.node:

@@ -3,6 +3,7 @@ calls the extender process, which binds and records NodeBandwidth status."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 
 import pytest
@@ -192,3 +193,37 @@ def test_a_forged_bind_is_refused_with_its_reason(env: Env, extender: Component,
     assert env.node_of(ns, "forged") is None
     assert extender.metric("tdmcore_extender_decisions_total",
                            {"verb": "bind", "outcome": "refused"}) == refused + 1
+
+
+def test_a_forged_filter_then_bind_is_refused_by_the_pods_own_constraints(
+        env: Env, extender: Component, placed: tuple[str, list[str]]) -> None:
+    """A review of issue 40: Bind took any node this extender's Filter passed, but the
+    caller of ``/filter`` chooses the pod JSON and the node list, and tdmcore's Filter
+    ignores nodeSelector, node affinity and taints.  A ``/filter`` of the pod without
+    its selector (or its taint's node), then a ``/bind``, bound a pod kube-scheduler
+    had found no node for.  Bind now checks the pod and the node as the extender's
+    informers cached them, with kube-scheduler's rules, and refuses with the reason."""
+    ns, nodes = placed
+    env.kube.merge_patch("Node", nodes[1], {"metadata": {"labels": {OPEN: "tainted"}},
+                                            "spec": {"taints": [{
+                                                "key": "dedicated", "value": "infra",
+                                                "effect": "NoSchedule"}]}})
+    picky = env.pod(ns, "picky", gpu=1, node_selector={"pool": "does-not-exist"})
+    plain = env.pod(ns, "plain", gpu=1, node_selector={OPEN: "tainted"})
+    for name in ("picky", "plain"):
+        wait_until(lambda n=name: env.event_messages(ns, n, "FailedScheduling"), 30,
+                   f"kube-scheduler to find no node for {name}")
+    refused = extender.metric("tdmcore_extender_bind_refusals_total", {"reason": "not_filtered"})
+    for pod, node, reason in ((picky, nodes[0], "does not match the pod's nodeSelector"),
+                              (plain, nodes[1], "taint dedicated=infra:NoSchedule")):
+        bare = copy.deepcopy(pod)
+        bare["spec"].pop("nodeSelector")
+        status, passed = extender.post("/filter", {"Pod": bare, "NodeNames": [node]})
+        assert status == 200 and passed["NodeNames"] == [node], passed
+        status, answer = extender.post("/bind", {
+            "PodName": pod["metadata"]["name"], "PodNamespace": ns,
+            "PodUID": pod["metadata"]["uid"], "Node": node})
+        assert status == 200 and reason in answer["Error"], answer
+        assert env.node_of(ns, pod["metadata"]["name"]) is None
+    assert extender.metric("tdmcore_extender_bind_refusals_total",
+                           {"reason": "not_filtered"}) == refused + 2

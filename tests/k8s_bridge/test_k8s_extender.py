@@ -236,7 +236,7 @@ def test_bind_binds_only_what_filter_passed_for_the_pod_in_its_cycle(env):
     other = copy.deepcopy(pod)
     other["metadata"]["uid"] = "another-pod-of-that-name"
     filtered(url, other, ["n0"])                               # another pod's pass
-    assert "no Filter pass" in bind("n0")
+    assert "its Filter pass was for UID another-pod-of-that-name" in bind("n0")
     assert model.state().same_as(before)
     assert [m for m, _ in fake.requests[writes:] if m != "GET"] == []
     assert fake.get("v1", "Pod", "b-0", "default")["spec"].get("nodeName") is None
@@ -253,6 +253,64 @@ def test_bind_binds_only_what_filter_passed_for_the_pod_in_its_cycle(env):
     assert 'tdmcore_extender_decisions_total{outcome="ok",verb="bind"} 1.0' in text
     assert 'tdmcore_extender_decision_seconds_count{verb="filter"} 5.0' in text
     assert 'tdmcore_extender_decision_seconds_count{verb="bind"} 7.0' in text
+
+
+def test_bind_checks_the_cached_pods_own_node_constraints():
+    """A review of issue 40: the caller of ``/filter`` chooses the pod JSON and the node
+    list, and tdmcore's Filter ignores nodeSelector, node affinity and taints, so a
+    forged Filter of a pod without its selector, then a bind, bound it where
+    kube-scheduler never would.  Bind checks the pod as the informer cached it against
+    the cached Node: a selector, a required node affinity or a taint it does not
+    tolerate refuses the bind with the reason, and nothing changes; a pod whose
+    constraints admit the node binds."""
+    tainted = K.node("n1")
+    tainted["spec"]["taints"] = [{"key": "nvidia.com/gpu", "value": "present",
+                                  "effect": "NoSchedule"}]
+    labelled = K.node("n2")
+    labelled["metadata"]["labels"]["pool"] = "a100"
+    picky = K.pod("picky")
+    picky["spec"]["nodeSelector"] = {"pool": "does-not-exist"}
+    far = K.pod("far", affinity={"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["v100"]}]}]}}})
+    fine = K.pod("fine")
+    fine["spec"]["nodeSelector"] = {"pool": "a100"}
+    fine["spec"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists"}]
+    with cluster([K.node("n0"), tainted, labelled, picky, far, K.pod("plain"), fine]) as (
+            fake, kube, model, informers):
+        pipeline = Pipeline(model, "metronome", kube)
+        server = Server(Extender(pipeline).app).start()
+        try:
+            before = model.state().copy()
+            writes = len(fake.requests)
+
+            def forged_bind(name: str, node: str) -> str:
+                pod = fake.get("v1", "Pod", name, "default")
+                bare = copy.deepcopy(pod)  # the pod as a forger sends it: no constraints
+                for key in ("nodeSelector", "affinity", "tolerations"):
+                    bare["spec"].pop(key, None)
+                assert filtered(server.url, bare, [node])["NodeNames"] == [node]
+                status, result = post(server.url + "/bind", {
+                    "PodName": name, "PodNamespace": "default",
+                    "PodUID": pod["metadata"]["uid"], "Node": node})
+                assert status == 200
+                return str(result["Error"])
+
+            assert "does not match the pod's nodeSelector" in forged_bind("picky", "n0")
+            assert "required node affinity" in forged_bind("far", "n2")
+            assert "taint nvidia.com/gpu=present:NoSchedule" in forged_bind("plain", "n1")
+            assert model.state().same_as(before)
+            assert [m for m, _ in fake.requests[writes:] if m != "GET"] == []
+            for name in ("picky", "far", "plain"):
+                assert fake.get("v1", "Pod", name, "default")["spec"].get("nodeName") is None
+            # the constraints admit it (selector, toleration): Filter's pass binds
+            filtered(server.url, fake.get("v1", "Pod", "fine", "default"), ["n1", "n2"])
+            status, result = post(server.url + "/bind", {
+                "PodName": "fine", "PodNamespace": "default", "Node": "n2"})
+            assert (status, result) == (200, {"Error": ""})
+            assert fake.get("v1", "Pod", "fine", "default")["spec"]["nodeName"] == "n2"
+        finally:
+            server.stop()
 
 
 def test_a_bind_without_a_pod_uid_posts_the_cached_pods_uid(env, monkeypatch):
