@@ -118,10 +118,10 @@ class Extender:
         self.app = JsonApp("tdmcore_extender", ready=ready, max_body=max_body)
         #: the extender's metrics (:mod:`k8s_bridge.metrics`)
         self.metrics = ExtenderMetrics(self.app.registry)
-        self.metrics.model_gauges(self.app.registry,
-                                  rebuilds=lambda: float(pipeline.model.rebuilds),
-                                  decisions=lambda: float(pipeline.decisions),
-                                  node_updates=lambda: float(pipeline.model.node_updates))
+        self.metrics.model_counters(self.app.registry,
+                                    rebuilds=lambda: float(pipeline.model.rebuilds),
+                                    decisions=lambda: float(pipeline.decisions),
+                                    node_updates=lambda: float(pipeline.model.node_updates))
         pipeline.on_gang_settled = self.metrics.gang_settled
         if pipeline.kube is not None and pipeline.kube.on_error is None:
             pipeline.kube.on_error = self.metrics.error

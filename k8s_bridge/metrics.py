@@ -11,9 +11,11 @@ PromQL.  The agent's metrics stay in :mod:`k8s_bridge.agent` (its relay's outcom
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 __all__ = ["LATENCY_BUCKETS", "ApiMetrics", "ControllerMetrics", "ExtenderMetrics",
            "HttpMetrics", "StandaloneMetrics"]
@@ -22,8 +24,25 @@ __all__ = ["LATENCY_BUCKETS", "ApiMetrics", "ControllerMetrics", "ExtenderMetric
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 #: seconds from a gang's admission until it is bound or released (``--gang-wait-seconds``)
 GANG_WAIT_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0, 300.0)
-#: milliseconds of a regulation pause
-PAUSE_BUCKETS_MS = (1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 5000.0)
+#: seconds of a regulation pause (1 ms to 5 s)
+PAUSE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
+
+
+class _ReadCounters(Collector):
+    """Counters whose values other objects keep (counts that only grow: rebuilds,
+    decisions), read when scraped: a Counter, not a Gauge, so that ``rate()`` and
+    ``increase()`` apply and a restart reads as a counter reset."""
+
+    def __init__(self, counters: dict[str, tuple[str, Callable[[], float]]]) -> None:
+        self.counters = counters
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        for name, (documentation, read) in self.counters.items():
+            yield CounterMetricFamily(name, documentation, value=read())
+
+    def describe(self) -> Iterator[CounterMetricFamily]:
+        for name, (documentation, _) in self.counters.items():
+            yield CounterMetricFamily(name, documentation)
 
 
 class HttpMetrics:
@@ -74,15 +93,18 @@ class ExtenderMetrics(ApiMetrics):
             "bound or its claims were released",
             ["outcome"], buckets=GANG_WAIT_BUCKETS, registry=registry)
 
-    def model_gauges(self, registry: CollectorRegistry, rebuilds: Callable[[], float],
-                     decisions: Callable[[], float], node_updates: Callable[[], float]) -> None:
-        """Gauges read off the pipeline and its model when scraped."""
-        Gauge("tdmcore_model_rebuilds", "ClusterState rebuilds from the cache",
-              registry=registry).set_function(rebuilds)
-        Gauge("tdmcore_pipeline_decisions", "Full scheduling decisions computed (the rest "
-              "answered from cache)", registry=registry).set_function(decisions)
-        Gauge("tdmcore_model_node_updates", "Node changes applied to the cluster state in "
-              "place (no rebuild)", registry=registry).set_function(node_updates)
+    def model_counters(self, registry: CollectorRegistry, rebuilds: Callable[[], float],
+                       decisions: Callable[[], float],
+                       node_updates: Callable[[], float]) -> None:
+        """Counters read off the pipeline and its model when scraped
+        (``tdmcore_model_rebuilds_total``, ``tdmcore_pipeline_decisions_total``,
+        ``tdmcore_model_node_updates_total``)."""
+        registry.register(_ReadCounters({
+            "tdmcore_model_rebuilds": ("ClusterState rebuilds from the cache", rebuilds),
+            "tdmcore_pipeline_decisions": ("Full scheduling decisions computed (the rest "
+                                           "answered from cache)", decisions),
+            "tdmcore_model_node_updates": ("Node changes applied to the cluster state in "
+                                           "place (no rebuild)", node_updates)}))
 
     def gang_settled(self, outcome: str, waited_s: float) -> None:
         self.gang_wait_seconds.labels(outcome).observe(waited_s)
@@ -102,8 +124,9 @@ class ControllerMetrics(ApiMetrics):
                               registry=registry)
         self.actions = Counter("tdmcore_controller_actions", "Regulation actions (pause, "
                                "pattern_update)", ["kind"], registry=registry)
-        self.pause_ms = Histogram("tdmcore_controller_pause_ms", "Pauses ordered (ms)",
-                                  buckets=PAUSE_BUCKETS_MS, registry=registry)
+        self.pause_seconds = Histogram("tdmcore_controller_pause_seconds",
+                                       "Lengths of the pauses ordered (seconds)",
+                                       buckets=PAUSE_BUCKETS, registry=registry)
         self.recalculations = Counter(
             "tdmcore_controller_recalculations", "Links planned by the offline "
             "recalculation (phase three, optimal mode)", registry=registry)

@@ -304,7 +304,7 @@ class ControllerService:
                 # applies it after the batch.
                 pause = ctrl.pause_ms(job, starts[-1] + durations[-1])
                 self.metrics.actions.labels("pause").inc()
-                self.metrics.pause_ms.observe(pause)
+                self.metrics.pause_seconds.observe(pause / 1000.0)
             for update in updates:
                 self.metrics.actions.labels("pattern_update").inc()
                 if not self._write_pattern(update, _reporter(caller, sender), events):

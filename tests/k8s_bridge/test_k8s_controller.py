@@ -180,6 +180,9 @@ def test_reports_pause_a_slow_low_priority_pod_only():
             end = slow[-1]["start_ms"] + slow[-1]["duration_ms"]
             assert (end + ans["pause_ms"] - (1_000_000.0 + 50.0)) % 100.0 == pytest.approx(0.0)
             assert (end + ans["pause_ms"]) % 100.0 == pytest.approx(ans["target_phase_ms"])
+            # its length is observed in seconds (Prometheus' base unit)
+            assert service.app.registry.get_sample_value(
+                "tdmcore_controller_pause_seconds_sum") == pytest.approx(ans["pause_ms"] / 1e3)
             # a high-priority pod is never paused, however slow
             status, ans = post(url, {"namespace": "default", "pod": "a-0", "iterations": [
                 {"start_ms": 1_002_000.0 + i * 150, "duration_ms": 150.0} for i in range(10)]})

@@ -335,6 +335,38 @@ def test_a_bind_without_a_pod_uid_posts_the_cached_pods_uid(env, monkeypatch):
     assert sent == [pod["metadata"]["uid"]]
 
 
+def test_metrics_follow_prometheus_naming(env):
+    """Durations in seconds (``_seconds``), never ``_ms``; counts that only grow --
+    the model's rebuilds and node updates, the pipeline's decisions, read off them when
+    scraped -- are counters (``_total``), so that rate() applies (they were gauges);
+    the controller's pause lengths were ``tdmcore_controller_pause_ms``."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from k8s_bridge.cache import ClusterModel
+    from k8s_bridge.reconciler import ControllerService
+
+    fake, model, pipeline, url, _ = env
+    filtered(url, fake.get("v1", "Pod", "b-0", "default"))
+    status, text = get(url + "/metrics")
+    assert status == 200
+    controller = ControllerService(ClusterModel(), None).app.registry
+    families = {"extender": list(text_string_to_metric_families(text)),
+                "controller": list(controller.collect())}
+    kinds = {}
+    for server, found in families.items():
+        for family in found:
+            assert "_ms" not in family.name, (server, family.name)
+            if family.type == "histogram":
+                assert family.name.endswith("_seconds"), (server, family.name)
+            kinds[family.name] = family.type
+    for name in ("tdmcore_model_rebuilds", "tdmcore_pipeline_decisions",
+                 "tdmcore_model_node_updates"):
+        assert kinds[name] == "counter", name
+    assert f"tdmcore_pipeline_decisions_total {float(pipeline.decisions)}" in text
+    assert pipeline.decisions >= 1
+    assert kinds["tdmcore_controller_pause_seconds"] == "histogram"
+
+
 def test_failed_api_calls_are_counted_by_method_and_status(env):
     fake, model, pipeline, url, _ = env
     fake.fail_next("POST", r"/pods/b-0/binding", status=500)
