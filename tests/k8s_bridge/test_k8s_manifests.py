@@ -789,12 +789,16 @@ def test_network_policy_admits_each_pod_on_its_serving_ports_only(doc: Doc) -> N
 def test_two_replicas_a_disruption_budget_and_a_priority_class() -> None:
     """Issue 40: one extender replica, no PodDisruptionBudget, no priorityClass.  The
     scheduler and the controller run two replicas (one leads, by its Lease), a drain
-    keeps one of each, and every tdmcore pod has the shipped PriorityClass."""
-    (priority,) = _of("PriorityClass")
-    assert priority.obj["globalDefault"] is False and 0 < priority.obj["value"] < 1_000_000_000
+    keeps one of each, and every tdmcore pod has a shipped PriorityClass; the agents'
+    never preempts (on a GPU node the pods it would evict are training pods)."""
+    classes = {d.name: d.obj for d in _of("PriorityClass")}
+    for priority in classes.values():
+        assert priority["globalDefault"] is False and 0 < priority["value"] < 1_000_000_000
     budgets = _of("PodDisruptionBudget")
     for doc in _workloads(DEFAULT_SET):
-        assert _pod_spec(doc)["priorityClassName"] == priority.name, doc
+        name = _pod_spec(doc)["priorityClassName"]
+        never = classes[name].get("preemptionPolicy") == "Never"
+        assert never == (doc.gvk[1] == "DaemonSet"), doc
         if doc.gvk[1] != "Deployment":
             continue
         assert doc.obj["spec"]["replicas"] == 2, doc
