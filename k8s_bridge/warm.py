@@ -83,6 +83,12 @@ def warm_up_all() -> None:
             scheduler.schedule(state, Pod(
                 f"w{k}", f"j{k % 3}", cpu=1, gpu=1, priority=1 if k == 0 else 0,
                 pattern=TrafficPattern(100.0 * (1 + k % 2), 0.3, 10.0)))
+        # two jobs whose bursts contend on a link (20 + 20 > 25 Gbps) and fit side by
+        # side: Reserve's first-mode plan is perfect and its Psi is measured
+        # (rotation.psi_of -> rotation_search.pair_distance)
+        for k in range(2):
+            scheduler.schedule(state, Pod(f"c{k}", f"contend{k}", cpu=1, gpu=1,
+                                          pattern=TrafficPattern(100.0, 0.3, 20.0)))
         ctrl = Controller.for_policy(state, policy)
         for node in range(len(state.cluster)):
             if len(link_pods(state, node)) < 2:  # as the controller plans: shared links

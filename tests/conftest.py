@@ -1,5 +1,13 @@
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
 # ``tests`` is a package (so is ``benchmarks``): pytest puts the repository's root on
 # the path, and the tests and the benchmarks import the oracles as
 # ``tests.oracles`` and the shared generators as ``tests.instances`` /
@@ -10,11 +18,24 @@ def pytest_configure(config: object) -> None:
     """The suite reads the data shipped in the package, or ``TDMCORE_DATA`` when it is
     set: a ``TDMCORE_DATA`` without the data stops the run at once with the fix,
     instead of failing module by module."""
-    import pytest
-
     from tdmcore.data import data_dir
 
     try:
         data_dir()
     except ValueError as exc:
         pytest.exit(str(exc), returncode=4)
+
+
+@pytest.fixture(scope="session")
+def warm_kernel_cache(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
+    """The image's warm kernel cache, built once per run as the Dockerfile builds it
+    (``tdmcore-bridge warm-cache`` in a fresh folder, ``NUMBA_CPU_NAME=generic``), for
+    the tests that start from it; (its folder, seconds the build took).  Minutes of
+    compiling: only ``slow`` tests use it."""
+    folder = tmp_path_factory.mktemp("image") / "warm-cache"
+    env = {**os.environ, "NUMBA_CPU_NAME": "generic"}
+    env.pop("NUMBA_CACHE_DIR", None)
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, "-m", "k8s_bridge.cli", "warm-cache", "--dir",
+                    str(folder)], env=env, check=True, capture_output=True, timeout=1800)
+    return folder, time.monotonic() - t0
