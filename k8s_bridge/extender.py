@@ -52,9 +52,18 @@ from .web import DEFAULT_MAX_BODY, HttpError, JsonApp, RawJson, read_json
 
 __all__ = ["FILTER_PASS_TTL_S", "Extender", "FilterPasses"]
 
-#: How long a Filter pass authorizes a bind (seconds).  kube-scheduler binds a pod
-#: milliseconds after its Filter call; a pass older than this is another cycle's.
-FILTER_PASS_TTL_S = 30.0
+#: How long a Filter pass authorizes a bind (seconds).  kube-scheduler calls the
+#: extender's bind in the pod's binding cycle, after its PreBind plugins; VolumeBinding's
+#: PreBind waits up to ``bindTimeoutSeconds`` (600 s by default) for the pod's
+#: WaitForFirstConsumer volumes to be provisioned and bound, so a bind may come ten
+#: minutes after the Filter call of its cycle.  **[decision]** 600 s and 30 s more: a
+#: pass still serves one bind, of the same pod UID, onto a node the cached pod's own
+#: constraints admit, and a pod's next Filter call replaces it, so a long lifetime
+#: widens nothing a forger could use.  (It was 30 s, which refused the bind of a pod
+#: whose volume took longer.)  A scheduler configured with a longer
+#: ``bindTimeoutSeconds`` gets such late binds refused, and kube-scheduler retries the
+#: pod.
+FILTER_PASS_TTL_S = 630.0
 
 
 class FilterPasses:

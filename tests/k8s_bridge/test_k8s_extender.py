@@ -395,6 +395,24 @@ def test_a_filter_pass_of_an_earlier_cycle_binds_nothing(monkeypatch):
     assert passes.take("default", "r", "uid-default-r", "n0") is None
 
 
+def test_a_filter_pass_outlives_kube_schedulers_volume_binding_wait(monkeypatch):
+    """kube-scheduler binds after its PreBind plugins, and VolumeBinding's waits up to
+    bindTimeoutSeconds (600 s by default) for a WaitForFirstConsumer volume: a pass of
+    30 s refused such a bind; one of 600 s still binds, one older than 630 s does not."""
+    from k8s_bridge.extender import FILTER_PASS_TTL_S, FilterPasses
+
+    assert FILTER_PASS_TTL_S >= 600.0
+    clock = [0.0]
+    monkeypatch.setattr("k8s_bridge.extender.time.monotonic", lambda: clock[0])
+    passes = FilterPasses()
+    passes.record(K.pod("p"), ["n0"])
+    clock[0] = 600.0
+    assert passes.take("default", "p", "uid-default-p", "n0") is None
+    passes.record(K.pod("p"), ["n0"])
+    clock[0] = 600.0 + FILTER_PASS_TTL_S + 1.0
+    assert "earlier scheduling cycle" in str(passes.take("default", "p", "uid-default-p", "n0"))
+
+
 def test_bind_api_conflict_is_an_error_and_changes_nothing(env):
     fake, model, _, url, _ = env
     fake.fail_next("POST", r"/pods/b-0/binding", status=409)
