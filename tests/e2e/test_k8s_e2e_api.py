@@ -146,6 +146,22 @@ def test_no_token_of_ours_can_rewrite_a_kube_system_pod(plane: ControlPlane) -> 
     ("tdmcore-controller", "patch", "/api/v1/namespaces/kube-system/pods/x", False),
     ("tdmcore-agent", "create", "/apis/authentication.k8s.io/v1/tokenreviews", False),
     ("tdmcore-agent", "get", "/api/v1/namespaces/default/pods/x", False),
+    # the scheduler Pod's account is kube-scheduler's (system:kube-scheduler): it may
+    # delete pods, write their status and bind them in every namespace, kube-system
+    # included -- kube-scheduler's own role, not least privilege for the extender
+    # (rbac.yaml, docs/kubernetes.md's production checklist); the others may not
+    (SCHEDULER, "delete", "/api/v1/namespaces/kube-system/pods/x", True),
+    (SCHEDULER, "patch", "/api/v1/namespaces/kube-system/pods/x/status", True),
+    (SCHEDULER, "create", "/api/v1/namespaces/kube-system/pods/x/binding", True),
+    ("tdmcore-standalone-scheduler", "create", "/api/v1/namespaces/kube-system/pods/x/binding",
+     True),
+    ("tdmcore-standalone-scheduler", "delete", "/api/v1/namespaces/kube-system/pods/x", False),
+    ("tdmcore-controller", "delete", "/api/v1/namespaces/kube-system/pods/x", False),
+    ("tdmcore-controller", "patch", "/api/v1/namespaces/kube-system/pods/x/status", False),
+    # Events: create anywhere (the controller's PatternUpdated), nothing else
+    ("tdmcore-controller", "create", "/api/v1/namespaces/kube-system/events", True),
+    ("tdmcore-controller", "delete", "/api/v1/namespaces/default/events/x", False),
+    ("tdmcore-controller", "list", "/api/v1/namespaces/default/events", False),
 ])
 def test_rbac_as_each_service_account(plane: ControlPlane, account: str, verb: str,
                                       path: str, allowed: bool) -> None:
