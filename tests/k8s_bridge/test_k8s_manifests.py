@@ -1014,7 +1014,7 @@ def _overlay_steps() -> dict[str, str]:
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="no kubectl to run kustomize")
-@pytest.mark.parametrize("option", ["base", "components:", "patches:"])
+@pytest.mark.parametrize("option", ["base", "components:", "patches:", "requeue"])
 def test_kubectl_kustomize_builds_the_docs_overlays(tmp_path: Path, option: str) -> None:
     """``kubectl kustomize`` (the one ``kubectl apply -k`` runs) builds the default
     set, the walkthrough's overlay, and the overlay with each option the docs append
@@ -1023,7 +1023,13 @@ def test_kubectl_kustomize_builds_the_docs_overlays(tmp_path: Path, option: str)
     steps = _overlay_steps()
     (tmp_path / "k8s_bridge").symlink_to(ROOT / "k8s_bridge")
     (tmp_path / "tdmcore-overlay").mkdir()
-    text = steps["base"] + ("" if option == "base" else steps[option])
+    text = steps["base"] + (steps[option] if option in steps else "")
+    if option == "requeue":  # the checklist's RoleBinding per training namespace
+        requeue = (DEPLOY / "requeue.yaml").read_text()
+        (tmp_path / "tdmcore-overlay" / "requeue-team-a.yaml").write_text(
+            requeue.replace("namespace: default", "namespace: team-a"))
+        text = text.replace("  - ../k8s_bridge/deploy\n",
+                            "  - ../k8s_bridge/deploy\n  - requeue-team-a.yaml\n", 1)
     (tmp_path / "tdmcore-overlay" / "kustomization.yaml").write_text(text)
 
     def build(folder: Path) -> subprocess.CompletedProcess[str]:
@@ -1032,6 +1038,10 @@ def test_kubectl_kustomize_builds_the_docs_overlays(tmp_path: Path, option: str)
 
     def objects(out: str) -> dict[tuple[str, str], dict[str, Any]]:
         return {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(out) if o}
+
+    def namespaces(out: str, kind: str, name: str) -> set[str]:
+        return {o["metadata"].get("namespace") for o in yaml.safe_load_all(out)
+                if o and (o["kind"], o["metadata"]["name"]) == (kind, name)}
 
     default = build(DEPLOY)
     assert default.returncode == 0, default.stderr
@@ -1046,6 +1056,8 @@ def test_kubectl_kustomize_builds_the_docs_overlays(tmp_path: Path, option: str)
     assert elastic == (option == "components:")
     assert (env.get("TDMCORE_ELASTIC") == "dragon") == elastic
     assert (("Deployment", "tdmcore-scheduler") in got) == (option != "patches:")
+    assert namespaces(built.stdout, "RoleBinding", "tdmcore-requeue") == (
+        {"default", "team-a"} if option == "requeue" else {"default"})
     images = {c["image"] for o in got.values() if o["kind"] in ("Deployment", "DaemonSet")
               for c in o["spec"]["template"]["spec"]["containers"]}
     assert IMAGE not in images and "registry.example.com/tdmcore/tdmcore:0.1.0" in images
