@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from k8s_bridge.api import ReportError, validate_report
+from k8s_bridge.api import POD_AUTHORIZATION, ReportError, validate_report
+from k8s_bridge.auth import AGENT_USER, ReportAuth
 from k8s_bridge.kube import ApiError, Kube
 from k8s_bridge.leader import start_election
 from k8s_bridge.reconciler import ControllerService
@@ -142,9 +143,10 @@ def test_removed_pod_leaves_the_status():
         assert "b-0" not in shifts(fake)
 
 
-def post(url: str, body: Any) -> tuple[int, Any]:
+def post(url: str, body: Any, headers: dict[str, str] | None = None) -> tuple[int, Any]:
     req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json",
+                                          **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return resp.status, json.loads(resp.read())
@@ -247,6 +249,69 @@ def test_pattern_update_is_written_to_the_podbandwidth():
         synced_to(fake, informers)
         # every reader now sees the new pattern (status overrides spec)
         assert model.state().placed["default/a-0"].pod.pattern.period_ms == pytest.approx(150.0)
+
+
+class Reviews:
+    """TokenReview answers: ``agent`` is the agent's token (bound to no pod),
+    ``pod:<namespace>/<name>@<uid>`` a training pod's own (its namespace's ``default``
+    ServiceAccount)."""
+
+    def with_timeout(self, timeout_s: float) -> Reviews:
+        return self
+
+    def create(self, kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+        token = obj["spec"]["token"]
+        user: dict[str, Any] = {"username": AGENT_USER}
+        if token.startswith("pod:"):
+            pod, _, uid = token[4:].partition("@")
+            namespace, _, name = pod.partition("/")
+            user = {"username": f"system:serviceaccount:{namespace}:default", "extra": {
+                "authentication.kubernetes.io/pod-name": [name],
+                "authentication.kubernetes.io/pod-uid": [uid]}}
+        elif token != "agent":
+            return {"status": {"authenticated": False, "error": "invalid bearer token"}}
+        return {"status": {"authenticated": True, "audiences": ["tdmcore-controller"],
+                           "user": user}}
+
+
+def test_a_report_is_taken_only_with_the_reporting_pods_own_token():
+    """Issue 40's review: the agent relays whatever reaches its hostPort, so with the
+    agent's token alone any pod of a GPU node rewrote a neighbour's pattern through it.
+    The controller takes a report only with the pod's own token beside the agent's:
+    none is 401, a neighbour's, or one of an earlier pod of that name, 403, and neither
+    changes the PodBandwidth; the pod's own is taken and its Event names it."""
+    body = {"namespace": "default", "pod": "a-1",
+            "iterations": [{"start_ms": 1_000_000.0 + i * 150, "duration_ms": 150.0,
+                            "comm_ms": 50.0} for i in range(10)]}
+    agent = {"Authorization": "Bearer agent"}
+    with cluster(objects()) as (fake, kube, model, informers):
+        service = ControllerService(model, kube, "metronome",
+                                    auth=ReportAuth(Reviews()))  # type: ignore[arg-type]
+        service.reconcile()
+        server = Server(service.app).start()
+        try:
+            for pod_token, code in ((None, 401), ("pod:default/b-0@uid-b", 403),
+                                    ("pod:default/a-1@uid-earlier", 403),
+                                    ("forged", 401)):
+                headers = dict(agent) if pod_token is None else {
+                    **agent, POD_AUTHORIZATION: f"Bearer {pod_token}"}
+                status, answer = post(server.url + "/v1/report", body, headers)
+                assert status == code, (pod_token, answer)
+                assert "observedPeriodMs" not in (fake.get(
+                    NBW, "PodBandwidth", "a", "default").get("status") or {})
+            uid = fake.get("v1", "Pod", "a-1", "default")["metadata"]["uid"]
+            status, answer = post(server.url + "/v1/report", body,
+                                  {**agent, POD_AUTHORIZATION: f"Bearer pod:default/a-1@{uid}"})
+            assert status == 200, answer
+        finally:
+            server.stop()
+        pbw = fake.get(NBW, "PodBandwidth", "a", "default")
+        assert pbw["status"]["observedPeriodMs"] == pytest.approx(150.0)
+        assert service.events is not None and service.events.flush(10.0)
+        (said, *_) = [e for e in fake.list("v1", "Event", "default")
+                      if e["reason"] == "PatternUpdated"]
+        assert "by pod default/a-1 (system:serviceaccount:default:default) through the " \
+               f"agent {AGENT_USER}" in said["message"]
 
 
 def test_a_slow_event_write_holds_no_lock(monkeypatch):
