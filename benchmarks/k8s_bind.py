@@ -414,8 +414,8 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
     before = bind_histogram(ext) if ext is not None else {}
     binder_before = binder_histogram(proc, env.plane, scheduler)
     load = os.getloadavg()[0]
-    rebuilds = ext.metric("tdmcore_model_rebuilds") if ext is not None else 0.0
-    decisions = ext.metric("tdmcore_pipeline_decisions") if ext is not None else 0.0
+    rebuilds = ext.metric("tdmcore_model_rebuilds_total") if ext is not None else 0.0
+    decisions = ext.metric("tdmcore_pipeline_decisions_total") if ext is not None else 0.0
     names = [f"p{i:04d}" for i in range(pods)]
     assert env.plane.apiserver is not None and env.plane.etcd is not None
     procs = {"kube-scheduler": proc.pid,
@@ -484,9 +484,9 @@ def run_round(env: Env, mode: str, pods: int, round_no: int,
         after = bind_histogram(ext)
         result["bind_p50_le_s"] = quantile(before, after, 0.50)
         result["bind_p99_le_s"] = quantile(before, after, 0.99)
-        result["model_rebuilds"] = ext.metric("tdmcore_model_rebuilds") - rebuilds
+        result["model_rebuilds"] = ext.metric("tdmcore_model_rebuilds_total") - rebuilds
         result["decisions_per_pod"] = round(
-            (ext.metric("tdmcore_pipeline_decisions") - decisions) / pods, 2)
+            (ext.metric("tdmcore_pipeline_decisions_total") - decisions) / pods, 2)
     if spy is not None and py_spy is not None:
         spy.wait(py_spy[1] + 30)
         # the extender's CPU in the timed window by thread (names from py-spy's stacks)
