@@ -393,7 +393,10 @@ class ControllerService:
                 self.metrics.refused_reports.labels(str(exc.status)).inc()
             if exc.status in (401, 403):
                 source = request.remote_addr or "?"
-                if self._refusals.first(source, exc.message):  # once per source and reason
+                # once per source and reason: one agent relays for every pod of its
+                # node, whose reasons differ (keyed by the source alone, pods reporting
+                # in turn were each logged every time)
+                if self._refusals.first((source, exc.message), ""):
                     log.warning("refused a report from %s: %s", source, exc.message)
             raise
 

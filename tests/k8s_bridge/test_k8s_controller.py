@@ -314,6 +314,30 @@ def test_a_report_is_taken_only_with_the_reporting_pods_own_token():
                f"agent {AGENT_USER}" in said["message"]
 
 
+def test_a_refusal_is_logged_once_per_source_and_reason(caplog):
+    """One agent relays the reports of every pod of its node: two pods whose hooks send
+    no token, reporting in turn, are two refusals logged once each (keyed by the source
+    alone, each alternation was a new reason, and every report was logged)."""
+    agent = {"Authorization": "Bearer agent"}
+    with cluster(objects()) as (fake, kube, model, informers):
+        service = ControllerService(model, kube, "metronome",
+                                    auth=ReportAuth(Reviews()))  # type: ignore[arg-type]
+        service.reconcile()
+        server = Server(service.app).start()
+        try:
+            with caplog.at_level(logging.WARNING, logger="k8s_bridge.reconciler"):
+                for _ in range(3):
+                    for pod in ("a-1", "b-0"):
+                        status, _ = post(server.url + "/v1/report", {
+                            "namespace": "default", "pod": pod,
+                            "iterations": iterations(1, 100.0)}, agent)
+                        assert status == 401
+        finally:
+            server.stop()
+    said = [r.getMessage() for r in caplog.records if "refused a report" in r.getMessage()]
+    assert len(said) == 2 and "default/a-1" in said[0] and "default/b-0" in said[1], said
+
+
 def test_a_slow_event_write_holds_no_lock(monkeypatch):
     """A pattern change is a PatternUpdated Event on each pod of the job; the Events
     were POSTed (5 s timeout each) while the controller's global lock was held, so an
