@@ -32,6 +32,7 @@ model.  Those are kube-scheduler's alone.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -41,11 +42,17 @@ __all__ = ["matches_required_affinity", "tolerates", "untolerated_taint", "why_n
 FILTERED_EFFECTS = ("NoSchedule", "NoExecute")
 
 
+#: what Go's ``strconv.ParseInt(s, 10, 64)`` reads (Python's ``int`` also takes
+#: ``1_0``, spaces and non-ASCII digits)
+_INT64 = re.compile(r"[+-]?[0-9]+")
+
+
 def _int(value: Any) -> int | None:
-    try:
-        return int(str(value), 10)
-    except ValueError:
+    """An int64 as kube-scheduler parses a ``Gt`` / ``Lt`` value or label, else None."""
+    if not isinstance(value, str) or _INT64.fullmatch(value) is None:
         return None
+    number = int(value)
+    return number if -(1 << 63) <= number < (1 << 63) else None
 
 
 def _requirement(req: Any, value_of: Mapping[str, str], *, fields: bool) -> bool:

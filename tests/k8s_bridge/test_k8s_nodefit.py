@@ -54,6 +54,12 @@ AFFINITY = [
     ("Lt", _pod(terms=[{"matchExpressions": [_expr("gpus", "Lt", "16")]}]), True),
     ("Gt, label not an integer", _pod(terms=[{"matchExpressions": [
         _expr("pool", "Gt", "1")]}]), False),
+    ("Lt, a value Go does not parse (1_0)", _pod(terms=[{"matchExpressions": [
+        _expr("gpus", "Lt", "1_0")]}]), False),
+    ("Lt, beyond int64", _pod(terms=[{"matchExpressions": [
+        _expr("gpus", "Lt", str(1 << 63))]}]), False),
+    ("Gt, a signed value", _pod(terms=[{"matchExpressions": [_expr("gpus", "Gt", "+4")]}]),
+     True),
     ("Gt, two values", _pod(terms=[{"matchExpressions": [_expr("gpus", "Gt", "1", "2")]}]),
      False),
     ("an unknown operator", _pod(terms=[{"matchExpressions": [_expr("pool", "Like", "a")]}]),
