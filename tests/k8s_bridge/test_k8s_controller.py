@@ -3,12 +3,14 @@ NodeBandwidth status, idempotence, restarts, conflicts, reports, leader election
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -274,6 +276,21 @@ class Reviews:
                            "user": user}}
 
 
+@contextlib.contextmanager
+def checking_controller() -> Iterator[tuple[Any, ControllerService, Server]]:
+    """A controller over the fake API that checks reporters' tokens with
+    :class:`Reviews`, serving on loopback: (the fake, the service, its server)."""
+    with cluster(objects()) as (fake, kube, model, informers):
+        service = ControllerService(model, kube, "metronome",
+                                    auth=ReportAuth(Reviews()))  # type: ignore[arg-type]
+        service.reconcile()
+        server = Server(service.app).start()
+        try:
+            yield fake, service, server
+        finally:
+            server.stop()
+
+
 def test_a_report_is_taken_only_with_the_reporting_pods_own_token():
     """Issue 40's review: the agent relays whatever reaches its hostPort, so with the
     agent's token alone any pod of a GPU node rewrote a neighbour's pattern through it.
@@ -284,27 +301,20 @@ def test_a_report_is_taken_only_with_the_reporting_pods_own_token():
             "iterations": [{"start_ms": 1_000_000.0 + i * 150, "duration_ms": 150.0,
                             "comm_ms": 50.0} for i in range(10)]}
     agent = {"Authorization": "Bearer agent"}
-    with cluster(objects()) as (fake, kube, model, informers):
-        service = ControllerService(model, kube, "metronome",
-                                    auth=ReportAuth(Reviews()))  # type: ignore[arg-type]
-        service.reconcile()
-        server = Server(service.app).start()
-        try:
-            for pod_token, code in ((None, 401), ("pod:default/b-0@uid-b", 403),
-                                    ("pod:default/a-1@uid-earlier", 403),
-                                    ("forged", 401)):
-                headers = dict(agent) if pod_token is None else {
-                    **agent, POD_AUTHORIZATION: f"Bearer {pod_token}"}
-                status, answer = post(server.url + "/v1/report", body, headers)
-                assert status == code, (pod_token, answer)
-                assert "observedPeriodMs" not in (fake.get(
-                    NBW, "PodBandwidth", "a", "default").get("status") or {})
-            uid = fake.get("v1", "Pod", "a-1", "default")["metadata"]["uid"]
-            status, answer = post(server.url + "/v1/report", body,
-                                  {**agent, POD_AUTHORIZATION: f"Bearer pod:default/a-1@{uid}"})
-            assert status == 200, answer
-        finally:
-            server.stop()
+    with checking_controller() as (fake, service, server):
+        for pod_token, code in ((None, 401), ("pod:default/b-0@uid-b", 403),
+                                ("pod:default/a-1@uid-earlier", 403),
+                                ("forged", 401)):
+            headers = dict(agent) if pod_token is None else {
+                **agent, POD_AUTHORIZATION: f"Bearer {pod_token}"}
+            status, answer = post(server.url + "/v1/report", body, headers)
+            assert status == code, (pod_token, answer)
+            assert "observedPeriodMs" not in (fake.get(
+                NBW, "PodBandwidth", "a", "default").get("status") or {})
+        uid = fake.get("v1", "Pod", "a-1", "default")["metadata"]["uid"]
+        status, answer = post(server.url + "/v1/report", body,
+                              {**agent, POD_AUTHORIZATION: f"Bearer pod:default/a-1@{uid}"})
+        assert status == 200, answer
         pbw = fake.get(NBW, "PodBandwidth", "a", "default")
         assert pbw["status"]["observedPeriodMs"] == pytest.approx(150.0)
         assert service.events is not None and service.events.flush(10.0)
@@ -319,21 +329,14 @@ def test_a_refusal_is_logged_once_per_source_and_reason(caplog):
     no token, reporting in turn, are two refusals logged once each (keyed by the source
     alone, each alternation was a new reason, and every report was logged)."""
     agent = {"Authorization": "Bearer agent"}
-    with cluster(objects()) as (fake, kube, model, informers):
-        service = ControllerService(model, kube, "metronome",
-                                    auth=ReportAuth(Reviews()))  # type: ignore[arg-type]
-        service.reconcile()
-        server = Server(service.app).start()
-        try:
-            with caplog.at_level(logging.WARNING, logger="k8s_bridge.reconciler"):
-                for _ in range(3):
-                    for pod in ("a-1", "b-0"):
-                        status, _ = post(server.url + "/v1/report", {
-                            "namespace": "default", "pod": pod,
-                            "iterations": iterations(1, 100.0)}, agent)
-                        assert status == 401
-        finally:
-            server.stop()
+    with checking_controller() as (fake, service, server):
+        with caplog.at_level(logging.WARNING, logger="k8s_bridge.reconciler"):
+            for _ in range(3):
+                for pod in ("a-1", "b-0"):
+                    status, _ = post(server.url + "/v1/report", {
+                        "namespace": "default", "pod": pod,
+                        "iterations": iterations(1, 100.0)}, agent)
+                    assert status == 401
     said = [r.getMessage() for r in caplog.records if "refused a report" in r.getMessage()]
     assert len(said) == 2 and "default/a-1" in said[0] and "default/b-0" in said[1], said
 
