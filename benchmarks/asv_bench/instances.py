@@ -81,3 +81,48 @@ def has_perfect_rotation(inst: LinkInstance) -> bool:
         if (np.maximum(partial + last - cap, 0.0).sum(axis=1) <= 1e-9 * cap).any():
             return True
     return False
+
+
+#: A contended trace's nodes: 8 GPUs and a 25 Gbps host link each, CPU and memory
+#: generous (Philly's servers, :data:`tdmcore.sim.scenarios.PHILLY_NODE`).
+CONTENDED_NODE = {"cpu": 64.0, "mem_gib": 512.0, "gpu": 8.0, "link_gbps": 25.0}
+CONTENDED_GPUS = (2, 16)
+CONTENDED_HOURS = (1.0, 4.0)
+
+
+def contended_trace(n_jobs: int, n_nodes: int, seed: int = 0, load: float = 0.85):
+    """A trace whose jobs share host links for hours (docs/benchmarks.md, "Contended
+    traces"): ``n_jobs`` jobs of 2-16 GPUs (uniform), each a model drawn uniformly
+    from the 13 (:func:`tdmcore.sim.scenarios.trace_job`; every job spans GPUs, so
+    every one has a pattern at the link's rate), 1-4 h of training at its ideal
+    speed, Poisson arrivals at an expected GPU load ``load`` of ``n_nodes``
+    8-GPU nodes on one switch (0.05 ms between nodes), 20 % high priority.  Seeded
+    by ``(seed, n_jobs, n_nodes)``; returns a :class:`~tdmcore.sim.scenarios.Scenario`.
+    """
+    from tdmcore.model import Cluster, Node
+    from tdmcore.sim.cluster import SimCluster
+    from tdmcore.sim.models import MODELS
+    from tdmcore.sim.scenarios import BASE_LATENCY_MS, Scenario, trace_job
+
+    rng = np.random.default_rng([seed, n_jobs, n_nodes, 42])
+    nodes = [Node(f"n{k:02d}", **CONTENDED_NODE) for k in range(n_nodes)]
+    latency = np.full((n_nodes, n_nodes), BASE_LATENCY_MS)
+    np.fill_diagonal(latency, 0.0)
+    sim = SimCluster(Cluster(nodes), np.zeros(n_nodes), latency)
+    low, high = CONTENDED_GPUS
+    mean_gpus = (low + high) / 2
+    rate_per_s = load * CONTENDED_NODE["gpu"] * n_nodes / (
+        mean_gpus * float(np.mean(CONTENDED_HOURS)) * 3600.0)
+    models = list(MODELS)
+    jobs = []
+    t = 0.0
+    for k in range(n_jobs):
+        t += float(rng.exponential(1.0 / rate_per_s))
+        workers = int(rng.integers(low, high + 1))
+        model = models[int(rng.integers(len(models)))]
+        hours = float(rng.uniform(*CONTENDED_HOURS))
+        jobs.append(trace_job(f"c{k:04d}-{model.lower()}", model, workers,
+                              CONTENDED_NODE["link_gbps"], hours * 3600.0,
+                              arrival_s=round(t, 3), priority=int(rng.random() < 0.2)))
+    return Scenario("contended", f"{n_jobs} jobs of {low}-{high} GPUs on {n_nodes} nodes, "
+                    f"load {load:.0%}, seed {seed}", sim, tuple(jobs))
