@@ -222,7 +222,24 @@ cdef struct Eng:
     double* lf
     i64 nl           # links
     i64* lptr
-    i64* lpods
+    i64* lpods       # per link (CSR): its active pods first, by (cap, pod), then the others
+    i64* lact        # per link: how many of its pods are active (the prefix of lpods)
+    i64* ppos        # per pod: its index in lpods (-1: on no link)
+    # rows of pf / pi / lf (the loop's hot fields, without the row arithmetic)
+    double* pcap
+    double* pvol
+    double* pleft
+    double* prate
+    double* psent
+    i64* pjob
+    i64* plink
+    i64* pact
+    double* lcap
+    double* lbg
+    double* lt
+    double* lsent
+    double* lmark
+    double* leta
     double* ev_t
     i64* ev_s
     double* ht
@@ -396,6 +413,33 @@ cdef inline void _pop(Eng* e) noexcept nogil:
 
 
 # ---------------------------------------------------------------------------- links
+# A link's pods sit in ``lpods[lptr[lk] : lptr[lk + 1]]``; its ``lact[lk]`` active
+# ones first, ordered by (cap, pod), the order progressive filling takes them in,
+# so that a link's step touches its active transfers only and sorts nothing.
+cdef inline bint _before(Eng* e, i64 a, i64 b) noexcept nogil:
+    """Pod ``a`` comes before pod ``b`` in a link's active prefix."""
+    return e.pcap[a] < e.pcap[b] or (e.pcap[a] == e.pcap[b] and a < b)
+
+
+cdef inline void _activate(Eng* e, i64 lk, i64 p) noexcept nogil:
+    """Pod ``p`` (on link ``lk``, inactive) starts a transfer: into the prefix."""
+    cdef i64 q0 = e.lptr[lk]
+    cdef i64 a = q0 + e.lact[lk]
+    cdef i64 q = e.ppos[p], x
+    x = e.lpods[a]  # the first inactive pod takes p's place
+    e.lpods[q] = x
+    e.ppos[x] = q
+    while a > q0 and _before(e, p, e.lpods[a - 1]):
+        x = e.lpods[a - 1]
+        e.lpods[a] = x
+        e.ppos[x] = a
+        a -= 1
+    e.lpods[a] = p
+    e.ppos[p] = a
+    e.pact[p] = 1
+    e.lact[lk] += 1
+
+
 cdef inline double _waterfill(Eng* e, i64 lk) noexcept nogil:
     """Max-min fair rates of link ``lk``'s active transfers (each capped at its
     rate) by progressive filling; returns the earliest completion time.
@@ -404,86 +448,98 @@ cdef inline double _waterfill(Eng* e, i64 lk) noexcept nogil:
     (capacity minus background) contend: they share ``L_ETA`` times it.  One
     transfer alone, or transfers that fit, are not touched (``L_ETA = 1`` is plain
     max-min fair sharing, bit for bit)."""
-    cdef i64 k = 0, q, p, m, i
-    cdef double cap, left, share, t0, first, r, finish, asked = 0.0
-    for q in range(e.lptr[lk], e.lptr[lk + 1]):
-        p = e.lpods[q]
-        if e.pi[PX(e, P_ACTIVE, p)] != 0:
-            m = k  # insertion sort by cap (ties keep pod order)
-            cap = e.pf[PX(e, P_CAP, p)]
-            asked += cap
-            while m > 0 and e.pf[PX(e, P_CAP, e.scratch[m - 1])] > cap:
-                e.scratch[m] = e.scratch[m - 1]
-                m -= 1
-            e.scratch[m] = p
-            k += 1
+    cdef i64 q0 = e.lptr[lk]
+    cdef i64 k = e.lact[lk]
+    cdef i64 i, m, p
+    cdef double left, share, first, finish, least, asked = 0.0
     if k == 0:
         return INFINITY
-    left = e.lf[LX(e, L_CAP, lk)] - e.lf[LX(e, L_BG, lk)]
+    for m in range(q0, q0 + k):
+        asked += e.pcap[e.lpods[m]]
+    left = e.lcap[lk] - e.lbg[lk]
     if left < 0.0:
         left = 0.0
     if k >= 2 and asked > left:
-        left *= e.lf[LX(e, L_ETA, lk)]
+        left *= e.leta[lk]
+    first = INFINITY
     i = 0
     while i < k:
         share = left / (k - i)
-        p = e.scratch[i]
-        if e.pf[PX(e, P_CAP, p)] <= share:
-            e.pf[PX(e, P_RATE, p)] = e.pf[PX(e, P_CAP, p)]
-            left -= e.pf[PX(e, P_CAP, p)]
+        p = e.lpods[q0 + i]
+        if e.pcap[p] <= share:
+            e.prate[p] = e.pcap[p]
+            left -= e.pcap[p]
+            if e.prate[p] > 0.0:
+                finish = e.lt[lk] + e.pleft[p] / (e.prate[p] * 1e-3)
+                if finish < first:
+                    first = finish
             i += 1
         else:
-            for m in range(i, k):
-                e.pf[PX(e, P_RATE, e.scratch[m])] = share
+            # the rest share alike: the least left ends first (t0 + x / r is
+            # monotone in x, so this is the minimum over them, bit for bit)
+            least = INFINITY
+            for m in range(q0 + i, q0 + k):
+                p = e.lpods[m]
+                e.prate[p] = share
+                if e.pleft[p] < least:
+                    least = e.pleft[p]
+            if share > 0.0:
+                finish = e.lt[lk] + least / (share * 1e-3)
+                if finish < first:
+                    first = finish
             break
-    t0 = e.lf[LX(e, L_T, lk)]
-    first = INFINITY
-    for m in range(k):
-        p = e.scratch[m]
-        r = e.pf[PX(e, P_RATE, p)]
-        if r > 0.0:
-            finish = t0 + e.pf[PX(e, P_LEFT, p)] / (r * 1e-3)
-            if finish < first:
-                first = finish
     return first
 
 
 cdef inline void _progress(Eng* e, i64 lk, double t) noexcept nogil:
     """Advance link ``lk``'s transfers to ``t``; a transfer that is done leaves,
     and a job whose last transfer left enters its latency tail."""
-    cdef double t0 = e.lf[LX(e, L_T, lk)]
+    cdef double t0 = e.lt[lk]
     cdef double dt = t - t0 if t > t0 else 0.0
     cdef double r, left, moved
-    cdef i64 q, p, j
+    cdef i64 q0 = e.lptr[lk]
+    cdef i64 k = e.lact[lk]
+    cdef i64 m, p, j, kept = 0, gone = 0
     # With no time passed a transfer can still be due: one whose remaining time is
     # below the resolution of t (at 500 h, t in ms has ulps of 1e-7 ms) ends at t.
-    for q in range(e.lptr[lk], e.lptr[lk + 1]):
-        p = e.lpods[q]
-        if e.pi[PX(e, P_ACTIVE, p)] == 0:
-            continue
-        r = e.pf[PX(e, P_RATE, p)]
-        left = e.pf[PX(e, P_LEFT, p)]
+    for m in range(q0, q0 + k):
+        p = e.lpods[m]
+        r = e.prate[p]
+        left = e.pleft[p]
         if r > 0.0 and (t0 + left / (r * 1e-3) <= t or left - r * 1e-3 * dt <= DONE):
             moved = left
         else:
             moved = r * 1e-3 * dt
         if moved == 0.0 and left > 0.0:
+            e.lpods[q0 + kept] = p
+            kept += 1
             continue
-        e.pf[PX(e, P_LEFT, p)] = left - moved
-        e.pf[PX(e, P_SENT, p)] += moved
-        e.lf[LX(e, L_SENT, lk)] += moved
+        e.pleft[p] = left - moved
+        e.psent[p] += moved
+        e.lsent[lk] += moved
         if moved == left:
-            e.pf[PX(e, P_LEFT, p)] = 0.0
-            e.pi[PX(e, P_ACTIVE, p)] = 0
-            e.pf[PX(e, P_RATE, p)] = 0.0
-            j = e.pi[PX(e, P_JOB, p)]
+            e.pleft[p] = 0.0
+            e.pact[p] = 0
+            e.prate[p] = 0.0
+            e.scratch[gone] = p
+            gone += 1
+            j = e.pjob[p]
             e.ji[JX(e, I_PENDING, j)] -= 1
             if e.ji[JX(e, I_PENDING, j)] == 0:
                 e.ji[JX(e, I_PHASE, j)] = PHASE_TAIL
                 e.jf[JX(e, F_T, j)] = t + e.jf[JX(e, F_TAIL, j)]
                 _schedule(e, j, e.jf[JX(e, F_T, j)])
+        else:
+            e.lpods[q0 + kept] = p
+            kept += 1
+    if gone:  # the finished ones move behind the prefix, which keeps its order
+        for m in range(gone):
+            e.lpods[q0 + kept + m] = e.scratch[m]
+        for m in range(q0, q0 + k):
+            e.ppos[e.lpods[m]] = m
+        e.lact[lk] = kept
     if t > t0:
-        e.lf[LX(e, L_T, lk)] = t
+        e.lt[lk] = t
 
 
 cdef inline double _unflushed(Eng* e, i64 p, double t) noexcept nogil:
@@ -493,14 +549,14 @@ cdef inline double _unflushed(Eng* e, i64 p, double t) noexcept nogil:
     was last updated, and it sends at its constant rate, capped at what it has left.
     0 for any other pod.  The one owner of that rule for the readers of sent volumes
     (``pod_sent_at``, ``link_sent_at``)."""
-    cdef i64 lk = e.pi[PX(e, P_LINK, p)]
+    cdef i64 lk = e.plink[p]
     cdef double dt
-    if lk < 0 or e.pi[PX(e, P_ACTIVE, p)] == 0 or e.ev_t[e.ns + lk] < INFINITY:
+    if lk < 0 or e.pact[p] == 0 or e.ev_t[e.ns + lk] < INFINITY:
         return 0.0
-    dt = t - e.lf[LX(e, L_T, lk)]
+    dt = t - e.lt[lk]
     if dt <= 0.0:
         return 0.0
-    return min(e.pf[PX(e, P_RATE, p)] * 1e-3 * dt, e.pf[PX(e, P_LEFT, p)])
+    return min(e.prate[p] * 1e-3 * dt, e.pleft[p])
 
 
 cdef inline void _relink(Eng* e, i64 lk) noexcept nogil:
@@ -599,12 +655,12 @@ cdef inline void _comm(Eng* e, i64 j, double t) noexcept nogil:
     e.ji[JX(e, I_PENDING, j)] = 0
     e.jf[JX(e, F_CSTART, j)] = t
     for p in range(p0, p1):
-        lk = e.pi[PX(e, P_LINK, p)]
-        if lk < 0 or e.pf[PX(e, P_VOLUME, p)] <= 0.0:
+        lk = e.plink[p]
+        if lk < 0 or e.pvol[p] <= 0.0:
             continue
         _progress(e, lk, t)
-        e.pf[PX(e, P_LEFT, p)] = e.pf[PX(e, P_VOLUME, p)]
-        e.pi[PX(e, P_ACTIVE, p)] = 1
+        e.pleft[p] = e.pvol[p]
+        _activate(e, lk, p)
         e.ji[JX(e, I_PENDING, j)] += 1
     if e.ji[JX(e, I_PENDING, j)] == 0:
         # nothing to send: all its pods on one node (no tail), or a job spanning
@@ -623,24 +679,24 @@ cdef inline void _comm(Eng* e, i64 j, double t) noexcept nogil:
     mark = <double>e.cfg[C_MARK]
     private_end = -INFINITY
     for p in range(p0, p1):
-        lk = e.pi[PX(e, P_LINK, p)]
-        if lk < 0 or e.pi[PX(e, P_ACTIVE, p)] == 0:
+        lk = e.plink[p]
+        if lk < 0 or e.pact[p] == 0:
             continue
         if e.lptr[lk + 1] - e.lptr[lk] == 1:
-            free = e.lf[LX(e, L_CAP, lk)] - e.lf[LX(e, L_BG, lk)]
+            free = e.lcap[lk] - e.lbg[lk]
             if free < 0.0:
                 free = 0.0
-            r = e.pf[PX(e, P_CAP, p)]
+            r = e.pcap[p]
             if r > free:
                 r = free
             if r > 0.0:
-                e.pf[PX(e, P_RATE, p)] = r
-                finish = e.lf[LX(e, L_T, lk)] + e.pf[PX(e, P_LEFT, p)] / (r * 1e-3)
+                e.prate[p] = r
+                finish = e.lt[lk] + e.pleft[p] / (r * 1e-3)
                 if finish > private_end:
                     private_end = finish
                 continue
-        if e.lf[LX(e, L_MARK, lk)] != mark:
-            e.lf[LX(e, L_MARK, lk)] = mark
+        if e.lmark[lk] != mark:
+            e.lmark[lk] = mark
             _relink(e, lk)
     if private_end > -INFINITY:
         e.jf[JX(e, F_T, j)] = private_end
@@ -655,11 +711,11 @@ cdef inline void _private_done(Eng* e, i64 j, double t) noexcept nogil:
     cdef i64 p1 = p0 + e.ji[JX(e, I_NPOD, j)]
     cdef i64 p, lk
     for p in range(p0, p1):
-        lk = e.pi[PX(e, P_LINK, p)]
-        if lk < 0 or e.pi[PX(e, P_ACTIVE, p)] == 0 or e.ev_t[e.ns + lk] < INFINITY:
+        lk = e.plink[p]
+        if lk < 0 or e.pact[p] == 0 or e.ev_t[e.ns + lk] < INFINITY:
             continue
         _progress(e, lk, t)
-        if e.pi[PX(e, P_ACTIVE, p)] != 0:
+        if e.pact[p] != 0:
             _relink(e, lk)
 
 
@@ -797,7 +853,7 @@ cdef class FlowEngine:
     """
 
     cdef Eng e
-    cdef object jf, ji, pf, pi, lf, lptr, lpods, ev_t, ev_s, ht, hid, hst, hsize
+    cdef object jf, ji, pf, pi, lf, lptr, lpods, lact, ppos, ev_t, ev_s, ht, hid, hst, hsize
     cdef object win, wino, hist, histo, readj, mon, lim, cfg, samples, scratch, scratch_f
     cdef readonly i64 n_links
     cdef readonly double sigma
@@ -818,6 +874,7 @@ cdef class FlowEngine:
         self.lf[L_ETA] = contention_efficiency
         self.lptr = np.zeros(self.n_links + 1, dtype=np.int64)
         self.lpods = np.zeros(0, dtype=np.int64)
+        self.lact = np.zeros(self.n_links, dtype=np.int64)
         self.n_samples = int(samples_per_job)
         self.slots = 0
         self.free = []
@@ -835,6 +892,7 @@ cdef class FlowEngine:
         cdef double[:, ::1] lim = self.lim, samples = self.samples
         cdef i64[:, ::1] ji = self.ji, pi = self.pi, readj = self.readj, mon = self.mon
         cdef i64[::1] lptr = self.lptr, lpods = self.lpods, ev_s = self.ev_s
+        cdef i64[::1] lact = self.lact, ppos = self.ppos
         cdef i64[::1] hid = self.hid, hst = self.hst, hsize = self.hsize, cfg = self.cfg
         cdef i64[::1] scratch = self.scratch
         cdef double[::1] ev_t = self.ev_t, ht = self.ht, scratch_f = self.scratch_f
@@ -849,6 +907,22 @@ cdef class FlowEngine:
         e.nl = lf.shape[1]
         e.lptr = &lptr[0]
         e.lpods = &lpods[0] if lpods.shape[0] > 0 else NULL
+        e.lact = &lact[0] if lact.shape[0] > 0 else NULL
+        e.ppos = &ppos[0]
+        e.pcap = e.pf + P_CAP * e.npods
+        e.pvol = e.pf + P_VOLUME * e.npods
+        e.pleft = e.pf + P_LEFT * e.npods
+        e.prate = e.pf + P_RATE * e.npods
+        e.psent = e.pf + P_SENT * e.npods
+        e.pjob = e.pi + P_JOB * e.npods
+        e.plink = e.pi + P_LINK * e.npods
+        e.pact = e.pi + P_ACTIVE * e.npods
+        e.lcap = e.lf + L_CAP * e.nl if e.nl > 0 else NULL
+        e.lbg = e.lf + L_BG * e.nl if e.nl > 0 else NULL
+        e.lt = e.lf + L_T * e.nl if e.nl > 0 else NULL
+        e.lsent = e.lf + L_SENT * e.nl if e.nl > 0 else NULL
+        e.lmark = e.lf + L_MARK * e.nl if e.nl > 0 else NULL
+        e.leta = e.lf + L_ETA * e.nl if e.nl > 0 else NULL
         e.ev_t = &ev_t[0]
         e.ev_s = &ev_s[0]
         e.ht = &ht[0]
@@ -921,6 +995,7 @@ cdef class FlowEngine:
         self.hid = np.zeros(size, dtype=np.int64)
         self.hst = np.zeros(size, dtype=np.int64)
         self.scratch = np.zeros(max(8, n_pods), dtype=np.int64)
+        self.ppos = np.full(n_pods, -1, dtype=np.int64)
         self.scratch_f = np.zeros(max(w, h + 1))
         self._bind()
         _rebuild(&self.e)
@@ -953,7 +1028,13 @@ cdef class FlowEngine:
         on = np.flatnonzero(live & (links >= 0))
         counts = np.bincount(links[on], minlength=self.n_links)
         self.lptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-        self.lpods = on[np.argsort(links[on], kind="stable")].astype(np.int64)
+        # per link: the active pods first, by (cap, pod), then the others by pod
+        active = self.pi[P_ACTIVE, on] != 0
+        cap = np.where(active, self.pf[P_CAP, on], 0.0)
+        self.lpods = on[np.lexsort((on, cap, ~active, links[on]))].astype(np.int64)
+        self.lact = np.bincount(links[on][active], minlength=self.n_links).astype(np.int64)
+        self.ppos[:] = -1
+        self.ppos[self.lpods] = np.arange(self.lpods.size, dtype=np.int64)
         self._bind()
 
     # ------------------------------------------------------------ jobs
@@ -1043,15 +1124,19 @@ cdef class FlowEngine:
         """Job ``j`` is mid-communication at ``t``: its pods have ``left`` Gbit to
         go (0: done) and have sent ``sent``.  Its links must carry no other
         transfer (the job was alone on them)."""
+        cdef Eng* e = &self.e
+        cdef i64 p, lk
         pods = self.pods(j)
         self.pf[P_LEFT, pods] = left
         self.pf[P_SENT, pods] = sent
         active = (left > 0.0) & (self.pi[P_LINK, pods] >= 0)
-        self.pi[P_ACTIVE, pods] = active.astype(np.int64)
+        for p in range(pods.start, pods.stop):
+            if active[p - pods.start] and e.pact[p] == 0:
+                _activate(e, e.plink[p], p)
         self.ji[I_PENDING, j] = int(active.sum())
-        for link in sorted(set(self.pi[P_LINK, pods][active].tolist())):
-            self.lf[L_T, link] = t
-            _relink(&self.e, link)
+        for lk in sorted(set(self.pi[P_LINK, pods][active].tolist())):
+            e.lt[lk] = t
+            _relink(e, lk)
 
     # A job taken back mid-iteration (it ran in closed form until ``t``): its
     # iteration started at ``start_ms`` and communicates from ``comm_start_ms``.
@@ -1104,7 +1189,7 @@ cdef class FlowEngine:
         cdef i64 lk
         cdef Eng* e = &self.e
         for lk in range(e.nl):
-            if e.ev_t[e.ns + lk] < INFINITY and e.lf[LX(e, L_T, lk)] < t:
+            if e.ev_t[e.ns + lk] < INFINITY and e.lt[lk] < t:
                 _progress(e, lk, t)
                 _relink(e, lk)
 
