@@ -90,14 +90,16 @@ CONTENDED_GPUS = (2, 16)
 CONTENDED_HOURS = (1.0, 4.0)
 
 
-def contended_trace(n_jobs: int, n_nodes: int, seed: int = 0, load: float = 0.85):
+def contended_trace(n_jobs: int, n_nodes: int, seed: int = 0, load: float = 0.85,
+                    hours: tuple[float, float] = CONTENDED_HOURS):
     """A trace whose jobs share host links for hours (docs/benchmarks.md, "Contended
     traces"): ``n_jobs`` jobs of 2-16 GPUs (uniform), each a model drawn uniformly
     from the 13 (:func:`tdmcore.sim.scenarios.trace_job`; every job spans GPUs, so
-    every one has a pattern at the link's rate), 1-4 h of training at its ideal
-    speed, Poisson arrivals at an expected GPU load ``load`` of ``n_nodes``
+    every one has a pattern at the link's rate), ``hours`` (1-4 h) of training at its
+    ideal speed, Poisson arrivals at an expected GPU load ``load`` of ``n_nodes``
     8-GPU nodes on one switch (0.05 ms between nodes), 20 % high priority.  Seeded
     by ``(seed, n_jobs, n_nodes)``; returns a :class:`~tdmcore.sim.scenarios.Scenario`.
+    (The tests take shorter jobs of the same shape.)
     """
     from tdmcore.model import Cluster, Node
     from tdmcore.sim.cluster import SimCluster
@@ -112,7 +114,7 @@ def contended_trace(n_jobs: int, n_nodes: int, seed: int = 0, load: float = 0.85
     low, high = CONTENDED_GPUS
     mean_gpus = (low + high) / 2
     rate_per_s = load * CONTENDED_NODE["gpu"] * n_nodes / (
-        mean_gpus * float(np.mean(CONTENDED_HOURS)) * 3600.0)
+        mean_gpus * float(np.mean(hours)) * 3600.0)
     models = list(MODELS)
     jobs = []
     t = 0.0
@@ -120,9 +122,9 @@ def contended_trace(n_jobs: int, n_nodes: int, seed: int = 0, load: float = 0.85
         t += float(rng.exponential(1.0 / rate_per_s))
         workers = int(rng.integers(low, high + 1))
         model = models[int(rng.integers(len(models)))]
-        hours = float(rng.uniform(*CONTENDED_HOURS))
+        duration_h = float(rng.uniform(*hours))
         jobs.append(trace_job(f"c{k:04d}-{model.lower()}", model, workers,
-                              CONTENDED_NODE["link_gbps"], hours * 3600.0,
+                              CONTENDED_NODE["link_gbps"], duration_h * 3600.0,
                               arrival_s=round(t, 3), priority=int(rng.random() < 0.2)))
     return Scenario("contended", f"{n_jobs} jobs of {low}-{high} GPUs on {n_nodes} nodes, "
                     f"load {load:.0%}, seed {seed}", sim, tuple(jobs))

@@ -377,8 +377,10 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
         while none of its iterations can make the controller act (exact: nothing
         shares its transfers, and every report it would make is quiet; the test
         suite checks it against ``skip_ahead=False``, which runs every iteration
-        through the engine).  Link utilisation samples of such a stretch are
-        spread evenly over it; totals are exact.
+        through the engine, and every transfer through its event loop: with it, an
+        iteration whose transfers meet no other is one event, bit for bit the
+        loop's).  Link utilisation samples of such a stretch are spread evenly over
+        it; totals are exact.
     queue : {"backoff", "fifo"}
         How waiting gangs are retried.  ``"backoff"`` (default), kube-scheduler
         with the coscheduling plugin: gangs are tried in arrival order; one that

@@ -13,9 +13,16 @@ contention efficiency ``L_ETA``, docs/simulator.md).  Rates change only at event
 The engine is a discrete-event loop over a binary heap: every job has at most one
 pending event (its compute or latency tail ends, or its next iteration starts) and
 every link one (its earliest transfer completion at the current rates).  An event
-touches only its own job or link, so a step costs ``O(log n)`` plus the pods on one
-link, whatever the cluster's size.  Links are brought up to date lazily (each keeps
-the time its transfers were last advanced).
+touches only its own job or link, so a step costs ``O(log n)`` plus the active
+transfers on one link, whatever the cluster's size.  Links are brought up to date
+lazily (each keeps the time its transfers were last advanced).
+
+Transfers that start when no other transfer is on any of their job's links run
+*clear* (``clear=True``): the iteration is one event, its end, computed as the loop
+would compute transfers alone, and they go back to the loop, in the state the loop
+would have them in, the moment another transfer starts on one of those links or the
+links are flushed.  So an iteration costs link events only while its transfers
+overlap others: the results are the loop's, bit for bit (tests/sim/test_network.py).
 
 The stop-and-wait controller's continuous regulation (docs/scheduler.md) runs in
 the loop: every finished iteration is reported at once to the regulation rule of
@@ -63,6 +70,7 @@ cpdef enum:
     PHASE_READY = 4     # an iteration just ended; its report or the next start is due
     PHASE_TAIL = 5      # transfers done, the latency tail ends at F_T
     PHASE_FREE = 6      # an unused slot
+    PHASE_CLEAR = 7     # its transfers have their links to themselves; the iteration ends at F_T
 
 cpdef enum:
     # why FlowEngine.run returned (with the job slot concerned)
@@ -138,7 +146,16 @@ cdef enum:
     P_JOB = 0
     P_LINK = 1
     P_ACTIVE = 2
-    N_PI = 3
+    P_CLEAR = 3    # a clear transfer in flight (CLEAR_SHARED, CLEAR_PRIVATE), or CLEAR_NONE
+    N_PI = 4
+
+cdef enum:
+    # a clear transfer runs at its link's rate for it alone, as the event loop would run
+    # it on a link (SHARED: other pods sit on it, idle) or as a private transfer (its
+    # link carried no other pod when it started: _comm's private path)
+    CLEAR_NONE = 0
+    CLEAR_SHARED = 1
+    CLEAR_PRIVATE = 2
 
 cdef enum:
     # link fields
@@ -148,7 +165,8 @@ cdef enum:
     L_SENT = 3
     L_MARK = 4   # scratch: the _comm call (C_MARK) that last relinked it
     L_ETA = 5    # contention efficiency: the share of the link a saturating crowd gets
-    N_LF = 6
+    L_CLEAR_END = 6  # when the clear transfer on the link (lclear) ends
+    N_LF = 7
 
 cdef enum:
     # configuration (``cfg``): the regulation's rules first (regulation.pxd's order)
@@ -158,7 +176,11 @@ cdef enum:
     C_LIMIT = 3
     C_SEED = 4
     C_MARK = 5     # a counter: each _comm call marks the links it relinks
-    N_CFG = 6
+    C_CLEAR = 6    # 1: a job whose transfers meet no other on their links runs them clear
+    C_EVENTS = 7   # counters (FlowEngine.counts): events taken from the heap,
+    C_CLEARED = 8  # iterations that ended clear,
+    C_BACK = 9     # clear iterations whose transfers went back to the loop
+    N_CFG = 10
 
 # the rules are read straight from ``cfg``
 assert C_WINDOW == WINDOW and C_OT == O_T and C_HORIZON == HORIZON and C_LIMIT == LIMIT
@@ -225,6 +247,7 @@ cdef struct Eng:
     i64* lpods       # per link (CSR): its active pods first, by (cap, pod), then the others
     i64* lact        # per link: how many of its pods are active (the prefix of lpods)
     i64* ppos        # per pod: its index in lpods (-1: on no link)
+    i64* lclear      # per link: the pod whose clear transfer was last on it (-1: none)
     # rows of pf / pi / lf (the loop's hot fields, without the row arithmetic)
     double* pcap
     double* pvol
@@ -234,12 +257,14 @@ cdef struct Eng:
     i64* pjob
     i64* plink
     i64* pact
+    i64* pclear
     double* lcap
     double* lbg
     double* lt
     double* lsent
     double* lmark
     double* leta
+    double* lcend
     double* ev_t
     i64* ev_s
     double* ht
@@ -566,6 +591,157 @@ cdef inline void _relink(Eng* e, i64 lk) noexcept nogil:
 
 
 
+# ---------------------------------------------------------------------------- clear transfers
+# A job whose transfers start when no other transfer is on any of its links runs
+# them *clear*: each at its link's rate for it alone, ending when the event loop
+# would end it, with one event for the whole iteration (its end) instead of a
+# link event per transfer and a tail event.  Nothing else is written on the links
+# meanwhile but the window each holds (``lclear``, ``L_CLEAR_END``).  The moment
+# another transfer starts on one of those links before its window ends, or the
+# links are flushed, the job's transfers go back to the loop (:func:`_into_loop`)
+# in exactly the state the loop would have them in, and the loop takes over: exact,
+# not an approximation.  ``C_CLEAR = 0`` runs every transfer in the loop.
+cdef inline void _credit(Eng* e, i64 p) noexcept nogil:
+    """Pod ``p``'s clear transfer has ended: count what it sent (as _progress counts
+    a finished transfer) and close its link's window."""
+    cdef i64 lk = e.plink[p]
+    e.psent[p] += e.pleft[p]
+    e.lsent[lk] += e.pleft[p]
+    e.pleft[p] = 0.0
+    e.prate[p] = 0.0
+    e.pclear[p] = CLEAR_NONE
+    if e.lclear[lk] == p:
+        e.lclear[lk] = -1
+
+
+cdef void _into_loop(Eng* e, i64 j, double t) noexcept nogil:
+    """Job ``j``'s clear transfers become the event loop's at ``t``, in the state the
+    loop would have them in: one that ended before ``t`` counted (its link advanced
+    to its end); one in flight active from its start (nothing advanced it since), on
+    its link's event, or, private, on the job's event at the latest private end; the
+    job COMM, or TAIL (its tail event as it was) when none is left in flight."""
+    cdef i64 p0 = e.ji[JX(e, I_POD0, j)]
+    cdef i64 p1 = p0 + e.ji[JX(e, I_NPOD, j)]
+    cdef i64 p, lk, kind, pending = 0
+    cdef double end, private_end = -INFINITY
+    e.cfg[C_BACK] += 1
+    for p in range(p0, p1):
+        kind = e.pclear[p]
+        if kind == CLEAR_NONE:
+            continue
+        lk = e.plink[p]
+        end = e.lcend[lk]
+        if end <= t:
+            e.lt[lk] = end
+            _credit(e, p)
+            continue
+        e.pclear[p] = CLEAR_NONE
+        e.lclear[lk] = -1
+        _activate(e, lk, p)
+        pending += 1
+        if kind == CLEAR_PRIVATE:
+            if end > private_end:
+                private_end = end
+        else:
+            _relink(e, lk)
+    e.ji[JX(e, I_PENDING, j)] = pending
+    if pending == 0:
+        e.ji[JX(e, I_PHASE, j)] = PHASE_TAIL  # its event: the tail's end, as it was
+        return
+    e.ji[JX(e, I_PHASE, j)] = PHASE_COMM
+    if private_end > -INFINITY:
+        e.jf[JX(e, F_T, j)] = private_end
+        _schedule(e, j, private_end)
+    else:
+        e.jf[JX(e, F_T, j)] = e.jf[JX(e, F_CSTART, j)]
+        _schedule(e, j, INFINITY)
+
+
+cdef inline void _close_window(Eng* e, i64 lk, double t) noexcept nogil:
+    """A transfer is about to start on link ``lk`` at ``t``: a clear transfer still on
+    it goes back to the loop with the rest of its job's; one that has ended is
+    counted first (the loop counted it when it ended, before anything later)."""
+    cdef i64 q = e.lclear[lk]
+    if q < 0:
+        return
+    if e.lcend[lk] > t:
+        _into_loop(e, e.pjob[q], t)
+    else:
+        _credit(e, q)
+
+
+cdef inline double _alone_rate(Eng* e, i64 lk, i64 p) noexcept nogil:
+    """Pod ``p``'s rate alone on link ``lk``: its cap, at most what the link has left
+    (_waterfill's answer for one transfer, and _comm's private path's)."""
+    cdef double free = e.lcap[lk] - e.lbg[lk]
+    cdef double r = e.pcap[p]
+    if free < 0.0:
+        free = 0.0
+    if r > free:
+        r = free
+    return r
+
+
+cdef bint _try_clear(Eng* e, i64 j, double t) noexcept nogil:
+    """Job ``j``'s compute ended at ``t``: if none of its links carries a transfer
+    (in the loop, or clear and not ended) and each gives it a rate, its transfers
+    start clear and its iteration ends at the latest of their ends plus its tail
+    (what the loop computes for them alone); returns whether they did."""
+    cdef i64 p0 = e.ji[JX(e, I_POD0, j)]
+    cdef i64 p1 = p0 + e.ji[JX(e, I_NPOD, j)]
+    cdef i64 p, lk, q, n = 0
+    cdef double mark, r, finish, end = -INFINITY
+    e.cfg[C_MARK] += 1
+    mark = <double>e.cfg[C_MARK]
+    for p in range(p0, p1):
+        lk = e.plink[p]
+        if lk < 0 or e.pvol[p] <= 0.0:
+            continue
+        if e.lact[lk] > 0 or e.lmark[lk] == mark or _alone_rate(e, lk, p) <= 0.0:
+            return False
+        q = e.lclear[lk]
+        if q >= 0 and e.lcend[lk] > t:
+            return False
+        e.lmark[lk] = mark
+        n += 1
+    if n == 0:
+        return False
+    for p in range(p0, p1):
+        lk = e.plink[p]
+        if lk < 0 or e.pvol[p] <= 0.0:
+            continue
+        if e.lclear[lk] >= 0:
+            _credit(e, e.lclear[lk])
+        if t > e.lt[lk]:  # as _comm's _progress of the link
+            e.lt[lk] = t
+        r = _alone_rate(e, lk, p)
+        e.prate[p] = r
+        e.pleft[p] = e.pvol[p]
+        finish = e.lt[lk] + e.pleft[p] / (r * 1e-3)
+        if finish > end:
+            end = finish
+        e.pclear[p] = CLEAR_PRIVATE if e.lptr[lk + 1] - e.lptr[lk] == 1 else CLEAR_SHARED
+        e.lclear[lk] = p
+        e.lcend[lk] = finish
+    e.ji[JX(e, I_PHASE, j)] = PHASE_CLEAR
+    e.ji[JX(e, I_PENDING, j)] = 0
+    e.jf[JX(e, F_T, j)] = end + e.jf[JX(e, F_TAIL, j)]
+    _schedule(e, j, e.jf[JX(e, F_T, j)])
+    return True
+
+
+cdef inline void _clear_end(Eng* e, i64 j) noexcept nogil:
+    """Job ``j``'s clear iteration ends: count what its transfers sent."""
+    cdef i64 p0 = e.ji[JX(e, I_POD0, j)]
+    cdef i64 p
+    e.cfg[C_CLEARED] += 1
+    for p in range(p0, p0 + e.ji[JX(e, I_NPOD, j)]):
+        if e.pclear[p] != CLEAR_NONE:
+            _credit(e, p)
+
+
+
+
 # ---------------------------------------------------------------------------- monitor
 cdef inline Watch _watch(Eng* e, i64 j) noexcept nogil:
     """Job slot ``j``'s rows as the regulation rule's watch."""
@@ -654,10 +830,13 @@ cdef inline void _comm(Eng* e, i64 j, double t) noexcept nogil:
     e.ji[JX(e, I_PHASE, j)] = PHASE_COMM
     e.ji[JX(e, I_PENDING, j)] = 0
     e.jf[JX(e, F_CSTART, j)] = t
+    if e.cfg[C_CLEAR] != 0 and _try_clear(e, j, t):
+        return
     for p in range(p0, p1):
         lk = e.plink[p]
         if lk < 0 or e.pvol[p] <= 0.0:
             continue
+        _close_window(e, lk, t)
         _progress(e, lk, t)
         e.pleft[p] = e.pvol[p]
         _activate(e, lk, p)
@@ -806,6 +985,7 @@ cdef double _advance(Eng* e, double t, double until, i64* out, i64 budget) noexc
             return until
         _pop(e)
         e.ev_t[ent] = INFINITY
+        e.cfg[C_EVENTS] += 1
         t = te
         if ent >= e.ns:  # a link: transfers complete
             lk = ent - e.ns
@@ -825,8 +1005,10 @@ cdef double _advance(Eng* e, double t, double until, i64* out, i64 budget) noexc
             _comm(e, j, t)
         elif ph == PHASE_COMM:
             _private_done(e, j, t)
-        elif ph == PHASE_TAIL or ph == PHASE_READY:
-            if ph == PHASE_TAIL:
+        elif ph == PHASE_TAIL or ph == PHASE_READY or ph == PHASE_CLEAR:
+            if ph == PHASE_CLEAR:
+                _clear_end(e, j)
+            if ph != PHASE_READY:
                 _iteration_end(e, j, t)
             stop = _ready(e, j, t)
             if stop >= 0:
@@ -849,11 +1031,14 @@ cdef class FlowEngine:
     caller can :meth:`take_samples`.  ``window``, ``o_t``, ``horizon`` and ``limit``
     are the regulation's rules (:class:`tdmcore.metronome.controller.
     ControllerConfig`); ``contention_efficiency`` is every link's ``eta``
-    (:func:`tdmcore.sim.engine.network.check_efficiency`).
+    (:func:`tdmcore.sim.engine.network.check_efficiency`).  ``clear``: run the
+    transfers that meet no other on their links clear (the module's docstring;
+    the same results either way, False steps every transfer through the loop).
     """
 
     cdef Eng e
-    cdef object jf, ji, pf, pi, lf, lptr, lpods, lact, ppos, ev_t, ev_s, ht, hid, hst, hsize
+    cdef object jf, ji, pf, pi, lf, lptr, lpods, lact, ppos, lclear, ev_t, ev_s, ht, hid, hst
+    cdef object hsize
     cdef object win, wino, hist, histo, readj, mon, lim, cfg, samples, scratch, scratch_f
     cdef readonly i64 n_links
     cdef readonly double sigma
@@ -862,12 +1047,13 @@ cdef class FlowEngine:
 
     def __init__(self, capacity_gbps, background_gbps, *, seed=0, sigma=0.0, window=10,
                  o_t=5, horizon=50, limit=3, samples_per_job=512, jobs_hint=8,
-                 contention_efficiency=1.0):
+                 contention_efficiency=1.0, clear=True):
         cap = np.asarray(capacity_gbps, dtype=np.float64)
         self.n_links = cap.shape[0]
         self.sigma = float(sigma)
         self.window, self.horizon = int(window), int(horizon)
-        self.cfg = np.array([window, o_t, horizon, limit, int(seed), 0], dtype=np.int64)
+        self.cfg = np.array([window, o_t, horizon, limit, int(seed), 0, int(bool(clear)), 0, 0,
+                             0], dtype=np.int64)
         self.lf = np.zeros((N_LF, self.n_links))
         self.lf[L_CAP] = cap
         self.lf[L_BG] = np.asarray(background_gbps, dtype=np.float64)
@@ -875,6 +1061,7 @@ cdef class FlowEngine:
         self.lptr = np.zeros(self.n_links + 1, dtype=np.int64)
         self.lpods = np.zeros(0, dtype=np.int64)
         self.lact = np.zeros(self.n_links, dtype=np.int64)
+        self.lclear = np.full(self.n_links, -1, dtype=np.int64)
         self.n_samples = int(samples_per_job)
         self.slots = 0
         self.free = []
@@ -892,7 +1079,7 @@ cdef class FlowEngine:
         cdef double[:, ::1] lim = self.lim, samples = self.samples
         cdef i64[:, ::1] ji = self.ji, pi = self.pi, readj = self.readj, mon = self.mon
         cdef i64[::1] lptr = self.lptr, lpods = self.lpods, ev_s = self.ev_s
-        cdef i64[::1] lact = self.lact, ppos = self.ppos
+        cdef i64[::1] lact = self.lact, ppos = self.ppos, lclear = self.lclear
         cdef i64[::1] hid = self.hid, hst = self.hst, hsize = self.hsize, cfg = self.cfg
         cdef i64[::1] scratch = self.scratch
         cdef double[::1] ev_t = self.ev_t, ht = self.ht, scratch_f = self.scratch_f
@@ -909,6 +1096,7 @@ cdef class FlowEngine:
         e.lpods = &lpods[0] if lpods.shape[0] > 0 else NULL
         e.lact = &lact[0] if lact.shape[0] > 0 else NULL
         e.ppos = &ppos[0]
+        e.lclear = &lclear[0] if lclear.shape[0] > 0 else NULL
         e.pcap = e.pf + P_CAP * e.npods
         e.pvol = e.pf + P_VOLUME * e.npods
         e.pleft = e.pf + P_LEFT * e.npods
@@ -917,12 +1105,14 @@ cdef class FlowEngine:
         e.pjob = e.pi + P_JOB * e.npods
         e.plink = e.pi + P_LINK * e.npods
         e.pact = e.pi + P_ACTIVE * e.npods
+        e.pclear = e.pi + P_CLEAR * e.npods
         e.lcap = e.lf + L_CAP * e.nl if e.nl > 0 else NULL
         e.lbg = e.lf + L_BG * e.nl if e.nl > 0 else NULL
         e.lt = e.lf + L_T * e.nl if e.nl > 0 else NULL
         e.lsent = e.lf + L_SENT * e.nl if e.nl > 0 else NULL
         e.lmark = e.lf + L_MARK * e.nl if e.nl > 0 else NULL
         e.leta = e.lf + L_ETA * e.nl if e.nl > 0 else NULL
+        e.lcend = e.lf + L_CLEAR_END * e.nl if e.nl > 0 else NULL
         e.ev_t = &ev_t[0]
         e.ev_s = &ev_s[0]
         e.ht = &ht[0]
@@ -1014,6 +1204,11 @@ cdef class FlowEngine:
         self.pi[:, :n] = self.pi[:, idx]
         self.pi[P_LINK, n:] = -1
         self.pi[P_ACTIVE, n:] = 0
+        self.pi[P_CLEAR, n:] = CLEAR_NONE
+        moved = np.full(self.pf.shape[1], -1, dtype=np.int64)
+        moved[idx] = np.arange(n, dtype=np.int64)
+        held = self.lclear >= 0
+        self.lclear[held] = moved[self.lclear[held]]
         self.pod_used = n
 
     def _reindex(self):
@@ -1094,6 +1289,7 @@ cdef class FlowEngine:
         self.pi[P_JOB, p0:p0 + n] = j
         self.pi[P_LINK, p0:p0 + n] = np.asarray(links, dtype=np.int64)
         self.pi[P_ACTIVE, p0:p0 + n] = 0
+        self.pi[P_CLEAR, p0:p0 + n] = CLEAR_NONE
         self._reindex()
         self.schedule(j, start_ms)
         return j
@@ -1105,6 +1301,8 @@ cdef class FlowEngine:
         p0 = int(self.ji[I_POD0, j])
         self.pi[P_LINK, p0:p0 + n] = -1
         self.pi[P_ACTIVE, p0:p0 + n] = 0
+        self.pi[P_CLEAR, p0:p0 + n] = CLEAR_NONE
+        self.lclear[(self.lclear >= p0) & (self.lclear < p0 + n)] = -1
         self.ji[I_PHASE, j] = PHASE_FREE
         self.ji[I_NPOD, j] = 0
         self.pod_live -= n
@@ -1127,6 +1325,8 @@ cdef class FlowEngine:
         cdef Eng* e = &self.e
         cdef i64 p, lk
         pods = self.pods(j)
+        for lk in sorted(set(self.pi[P_LINK, pods].tolist()) - {-1}):
+            _close_window(e, lk, t)
         self.pf[P_LEFT, pods] = left
         self.pf[P_SENT, pods] = sent
         active = (left > 0.0) & (self.pi[P_LINK, pods] >= 0)
@@ -1186,8 +1386,11 @@ cdef class FlowEngine:
     def flush(self, double t):
         """Bring every link's transfers up to ``t`` (no event lies before ``t``), so
         that the sent volumes are exact at ``t``."""
-        cdef i64 lk
+        cdef i64 lk, j
         cdef Eng* e = &self.e
+        for j in range(self.slots):  # clear transfers go back to the loop, to be advanced
+            if e.ji[JX(e, I_PHASE, j)] == PHASE_CLEAR:
+                _into_loop(e, j, t)
         for lk in range(e.nl):
             if e.ev_t[e.ns + lk] < INFINITY and e.lt[lk] < t:
                 _progress(e, lk, t)
@@ -1352,6 +1555,13 @@ cdef class FlowEngine:
     def rules(self):
         """The regulation's rules, ``N_RULES`` values in regulation.pxd's order."""
         return self.cfg[:4].copy()
+
+    def counts(self):
+        """``(events, clear, back)``: events the loop has taken from its heap,
+        iterations that ended clear (their transfers alone on their links: one event
+        each), and clear iterations whose transfers went back to the loop (another
+        transfer started on one of their links, or a flush), since the engine began."""
+        return (int(self.cfg[C_EVENTS]), int(self.cfg[C_CLEARED]), int(self.cfg[C_BACK]))
 
     def report_outcome(self, i64 j):
         """What job ``j``'s latest report leads to: a regulation outcome, or

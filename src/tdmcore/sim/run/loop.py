@@ -67,7 +67,7 @@ class Run:
                             window=rules.window, o_t=rules.o_t,
                             horizon=rules.readjust_horizon, limit=rules.readjust_limit,
                             samples_per_job=SAMPLE_BUFFER, jobs_hint=16,
-                            contention_efficiency=contention_efficiency)
+                            contention_efficiency=contention_efficiency, clear=skip_ahead)
         self.book = Book(jobs, results, engine, k, seed, sigma)
         self.mirror = None if self.controller is None else ControllerMirror(
             self.book, self.controller, self.state)
