@@ -94,6 +94,7 @@ class Run:
             self.state.remove(pod)
             if ctrl is not None:
                 ctrl.on_removed(node, name)
+        self.placement.changed()
         if name in book.networked:
             touched = book.leave_links(name)
             if self.skip_ahead:

@@ -17,7 +17,7 @@ import numpy as np
 from ...framework import Scheduler, Status
 from ...metronome.controller import Controller
 from ...metronome.link import LinkPlan
-from ...model import ClusterState
+from ...model import ClusterState, Pod
 from ..engine.network import EngineJob
 from .book import Book
 from .mirror import ControllerMirror
@@ -44,6 +44,11 @@ class Placement:
         self.link_plans: dict[str, LinkPlan] = {}
         #: ``ideal``: the next private link
         self.private_next = len(self.cluster)
+        #: each job's pods (immutable: built once, not at every retry of its gang)
+        self.pods: dict[str, list[Pod]] = {}
+        #: pod-sized holes in the cluster by pod shape, while the cluster's free
+        #: resources stay as they are (:meth:`changed` forgets them)
+        self.holes: dict[tuple[float, float, float, bool], float] = {}
 
     # ------------------------------------------------------------ may it fit?
     def fits_empty(self, job: SimJob) -> bool:
@@ -54,22 +59,37 @@ class Placement:
         key = f"{job.workers}|{job.gpu}|{job.cpu}|{job.mem_gib}|{rate}|{job.spread}"
         if key not in self.fits:
             trial = ClusterState(self.cluster)
-            decision = self.scheduler.schedule_gang(trial, job.pods())
+            decision = self.scheduler.schedule_gang(trial, self.pods_of(job))
             self.fits[key] = decision.status is Status.SUCCESS
         return self.fits[key]
+
+    def pods_of(self, job: SimJob) -> list[Pod]:
+        """The job's pods (:meth:`SimJob.pods`), made once."""
+        pods = self.pods.get(job.name)
+        if pods is None:
+            pods = self.pods[job.name] = job.pods()
+        return pods
+
+    def changed(self) -> None:
+        """The cluster's free resources changed (a gang placed, a job gone)."""
+        self.holes.clear()
 
     def room_for(self, job: SimJob) -> bool:
         """A necessary condition for placing the job's gang under any policy (all of
         them filter on resources): enough pod-sized holes, node by node."""
-        state = self.state
-        holes = np.full(len(self.cluster), np.inf)
-        for free, need in ((state.free_gpu, job.gpu), (state.free_cpu, job.cpu),
-                           (state.free_mem, job.mem_gib)):
-            if need > 0:
-                holes = np.minimum(holes, np.floor((free + 1e-9) / need))
-        if job.spread:  # one worker per node at most
-            holes = np.minimum(holes, 1.0)
-        return bool(holes.sum() >= job.workers)
+        shape = (job.gpu, job.cpu, job.mem_gib, job.spread)
+        total = self.holes.get(shape)
+        if total is None:
+            state = self.state
+            holes = np.full(len(self.cluster), np.inf)
+            for free, need in ((state.free_gpu, job.gpu), (state.free_cpu, job.cpu),
+                               (state.free_mem, job.mem_gib)):
+                if need > 0:
+                    holes = np.minimum(holes, np.floor((free + 1e-9) / need))
+            if job.spread:  # one worker per node at most
+                holes = np.minimum(holes, 1.0)
+            total = self.holes[shape] = float(holes.sum())
+        return bool(total >= job.workers)
 
     def retry(self, queue: list[SimJob], t: float) -> list[SimJob]:
         """Retry the waiting jobs in arrival order after the cluster changed.
@@ -101,7 +121,7 @@ class Placement:
             mirror.sync_anchors()  # the controller knows every iteration up to now
         before = dict(ctrl.offsets_ms) if ctrl is not None else {}
         tic = time.perf_counter()
-        decision = self.scheduler.schedule_gang(self.state, job.pods())
+        decision = self.scheduler.schedule_gang(self.state, self.pods_of(job))
         shifts: dict[str, float] = {}
         aside = 0.0
         if decision.status is Status.SUCCESS and ctrl is not None:
@@ -112,7 +132,8 @@ class Placement:
         self.decision_s.append(time.perf_counter() - tic - aside)
         if decision.status is not Status.SUCCESS:
             return False
-        nodes = [self.state.placed[p.name].node for p in job.pods()]
+        self.changed()
+        nodes = [self.state.placed[p.name].node for p in self.pods_of(job)]
         self.start(job, nodes, t)
         if ctrl is not None and mirror is not None:
             if shifts:
@@ -133,7 +154,7 @@ class Placement:
         if self.ideal or job.pattern is None:
             return 0.0  # private links / no traffic: nobody shares with this job
         tic = time.perf_counter()
-        nodes = list(dict.fromkeys(self.state.placed[p.name].node for p in job.pods()))
+        nodes = list(dict.fromkeys(self.state.placed[p.name].node for p in self.pods_of(job)))
         if len(nodes) > 1:
             for link in nodes:
                 for other in list(self.book.link_jobs.get(link, ())):
