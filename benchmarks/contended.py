@@ -22,25 +22,36 @@ from benchmarks.asv_bench.instances import contended_trace
 FAMILY = ((200, 4), (400, 8), (1000, 16))
 
 
+def timed(sc, policy: str, seed: int, noise: float):
+    """Run ``policy`` on scenario ``sc``: (wall s, CPU s of this process, the run)."""
+    from tdmcore.sim.cluster import run_cluster
+
+    tic, cpu = time.perf_counter(), time.process_time()
+    run = run_cluster(sc.sim, sc.jobs, policy, seed=seed, noise_sigma=noise)
+    return time.perf_counter() - tic, time.process_time() - cpu, run
+
+
+def warm(sc, policies: list[str], seed: int, noise: float) -> None:
+    """Compile what each policy needs: run it on the trace's first two jobs."""
+    from tdmcore.sim.cluster import run_cluster
+
+    for name in policies:
+        run_cluster(sc.sim, sc.jobs[:2], name, seed=seed, noise_sigma=noise)
+
+
 def table(n_jobs: int, n_nodes: int, seed: int, load: float, noise: float,
           policies: list[str]) -> dict[str, float]:
     """Print one member's table; returns each policy's wall time (s)."""
-    from tdmcore.sim.cluster import run_cluster
-
     sc = contended_trace(n_jobs, n_nodes, seed, load)
     total = sum(j.iterations for j in sc.jobs)
     print(f"{sc.title}: {total:,} iterations, noise {noise:g}", flush=True)
-    for name in policies:
-        run_cluster(sc.sim, sc.jobs[:2], name, seed=seed, noise_sigma=noise)
+    warm(sc, policies, seed, noise)
     print(f"{'policy':>22} {'wall s':>8} {'/ ideal':>8} {'CPU s':>8} {'/ ideal':>8} "
           f"{'mean JCT h':>11} {'TCT h':>8}", flush=True)
     walls: dict[str, float] = {}
     cpus: dict[str, float] = {}
     for name in ["ideal", *[p for p in policies if p != "ideal"]]:
-        tic, cpu = time.perf_counter(), time.process_time()
-        run = run_cluster(sc.sim, sc.jobs, name, seed=seed, noise_sigma=noise)
-        walls[name] = time.perf_counter() - tic
-        cpus[name] = time.process_time() - cpu
+        walls[name], cpus[name], run = timed(sc, name, seed, noise)
         print(f"{name:>22} {walls[name]:>8.2f} {walls[name] / walls['ideal']:>7.2f}x "
               f"{cpus[name]:>8.2f} {cpus[name] / cpus['ideal']:>7.2f}x "
               f"{run.mean_jct_s() / 3600:>11.3f} {run.tct_ms / 3.6e6:>8.2f}", flush=True)

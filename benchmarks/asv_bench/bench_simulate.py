@@ -107,3 +107,39 @@ class PhillyScale:
         return sum(j.end_ms is not None for j in run.jobs.values()) / jobs
 
     track_finished.unit = "fraction"  # type: ignore[attr-defined]
+
+
+class ContendedTrace:
+    """The contended-simulation target (docs/benchmarks.md, "Contended traces"): a
+    member of the contended family (jobs/nodes, seed 0, load 0.85, noise 0.01) under
+    each policy.  ``time_run`` is its wall time; ``track_cpu_ratio_to_ideal`` is its
+    CPU time over ``ideal``'s, the two run one after the other in one process (the
+    target: at most 3).  The script ``python -m benchmarks.contended`` prints the
+    same for every policy of a member at once.
+    """
+
+    params = (["200/4", "400/8", "1000/16"], list(CLUSTER_POLICIES))
+    param_names = ["member", "policy"]
+    timeout = 3600
+    number = 1
+    repeat = 1
+
+    def setup(self, member: str, policy: str) -> None:
+        from benchmarks.asv_bench.instances import contended_trace
+        from benchmarks.contended import warm
+
+        n_jobs, n_nodes = (int(x) for x in member.split("/"))
+        self.scenario = contended_trace(n_jobs, n_nodes, 0)
+        warm(self.scenario, sorted({policy, "ideal"}), 0, 0.01)
+
+    def time_run(self, member: str, policy: str) -> None:
+        run_cluster(self.scenario.sim, self.scenario.jobs, policy, seed=0, noise_sigma=0.01)
+
+    def track_cpu_ratio_to_ideal(self, member: str, policy: str) -> float:
+        from benchmarks.contended import timed
+
+        _, ideal, _ = timed(self.scenario, "ideal", 0, 0.01)
+        _, own, _ = timed(self.scenario, policy, 0, 0.01)
+        return own / ideal
+
+    track_cpu_ratio_to_ideal.unit = "ratio"  # type: ignore[attr-defined]
