@@ -22,7 +22,7 @@ Transfers that start when no other transfer is on any of their job's links run
 would compute transfers alone, and they go back to the loop, in the state the loop
 would have them in, the moment another transfer starts on one of those links or the
 links are flushed.  So an iteration costs link events only while its transfers
-overlap others: the results are the loop's, bit for bit (tests/sim/test_network.py).
+overlap others: the results are the loop's, bit for bit (tests/sim/test_clear.py).
 
 The stop-and-wait controller's continuous regulation (docs/scheduler.md) runs in
 the loop: every finished iteration is reported at once to the regulation rule of
