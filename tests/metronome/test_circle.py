@@ -124,12 +124,24 @@ def test_shifts_and_average_utilization() -> None:
         ([100.0, 203.0], ["high", "low"], 201.5, [2, 1], [0, 0], True),
         # step 1 picks the smallest T: 60 x 2 = 120 ~ 121 x 1 -> 120.5 (not 240 ...)
         ([60.0, 121.0], [1, 1], 120.5, [2, 1], [0, 0], True),
-        # G_T bounds the distance to the mean: 100 vs 92 -> T = 96, both within 4 ms
-        ([100.0, 92.0], [1, 1], 96.0, [1, 1], [0, 0], True),
-        # step 2 : 200 vs 185 -> mean 192.5 is 7.5 ms away (> G_T)
-        # and no multiples <= 8 come closer; the low pod is 15 ms shorter, within
-        # E_T = 18.5 (10 % of 185): idle 15 - G_T = 10 ms -> 195, T = (200 + 195) / 2
-        ([200.0, 185.0], ["high", "low"], 197.5, [1, 1], [0, 10.0], True),
+        # G_T bounds every pair (spec §4, revised 2026-11-28: pairwise): 100 vs 95
+        # are 5 ms apart -> T = 97.5; 100 vs 92 (8 ms) are not, although both lie
+        # within 4 ms of their mean, and equal priorities allow no idle -> step 3
+        ([100.0, 95.0], [1, 1], 97.5, [1, 1], [0, 0], True),
+        ([100.0, 92.0], [1, 1], 100.0, [1, 1], [0, 0], False),
+        # step 2 : 200 vs 185 are 15 ms apart (> G_T) and no multiples <= 8 come
+        # closer; the low pod is 15 ms shorter, within E_T = 18.5 (10 % of 185):
+        # idle closes the gap, 15 ms -> 200, T = (200 + 200) / 2
+        ([200.0, 185.0], ["high", "low"], 200.0, [1, 1], [0, 15.0], True),
+        # S2 (98.68 high, 91.94 low): 6.74 ms apart, within E_T = 9.194 -> idle 6.74,
+        # the low job runs at 98.68 ms
+        ([98.68, 91.94], ["high", "low"], 98.68, [1, 1], [0, 98.68 - 91.94], True),
+        # S3 (102.76 high, 186.84 low): 2 x 102.76 = 205.52 is 18.68 ms above
+        # 186.84, within E_T = 18.684 -> idle 18.68, T = 205.52 (2:1 exactly)
+        ([102.76, 186.84], ["high", "low"], 205.52, [2, 1], [0, 205.52 - 186.84], True),
+        # two low pods fit the high one each on its own: 96 and 104 lie 4 ms from
+        # 100 (no idle) but 8 ms from each other, so step 1 fails; T = 100
+        ([100.0, 96.0, 104.0], [2, 1, 0], 100.0, [1, 1, 1], [0, 0, 0], True),
         # step 2 never stretches the high pod, and a low pod longer than every high
         # multiple it could match is never shrunk: 185 high, 200 low -> 185 a - 200 b
         # is 170, 155, ..., 80 for a <= 8: never within (G_T, E_T] -> step 3
@@ -157,18 +169,18 @@ def test_idle_is_bounded_by_et() -> None:
     # 200 high, 178 low: idle 22 > 17.8 = 10 % of 178, and no multiple fits -> step 3
     base = tdmcore.unify_periods([200.0, 178.0], ["high", "low"], max_multiple=4)
     assert not base.compatible and base.idle_ms.tolist() == [0.0, 0.0]
-    # a larger E_T admits it: gap 22 <= 26.7, idle 22 - G_T = 17 ms, T = (200 + 195) / 2
+    # a larger E_T admits it: gap 22 <= 26.7, idle 22 ms closes it, T = (200 + 200) / 2
     base = tdmcore.unify_periods([200.0, 178.0], ["high", "low"], et_frac=0.15, max_multiple=4)
-    assert base.compatible and base.idle_ms.tolist() == [0.0, 17.0]
-    assert base.period_ms == 197.5
+    assert base.compatible and base.idle_ms.tolist() == [0.0, 22.0]
+    assert base.period_ms == 200.0
 
 
 def test_discretize_unified_idle_and_truncation() -> None:
-    # idle 10 ms on a 185 ms pod with d = 0.2: comm 37 ms of a 195 ms iteration
+    # idle 15 ms on a 185 ms pod with d = 0.2: comm 37 ms of a 200 ms iteration
     base = tdmcore.unify_periods([200.0, 185.0], ["high", "low"])
     rows = tdmcore.discretize_unified(base, [200.0, 185.0], [0.25, 0.2], [10.0, 10.0])
-    np.testing.assert_allclose(rows.circle_duty, [0.25, 37 / 195])
-    assert math.isclose(rows.demand[1].sum(), 10 * 37 / 195 * 72)
+    np.testing.assert_allclose(rows.circle_duty, [0.25, 37 / 200])
+    assert math.isclose(rows.demand[1].sum(), 10 * 37 / 200 * 72)
     # incompatible: each pattern one unit on T = 200: 185 ms x 0.5 = 92.5 ms -> 0.4625
     base = tdmcore.unify_periods([200.0, 185.0], [1, 1])
     rows = tdmcore.discretize_unified(base, [200.0, 185.0], [0.5, 0.5], [10.0, 10.0])

@@ -165,18 +165,19 @@ def test_contention_is_no_drift() -> None:
 
 def test_injected_idle_is_part_of_the_baseline() -> None:
     # h: 200 ms (high), l: 187 ms (low) on one link: l is 13 ms shorter, within
-    # E_T = 18.7 ms, so it gets (13 - G_T) = 8 ms of idle (docs/traffic-circle.md step 2, revised).
-    # l iterating in 195 ms is on its baseline: never slow, no drift.
+    # E_T = 18.7 ms, so it gets 13 ms of idle, closing the gap (docs/traffic-circle.md
+    # step 2, revised 2026-11-28).  l iterating in 200 ms is on its baseline: never
+    # slow, no drift.
     state = ClusterState(Cluster([Node("n0", 64, 64, 8, 25.0)]))
     sched = Scheduler(MetronomePolicy())
     ctl = Controller(state)
     for job, period, prio in (("h", 200.0, 1), ("l", 187.0, 0)):
         pod = Pod(f"{job}-0", job, pattern=TrafficPattern(period, 0.04, 25.0), priority=prio)
         ctl.on_reserve(sched.schedule(state, pod).reserve)
-    assert ctl.idle_ms("l") == pytest.approx(8.0)
+    assert ctl.idle_ms("l") == pytest.approx(13.0)
     limits = ctl.thresholds("l")
-    assert limits is not None and limits.slow == pytest.approx(1.1 * 195.0)
-    assert all(ctl.report_iteration("l-0", 195.0 * i, 195.0 * 1.08, comm_ms=7.48) == []
+    assert limits is not None and limits.slow == pytest.approx(1.1 * 200.0)
+    assert all(ctl.report_iteration("l-0", 200.0 * i, 200.0 * 1.08, comm_ms=7.48) == []
                for i in range(40))
 
 
@@ -522,7 +523,7 @@ def test_a_target_starts_the_iteration_its_injected_idle_before_its_comm_phase()
     low = TrafficPattern(186.84, 0.209, 25.0)
     ctl = _pair(high, low)
     idle = ctl.idle_ms("l")
-    assert idle == pytest.approx(13.68)
+    assert idle == pytest.approx(2 * 102.76 - 186.84)  # closes the gap to 2:1
     ctl.anchors_ms["h"] = 0.0
     lattice = ctl.phase_period_ms("l")
     start = ctl.target_phase("l") % lattice
@@ -547,7 +548,7 @@ def test_equal_priorities_unify_as_the_controller_ranks_them():
         ctl = _pair(TrafficPattern(200.0, 0.3, 25.0), TrafficPattern(187.0, 0.3, 25.0),
                     priorities)
         plan = ctl.links[0]
-        assert plan.base.compatible and plan.base.idle_ms.tolist() == [0.0, 8.0]
+        assert plan.base.compatible and plan.base.idle_ms.tolist() == [0.0, 13.0]
         assert plan.result.score == 100.0
         assert not ctl.is_high("l") and ctl.is_high("h")
 

@@ -28,13 +28,18 @@ def _same_psi(a: float | None, b: float | None) -> bool:
 
 
 def test_unify_keeps_a_pair_its_own_tolerance_accepts() -> None:
-    """Each product within G_T + 1e-9 ms of the mean accepts 100 and 110.0000000015
-    (5 + 0.75e-9 from their mean); the anchor bound (2 G_T + 1e-9 apart) used to
-    drop the pair before that check, and the link was called incompatible."""
-    got = tdmcore.unify_periods([100.0, 110.0000000015], [1, 1])
-    want_t, want_ok, _ = naive.unify_periods([100.0, 110.0000000015], [1, 1])
+    """Two products G_T + 0.75e-9 ms apart are within the rule's float allowance
+    (1e-9 ms): 100 and 105.00000000075 unify, 100 and 105.0000000015 do not.  The
+    anchor's window of multiples is rounded, so it is widened where the pairwise
+    test itself may still pass (an earlier anchor bound dropped such a pair before
+    the test, and the link was called incompatible)."""
+    got = tdmcore.unify_periods([100.0, 105.00000000075], [1, 1])
+    want_t, want_ok, _ = naive.unify_periods([100.0, 105.00000000075], [1, 1])
     assert got.compatible and want_ok
     assert math.isclose(got.period_ms, want_t, rel_tol=1e-12)
+    got = tdmcore.unify_periods([100.0, 105.0000000015], [1, 1])
+    want_t, want_ok, _ = naive.unify_periods([100.0, 105.0000000015], [1, 1])
+    assert not got.compatible and not want_ok
 
 
 def naive_midpoints(mul: int, duty: float, bins: int) -> np.ndarray:

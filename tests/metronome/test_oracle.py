@@ -183,14 +183,48 @@ def test_unify_periods_matches_enumeration(seed: int) -> None:
         np.testing.assert_allclose(got.idle_ms, want_idle, atol=1e-9, err_msg=where)
         if got.compatible:
             # The multiples realise T: T is the mean of the (stretched) products, and
-            # idle leaves a gap of exactly G_T to the high-priority pods' multiple.
+            # idle closes the gap: a pod with idle runs at the high-priority pods'
+            # common multiple T_high (spec §4, revised 2026-11-28).
             stretched = (periods + got.idle_ms) * got.multiples
             assert math.isclose(stretched.mean(), got.period_ms, rel_tol=1e-12), where
             high = np.asarray(priorities) == max(priorities)
-            t_high = stretched[high].mean()
-            np.testing.assert_allclose(t_high - stretched[got.idle_ms > 0], gt, atol=1e-9,
+            t_high = (got.multiples[high] * periods[high]).mean()
+            np.testing.assert_allclose(stretched[got.idle_ms > 0], t_high, rtol=1e-12,
                                        err_msg=where)
+            # a pod without idle lies within G_T of every high-priority product
+            # (step 1 holds every pair so; step 2 each low pod to the high ones)
+            products = periods * got.multiples
+            near = products[got.idle_ms == 0]
+            assert (np.abs(near[:, None] - products[high][None, :]) <= gt + 1e-9).all(), where
 
+
+@pytest.mark.parametrize("seed", range(20))
+def test_unify_periods_matches_enumeration_near_the_thresholds(seed: int) -> None:
+    """2,000 links whose low-priority pods sit a little short of a multiple of a
+    high-priority period (gaps drawn across G_T and E_T, the snapshots' S2 / S3
+    situation): step 1's pairwise test, step 2's idle that closes the gap and the
+    incompatible case all occur, and every answer equals the M^k enumeration,
+    multiples included."""
+    rng = np.random.default_rng(5000 + seed)
+    steps = {"common": 0, "idle": 0, "incompatible": 0}
+    for _ in range(100):
+        k = int(rng.integers(2, 5))
+        high = float(rng.uniform(40, 600))
+        n_high = int(rng.integers(1, k))
+        periods = [high * float(rng.integers(1, 3)) * float(rng.uniform(0.995, 1.005))
+                   for _ in range(n_high)]
+        for _ in range(k - n_high):
+            m = int(rng.integers(1, 4))
+            periods.append(high / m * (1.0 - float(rng.uniform(-0.02, 0.12))))
+        priorities = [1] * n_high + [0] * (k - n_high)
+        order = rng.permutation(k)
+        periods = [periods[i] for i in order]
+        priorities = [priorities[i] for i in order]
+        gt = float(rng.choice([0.0, 2.0, 5.0, 8.0]))
+        got = assert_unify_is_the_oracles(periods, priorities, gt, 0.10, 8)
+        steps["idle" if got.idle_ms.any() else
+              "common" if got.compatible else "incompatible"] += 1
+    assert min(steps.values()) >= 1, steps
 
 
 MUTANT = """
@@ -284,8 +318,20 @@ def test_unify_periods_step_two_ties_go_to_the_first_generated(seed: int) -> Non
     assert ties > 0  # step 2 ran
 
 
-def test_unify_periods_reviewers_step_two_tie() -> None:
-    got = tdmcore.unify_periods([4.0, 4.0, 4.0, 12.0, 16.0], [1, 1, 1, 1, 0], gt_ms=2.0,
-                                et_frac=0.3, max_multiple=4)
-    assert got.period_ms == pytest.approx(14.4)
-    assert got.multiples.tolist() == [3, 4, 4, 1, 1]  # (3, 4, 4, 1) is generated first
+def test_unify_periods_step_two_ties_decided_by_the_low_pods_fit() -> None:
+    """Exact ties of ``T_high`` in step 2, worked by hand (pairwise rule, spec §4
+    revised 2026-11-28): the first multiple vector generated to which the
+    low-priority pod fits wins, not merely the first generated."""
+    # high 6, 4, 4 and low 13, G_T 8: (1, 1, 3) -> 6, 4, 12 (pairwise 8 <= 8) and
+    # (1, 2, 2) -> 6, 8, 8 both give T_high = 22 / 3; 13 is 9 ms from the 4 of the
+    # first, so only the second takes it (7 and 5 ms from 6 and 8): no idle,
+    # T = (6 + 8 + 8 + 13) / 4 = 8.75.  (1, 3, 1) comes later.
+    got = assert_unify_is_the_oracles([6.0, 4.0, 4.0, 13.0], [1, 1, 1, 0], 8.0, 0.3, 3)
+    assert got.period_ms == pytest.approx(8.75)
+    assert got.multiples.tolist() == [1, 2, 2, 1]
+    # high 2, 2, 2 and low 12, G_T 4: (3, 4, 5) -> 6, 8, 10 is generated before
+    # (4, 4, 4) -> 8, 8, 8 with the same T_high = 8, but 12 is 6 ms from 6;
+    # T = (8 + 8 + 8 + 12) / 4 = 9
+    got = assert_unify_is_the_oracles([2.0, 2.0, 2.0, 12.0], [1, 1, 1, 0], 4.0, 0.0, 6)
+    assert got.period_ms == pytest.approx(9.0)
+    assert got.multiples.tolist() == [4, 4, 4, 1]

@@ -168,67 +168,72 @@ def unify_periods(periods, priorities, gt_ms=5.0, et_frac=0.10, max_multiple=8):
 
 def unify_with_multiples(periods, priorities, gt_ms=5.0, et_frac=0.10, max_multiple=8):
     """:func:`unify_periods` with each pod's multiple: ``(T, compatible, multiples,
-    idle)`` (multiples 1 when incompatible)."""
+    idle)`` (multiples 1 when incompatible).
+
+    docs/traffic-circle.md, revised 2026-11-28: step 1 takes every multiple vector
+    whose products are within ``G_T`` of each other, every pair compared; step 2
+    fits each low-priority pod to the high-priority pods' common multiple
+    ``T_high``: within ``G_T`` of every high-priority product (no idle), or shorter
+    than ``T_high`` by at most ``E_T`` (idle closes the gap)."""
     periods = [float(t) for t in periods]
     k = len(periods)
     eps = 1e-9
 
-    def common(idx):
-        best = None
+    def pairwise(products):
+        return all(abs(a - b) <= gt_ms + eps for a in products for b in products)
+
+    def candidates(idx):
+        """(T, multiples, products) of every vector within G_T pairwise, in the
+        order itertools.product generates them (first pod slowest)."""
+        out = []
         for combo in itertools.product(range(1, max_multiple + 1), repeat=len(idx)):
             products = [m * periods[i] for m, i in zip(combo, idx, strict=True)]
-            base = sum(products) / len(products)
-            if all(abs(x - base) <= gt_ms + eps for x in products):
-                if best is None or base < best[0]:
-                    best = (base, combo)
-        return best
+            if pairwise(products):
+                out.append((sum(products) / len(products), combo, products))
+        return out
 
-    found = common(list(range(k)))
-    if found is not None:
-        return found[0], True, list(found[1]), [0.0] * k
+    everyone = candidates(list(range(k)))
+    if everyone:
+        # the smallest T; ties: the first generated (min keeps the first)
+        base, combo, _ = min(everyone, key=lambda c: c[0])
+        return base, True, list(combo), [0.0] * k
     top = max(priorities)
     high = [i for i in range(k) if priorities[i] == top]
     low = [i for i in range(k) if priorities[i] != top]
     if low:
-        bases = []  # in generation order: a set lost it, and with it the tie rule
-        for combo in itertools.product(range(1, max_multiple + 1), repeat=len(high)):
-            products = [m * periods[i] for m, i in zip(combo, high, strict=True)]
-            base = sum(products) / len(products)
-            if all(abs(x - base) <= gt_ms + eps for x in products):
-                bases.append((base, combo))
-        # smallest T_high first (ties: the first multiple vector generated; sorted is
-        # stable)
-        for base, combo in sorted(bases, key=lambda bc: bc[0]):
+        # smallest T_high first (ties: the first multiple vector generated; sorted
+        # is stable)
+        for t_high, combo, products in sorted(candidates(high), key=lambda c: c[0]):
             idle = [0.0] * k
             mult = [1] * k
             for m, i in zip(combo, high, strict=True):
                 mult[i] = m
-            stretched = {i: m * periods[i] for m, i in zip(combo, high, strict=True)}
             ok = True
             for i in low:
                 t = periods[i]
+                # within G_T of every high-priority product: no idle (the multiple
+                # closest to T_high, the smallest on ties)
                 within = [m for m in range(1, max_multiple + 1)
-                          if abs(m * t - base) <= gt_ms + eps]
+                          if all(abs(m * t - x) <= gt_ms + eps for x in products)]
                 if within:
-                    m = min(within, key=lambda m: abs(m * t - base))
-                    stretched[i] = m * t
-                    mult[i] = m
+                    mult[i] = min(within, key=lambda m: abs(m * t - t_high))
                     continue
-                #: the low pod is the shorter one, its gap to T_high
-                # lies in (G_T, E_T], E_T = 10 % of its own period; idle closes the gap
-                # to G_T, (gap - G_T) / m per iteration
-                gaps = [(base - m * t, m) for m in range(1, max_multiple + 1)
-                        if gt_ms < base - m * t <= et_frac * t + eps]
+                # the shorter one, by at most E_T = 10 % of its own period: idle
+                # closes the gap, (T_high - m t) / m per iteration
+                gaps = [(t_high - m * t, m) for m in range(1, max_multiple + 1)
+                        if 0.0 < t_high - m * t <= et_frac * t + eps]
                 if not gaps:
                     ok = False
                     break
                 gap, m = min(gaps)
-                idle[i] = (gap - gt_ms) / m
-                stretched[i] = m * (t + idle[i])
+                idle[i] = gap / m
                 mult[i] = m
             if ok:
-                # then average as in step 1
-                return sum(stretched.values()) / k, True, mult, idle
+                # T: the mean of every pod's stretched product, in pod order
+                total = 0.0
+                for i in range(k):
+                    total += mult[i] * (periods[i] + idle[i])
+                return total / k, True, mult, idle
     return max(periods), False, [1] * k, [0.0] * k
 
 

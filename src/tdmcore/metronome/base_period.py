@@ -1,10 +1,11 @@
 """Base-period unification of the pods sharing a link (docs/traffic-circle.md).
 
 Metronome paper §III-B: the LCM of real periods is impractical, so periods whose
-small multiples agree within ``G_T`` share their mean as the base period; failing
-that, idle time is injected into a low-priority pod whose gap to the high-priority
-pods' multiple is above ``G_T`` but within ``E_T`` (until the gap is ``G_T``);
-failing that, the pods are incompatible on that link.
+small multiples agree pairwise within ``G_T`` share their mean as the base period;
+failing that, idle time is injected into a low-priority pod whose gap to the
+high-priority pods' multiple is above ``G_T`` but within ``E_T``, closing the gap
+(it then runs at the high-priority period); failing that, the pods are
+incompatible on that link.
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def unify_periods(
         equal priority may get idle (**[decision]**, docs/traffic-circle.md);
         given equal priorities as such, this function gives none of them idle.
     gt_ms : float, default 5.0
-        ``G_T``: how far a multiple may sit from the common period (ms).
+        ``G_T``: how far apart any two pods' multiples may be (ms).
     et_frac : float, default 0.10
         ``E_T`` as a fraction of each low-priority pod's own period: the largest gap
         to the high-priority pods' multiple that idle injection may close.
@@ -120,18 +121,28 @@ def unify_periods(
 
     Notes
     -----
-    1. The smallest ``T = mean(m_p t_p)`` over multiples ``m_p <= M`` with every
-       ``|m_p t_p - T| <= G_T``; real periods are kept (the gap is drift).
-    2. Else, over the high-priority pods' common multiples ``T_high`` (smallest
-       first), every low-priority pod either has a multiple within ``G_T`` of
-       ``T_high``, or is the shorter one with a gap ``G_T < T_high - m t <= E_T``
-       and gets ``(gap - G_T) / m`` of idle per iteration (the gap becomes
-       ``G_T``); ``T`` is then the mean of every pod's ``m (t + idle)``.
-       (Spec §4, revised 2026-11-23: the paper's rule.)
+    1. The smallest ``T = mean(m_p t_p)`` over multiples ``m_p <= M`` whose
+       products are within ``G_T`` of each other, every pair compared
+       (``|m_p t_p - m_q t_q| <= G_T``; spec §4, revised 2026-11-28: the paper's
+       "the difference between the multiples of any two pod periods"); real
+       periods are kept (the gap is drift).
+    2. Else, over the high-priority pods' common multiples ``T_high`` (step 1 over
+       them alone, smallest first), every low-priority pod either has a multiple
+       within ``G_T`` of every high-priority product (no idle), or is the shorter
+       one, ``0 < T_high - m t <= E_T``, and gets ``(T_high - m t) / m`` of idle
+       per iteration: the idle **closes** the gap, so the pod runs at the
+       high-priority period and does not drift against it (spec §4, revised
+       2026-11-28).  ``T`` is then the mean of every pod's ``m (t + idle)``.
+       **[decision]** How much idle the paper injects is not said; its §IV-D sweep
+       ends at "0 ms (serving as the benchmark)", its best case, and ``E_T`` only
+       bounds the cost.  This reading was chosen knowing that it restores S2's and
+       §IV-D's behaviour (docs/fidelity.md lists it among the choices made knowing
+       the outcome).  Two low-priority pods are each fitted to the high-priority
+       ones; they are not compared with each other.
     3. Else incompatible: ``T`` = the longest period, every multiple 1, no idle.
 
     The search is exact: anchored on the first pod's multiple, every other pod's
-    product must lie within ``2 G_T`` of it, and a partial choice is dropped only
+    product must lie within ``G_T`` of it, and a partial choice is dropped only
     when no completion of it could win (see
     :func:`tdmcore._kernels.base_period.smallest_common_multiple`).  That leaves one
     or two candidates per pod for realistic periods (tens of ms and more); periods
