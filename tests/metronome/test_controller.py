@@ -135,10 +135,61 @@ def test_repeated_readjustments_update_the_pattern() -> None:
     kinds = [type(e).__name__ for e in events]
     assert kinds.count("Readjustment") == 3 and kinds[-1] == "PatternUpdate"
     assert events[-1].reason == "repeated readjustments"
-    # pauses did not cure it: re-measured as the job runs, the median of the 18
-    # observed iterations (520 ms) and comm times (84 ms)
-    assert events[-1].new.period_ms == 520.0
-    assert events[-1].new.duty_cycle == pytest.approx(84.0 / 520.0)
+    # pauses did not cure it: every one of the 18 iterations is above 1.1 x 422.26 =
+    # 464.5 ms, none uncontended, so the pod is measured by its own part (spec §7,
+    # revised 2026-11-28): median own part 520 - 84 = 436 ms plus the pattern's comm
+    # time 0.2 x 422.26 = 84.452 ms -> 520.452 ms (its compute grew; the comm
+    # phase it reports is no evidence of a new comm time while contended)
+    assert events[-1].new.period_ms == pytest.approx(436.0 + 84.452)
+    assert events[-1].new.duty_cycle == pytest.approx(84.452 / 520.452)
+
+
+def _s2_low_reports(ctl: Controller, calm_ms: float, calm_comm_ms: float,
+                    rounds: int = 3) -> list:
+    """S2's low job l (91.94 ms, duty 0.2, with 6.74 ms of idle: 98.68 ms per
+    iteration) reporting ``rounds`` times 4 iterations of ``calm_ms`` (comm
+    ``calm_comm_ms``) then 6 contended ones of 112 ms (its comm phase stretched by
+    the high job's: 112 - 80.29 = 31.71 ms): each sixth slow iteration pauses it."""
+    events: list = []
+    t = 0.0
+    for _ in range(rounds):
+        for d, comm in [(calm_ms, calm_comm_ms)] * 4 + [(112.0, 112.0 - 80.288)] * 6:
+            events += ctl.report_iteration("l-0", t, d, comm_ms=comm)
+            t += d
+    return events
+
+
+def test_a_pattern_update_never_adopts_the_contended_median() -> None:
+    """A contended window (spec §7, revised 2026-11-28).  Three readjustments in 30
+    iterations re-measure l: 18 of them contended (112 ms), 12 uncontended (98.68
+    ms, at or below 1.1 x 98.68 = 108.55).  Before the revision the median of all
+    30 (112) less the idle, 105.26 ms, became l's period: 6.58 ms longer than h's
+    98.68, so unification called the link incompatible and l lost its 6.74 ms of
+    idle (in S2 the same rule took l from 91.94 to 101.19 ms).  Now the uncontended
+    median, 98.68 - 6.74 = 91.94 ms, is l's own period: the pattern stands and the
+    idle stays."""
+    ctl = _pair(TrafficPattern(98.68, 0.2, 25.0), TrafficPattern(91.94, 0.2, 25.0))
+    idle = ctl.idle_ms("l")
+    assert idle == pytest.approx(98.68 - 91.94)
+    events = _s2_low_reports(ctl, 98.68, 0.2 * 91.94)
+    assert [type(e).__name__ for e in events] == ["Readjustment"] * 3
+    assert ctl.state.placed["l-0"].pod.pattern == TrafficPattern(91.94, 0.2, 25.0)
+    assert ctl.idle_ms("l") == pytest.approx(idle)
+    assert ctl.links[0].base.compatible and ctl.links[0].result.perfect
+
+
+def test_a_pattern_update_measures_the_uncontended_iterations() -> None:
+    """The same contended window, but l's uncontended iterations now take 80 ms
+    with 15 ms of comm (a smaller batch): re-measured from them alone, 80 - 6.74 =
+    73.26 ms with a duty cycle of 15 / 73.26, never from the 112 ms ones; the link is
+    unified again for the new period (and l's idle with it)."""
+    ctl = _pair(TrafficPattern(98.68, 0.2, 25.0), TrafficPattern(91.94, 0.2, 25.0))
+    events = _s2_low_reports(ctl, 80.0, 15.0)
+    updates = [e for e in events if isinstance(e, PatternUpdate)]
+    assert len(updates) == 1 and updates[0].reason == "repeated readjustments"
+    assert updates[0].new.period_ms == pytest.approx(80.0 - (98.68 - 91.94))
+    assert updates[0].new.duty_cycle == pytest.approx(15.0 / (80.0 - (98.68 - 91.94)))
+    assert ctl.links[0].base.periods_ms.tolist() == pytest.approx([98.68, 73.26])
 
 
 def test_a_drift_of_the_own_part_keeps_the_declared_comm_time() -> None:

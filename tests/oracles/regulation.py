@@ -10,8 +10,11 @@ One pod, report by report: the iteration time ``d`` joins the window of the last
 window of own parts, both join histories of the last ``horizon``.  More than ``o_t``
 slow iterations (``> slow``) in the window pause a pod that is not high priority: its
 windows are cleared and the report index marked; ``limit`` marks within ``horizon``
-reports re-measure the pattern from the histories (median iteration time less the
-injected idle; comm: median of iteration time less own part).  Otherwise a full
+reports re-measure the pattern from the histories' uncontended iterations, those
+at or below ``slow`` (median iteration time less the injected idle; comm: median
+of iteration time less own part), or, when none was uncontended, from the own
+parts as after a drift (spec §7, revised 2026-11-28: never from contended
+iterations).  Otherwise a full
 window of own parts whose 25th percentile lies above ``own_hi`` or whose 75th lies
 below ``own_lo`` re-measures it too (median own part less idle plus the pattern's
 comm time).  A re-measured period within ``tol_ms`` of the pattern's, or not
@@ -90,10 +93,16 @@ class Monitor:
         self.own.clear()
         self.marks.append(self.reports)
         if len(self.marks) >= self.limit:
-            period = median(list(self.history)) - lim.idle
+            calm = [(a, b) for a, b in zip(self.history, self.history_own, strict=True)
+                    if a <= lim.slow]
+            if calm:
+                period = median([a for a, _ in calm]) - lim.idle
+                comm = median([a - b for a, b in calm])
+            else:
+                period = median(list(self.history_own)) - lim.idle + lim.comm
+                comm = lim.comm
             if abs(period - lim.period) <= lim.tol_ms or period <= 0.0:
                 self.marks.clear()
                 return PAUSE_KEEP, None, None, slow
-            comm = median([a - b for a, b in zip(self.history, self.history_own, strict=True)])
             return PAUSE_UPDATE, period, comm, slow
         return PAUSE, None, None, slow

@@ -132,39 +132,62 @@ cdef inline i64 with_report(const double* ring, i64 size, i64 n, i64 pos, double
     return m + 1
 
 
+cdef inline i64 uncontended(Watch* x, const i64* rules, double d, double o,
+                            double* scratch, bint comm) noexcept nogil:
+    """The history's uncontended iterations with the report ``(d, o)`` pushed (a full
+    history drops its oldest): those at or below ``SLOW`` (``A_T`` x the baseline).
+    Writes their iteration times (``comm`` False) or communication times (iteration
+    time less own part, ``comm`` True) into ``scratch``, oldest first; returns how
+    many."""
+    cdef i64 h = rules[HORIZON]
+    cdef i64 n = x.c[H_N], pos = x.c[H_POS]
+    cdef i64 k, m = 0
+    cdef i64 start = 1 if n == h else 0
+    cdef double dk, ok
+    for k in range(start, n + 1):
+        if k < n:
+            dk = ring_get(x.hist, h, n, pos, k)
+            ok = ring_get(x.hown, h, n, pos, k)
+        else:
+            dk = d
+            ok = o
+        if dk <= x.lim[SLOW]:
+            scratch[m] = dk - ok if comm else dk
+            m += 1
+    return m
+
+
 cdef inline double remeasured_period(Watch* x, const i64* rules, bint drift, double d,
                                      double o, double* scratch) noexcept nogil:
     """The period re-measured from the histories with this report pushed
-    (Controller._update_pattern): after a drift the median own part less the idle plus
-    the pattern's comm time; after repeated readjustments the median iteration
-    time less the idle."""
+    (Controller._update_pattern), as the paper profiles a pod, "in an environment
+    without contention" (spec §7, revised 2026-11-28): after a drift, and after
+    repeated readjustments when no iteration of the history was uncontended, the
+    median own part less the idle plus the pattern's comm time; after repeated
+    readjustments, the median of the uncontended iterations (at or below ``SLOW``)
+    less the idle.  Never a contended iteration; the injected idle is always taken
+    off, so it is never mistaken for the pod's own time."""
     cdef i64 h = rules[HORIZON]
-    cdef i64 m
-    cdef double period
-    if drift:
+    cdef i64 m = 0
+    if not drift:
+        m = uncontended(x, rules, d, o, scratch, False)
+    if m == 0:
         m = with_report(x.hown, h, x.c[H_N], x.c[H_POS], o, scratch)
-    else:
-        m = with_report(x.hist, h, x.c[H_N], x.c[H_POS], d, scratch)
+        sort_values(scratch, m)
+        return median(scratch, m) - x.lim[IDLE] + x.lim[COMM]
     sort_values(scratch, m)
-    period = median(scratch, m) - x.lim[IDLE]
-    if drift:
-        period = period + x.lim[COMM]
-    return period
+    return median(scratch, m) - x.lim[IDLE]
 
 
 cdef inline double remeasured_comm(Watch* x, const i64* rules, double d, double o,
                                    double* scratch) noexcept nogil:
     """The communication time re-measured after repeated readjustments: the median
-    of iteration time less own part over the history with this report pushed."""
-    cdef i64 h = rules[HORIZON]
-    cdef i64 n = x.c[H_N], pos = x.c[H_POS]
-    cdef i64 k, m = 0
-    cdef i64 start = 1 if n == h else 0
-    for k in range(start, n):
-        scratch[m] = ring_get(x.hist, h, n, pos, k) - ring_get(x.hown, h, n, pos, k)
-        m += 1
-    scratch[m] = d - o
-    m += 1
+    of iteration time less own part over the history's uncontended iterations
+    (:c:func:`uncontended`) with this report pushed; the pattern's comm time when
+    none was uncontended (a contended comm phase is never taken for the pod's)."""
+    cdef i64 m = uncontended(x, rules, d, o, scratch, True)
+    if m == 0:
+        return x.lim[COMM]
     sort_values(scratch, m)
     return median(scratch, m)
 

@@ -904,14 +904,21 @@ class Controller:
         period is the median own part, less the injected idle, plus the pattern's
         communication time: a measured comm phase cannot tell a larger gradient
         from a contended link, so the declared all-reduce time is kept (the duty
-        cycle follows the period).  After repeated readjustments (pauses do not
-        cure the slowdown, as on a link with steady background traffic) the pattern
-        is measured as the job runs: the median iteration time less the idle, and
-        the median communication time.  A period within ``drift_tol`` of the
-        current one changes nothing (the rule's ``*_KEEP`` outcomes: the evidence
-        that prompted the check is consumed, the window of own parts after a drift,
-        the readjustment marks after repeated readjustments, and the pattern
-        stands).
+        cycle follows the period).  After repeated readjustments the pod is
+        measured as the paper profiles it, "in an environment without contention"
+        (spec §7, revised 2026-11-28): from the history's uncontended iterations,
+        those at or below ``a_t`` x the baseline (their median time less the idle,
+        their median communication time), or, when none was uncontended, from its
+        own part as after a drift.  A contended iteration never sets the pattern,
+        and the injected idle is always taken off, so a pause that did not cure
+        contention cannot drop the idle unification injected (before the revision
+        the contended median became the period: S2's low job 91.94 -> 101.19 ms,
+        which removed its idle and silenced the monitor).  The rule's one owner is
+        :mod:`tdmcore._kernels.regulation` (``regulation.pxd``).  A period within
+        ``drift_tol`` of the current one changes nothing (the rule's ``*_KEEP``
+        outcomes: the evidence that prompted the check is consumed, the window of
+        own parts after a drift, the readjustment marks after repeated
+        readjustments, and the pattern stands).
 
         All of the job's pods with a pattern take the new period and duty cycle,
         each keeping its own bandwidth; its pods without one are left alone.  The
