@@ -17,7 +17,7 @@ from tdmcore.metronome.policies import MetronomeConfig, MetronomePolicy
 from tdmcore.model import Cluster, ClusterState, Node, Pod, TrafficPattern
 from tdmcore.sim.cluster import SimCluster, SimJob, run_cluster
 from tdmcore.snapshot import Snapshot
-from tests.oracles.naive_pipeline import _has_cycle as has_cycle
+from tests.oracles.naive_pipeline import _rejects_loop as rejects_loop
 from tests.oracles.naive_pipeline import decide as naive_decide
 
 VGG19 = TrafficPattern(422.26, 0.2, 25.0)
@@ -143,7 +143,7 @@ def _random_state(seed: int) -> tuple[ClusterState, Pod]:
             name = f"j{k}-{w}"
             state.place(_pod(name, f"j{k}", pattern=pattern, prio=prio, gang=gang),
                         int(rng.choice(nodes)))
-            if has_cycle(state, None):  # Metronome never builds such a state
+            if rejects_loop(state, None):  # Metronome never builds such a state
                 for member in list(state.job_members[f"j{k}"]):
                     state.remove(member)
                 break

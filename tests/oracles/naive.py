@@ -156,6 +156,38 @@ def search(demand, capacity, limits, mode="first", mids=None) -> OracleResult:
     return OracleResult(vec, score(demand, vec, capacity), False, None)
 
 
+def joint_search(demands, capacities, limits) -> tuple[int, ...] | None:
+    """The joint ``first`` search (spec §6, revised 2026-11-28) by enumeration:
+    every rotation vector, "perfect" meaning perfect on every link (``demands[l]``
+    the rows of link l, in one order for all links), the middle of the first
+    interval in enumeration order; None when no vector is perfect on every link.
+    Every prefix of the rows but the last is enumerated; the last row's rotations
+    are taken at once with numpy (same definition)."""
+    demands = [np.asarray(d, dtype=float) for d in demands]
+    k = demands[0].shape[0]
+    if k == 1:
+        ok = all(excess(d, (0,), b) <= PERFECT_RTOL * b
+                 for d, b in zip(demands, capacities, strict=True))
+        return (0,) if ok else None
+    lim = [1] + [int(x) for x in limits[1:]]
+    last = lim[-1]
+    rolled_last = [np.stack([np.roll(d[-1], s) for s in range(last)]) for d in demands]
+    for prefix in itertools.product(*[range(x) for x in lim[:-1]]):
+        perfect = np.ones(last, dtype=bool)
+        for d, b, rolled in zip(demands, capacities, rolled_last, strict=True):
+            partial = rolled_sum(d[:-1], prefix)
+            exc = np.maximum(partial[None, :] + rolled - b, 0.0).sum(axis=1)
+            perfect &= exc <= PERFECT_RTOL * b
+        if not perfect.any():
+            continue
+        perfect = perfect.tolist()
+        smallest = perfect.index(True)
+        for start, length in runs(perfect):
+            if (smallest - start) % last < length:
+                return (*prefix, middle(start, length, last))
+    return None
+
+
 def unify_periods(periods, priorities, gt_ms=5.0, et_frac=0.10, max_multiple=8):
     """docs/traffic-circle.md by enumerating every multiple vector in [1, M]^k.
 

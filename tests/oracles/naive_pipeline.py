@@ -1,7 +1,9 @@
 """The naive peer of one pod's Metronome decision (docs/benchmarks.md).
 
 What a first implementation looks like: a Python loop over nodes for PreFilter
-and Filter, a fresh union-find for the loop check of every node, and for every
+and Filter, a fresh union-find for the loop check of every node (spec §6,
+revised 2026-11-28: cycles stay when one rotation vector is perfect on every link
+of them, tried by brute force), and for every
 feasible node the full single-link computation (:func:`tdmcore.metronome.link.plan_link`:
 unify, discretize, search with exact scores), then NormalizeScore in Python.  Its
 decision must equal tdmcore's; the suites check that before timing.
@@ -16,8 +18,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from tdmcore.metronome.link import LinkPod, plan_link
 from tdmcore.model import ClusterState, Pod
+from tests.oracles import naive
 
 
 def _link_rows(state: ClusterState, n: int, extra: tuple[Pod, int] | None) -> list[Pod]:
@@ -41,24 +46,113 @@ def _link_rows(state: ClusterState, n: int, extra: tuple[Pod, int] | None) -> li
     return rows
 
 
-def _has_cycle(state: ClusterState, extra: tuple[Pod, int] | None) -> bool:
-    parent: dict = {}
-
-    def find(x):
-        while parent.setdefault(x, x) != x:
-            x = parent[x]
-        return x
-
+def _contended_links(state: ClusterState, extra: tuple[Pod, int] | None
+                     ) -> dict[int, frozenset]:
+    """Every contended link (its rows sum above its capacity) -> the set of jobs on it."""
+    out = {}
     for n in range(len(state.cluster)):
         pods = _link_rows(state, n, extra)
-        if sum(p.bandwidth_gbps for p in pods) <= state.cluster.link_gbps[n]:
-            continue
-        for job in sorted({p.job for p in pods}):
-            a, b = find(("job", job)), find(("link", n))
-            if a == b:
-                return True
-            parent[a] = b
-    return False
+        if sum(p.bandwidth_gbps for p in pods) > state.cluster.link_gbps[n]:
+            out[n] = frozenset(p.job for p in pods)
+    return out
+
+
+def _cycle_blocks(state: ClusterState, extra: tuple[Pod, int] | None
+                  ) -> list[tuple[set, set]]:
+    """The affinity graph's cycles grouped into blocks: every simple cycle found by
+    walking all paths (slow on purpose: tiny graphs), cycles that share an edge in
+    one group.  Returns (jobs, links) per group."""
+    adj: dict = {}
+    for n, jobs in _contended_links(state, extra).items():
+        for job in jobs:
+            adj.setdefault(("job", job), set()).add(("link", n))
+            adj.setdefault(("link", n), set()).add(("job", job))
+    return _blocks_of(adj)
+
+
+def _blocks_of(adj: dict) -> list[tuple[set, set]]:
+    """:func:`_cycle_blocks` of a graph given as vertex -> neighbours."""
+    order = sorted(adj, key=repr)
+    groups: list[set] = []  # edge sets
+    for i, start in enumerate(order):
+        stack = [[start]]
+        while stack:
+            path = stack.pop()
+            for w in adj[path[-1]]:
+                if w == start and len(path) > 2:
+                    cycle = {frozenset(e) for e in zip(path, path[1:] + [start], strict=True)}
+                    joined = [g for g in groups if g & cycle]
+                    for g in joined:
+                        groups.remove(g)
+                        cycle |= g
+                    groups.append(cycle)
+                elif w not in path and order.index(w) > i:
+                    stack.append(path + [w])
+    out = []
+    for edges in groups:
+        vertices = {v for e in edges for v in e}
+        out.append(({v[1] for v in vertices if v[0] == "job"},
+                    {v[1] for v in vertices if v[0] == "link"}))
+    return out
+
+
+def _plan(state: ClusterState, n: int, extra: tuple[Pod, int] | None, bins: int):
+    pods = _link_rows(state, n, extra)
+    link = [LinkPod(p.name, p.pattern.period_ms, p.pattern.duty_cycle,
+                    p.pattern.bandwidth_gbps, p.priority, p.job) for p in pods]
+    return plan_link(link, float(state.cluster.link_gbps[n]), bins=bins)
+
+
+def _common_perfect_vector(state: ClusterState, jobs: set, nodes: set,
+                           extra: tuple[Pod, int] | None, bins: int = 72) -> bool:
+    """Whether the cycles of a block (running through ``jobs``, on the links
+    ``nodes``) keep consistent offsets: every link carries every one of ``jobs``
+    (else the links carry different sets: the paper's loop), the links unify their
+    jobs alike (one base period; each job one multiple and one idle), and one
+    rotation per job on the links (a job hanging off one link included) is perfect
+    on every link: every vector, jobs ranked by priority then deploy order (the
+    first at 0, each other within ``ceil(N / multiple)``), tried on every link by
+    brute force, a link's demand taken with a zero row for a job it lacks."""
+    plans = [_plan(state, n, extra, bins) for n in sorted(nodes)]
+    if not all(jobs <= set(plan.jobs) for plan in plans):
+        return False
+    placed = sorted(state.placed.values(), key=lambda e: e.order)
+    where = [e.pod for e in placed] + ([extra[0]] if extra is not None else [])
+
+    def rank(job):
+        first = next(i for i, p in enumerate(where) if p.job == job)
+        return (-where[first].priority, first)
+
+    ranked = sorted({j for plan in plans for j in plan.jobs}, key=rank)
+    mult, idle = {}, {}
+    for plan in plans:
+        if not plan.base.compatible or not math.isclose(
+                plan.base.period_ms, plans[0].base.period_ms, rel_tol=1e-9):
+            return False
+        for p, m, i in zip(plan.pods, plan.base.multiples, plan.base.idle_ms, strict=True):
+            if mult.setdefault(p.job_name, int(m)) != int(m) \
+                    or abs(idle.setdefault(p.job_name, float(i)) - float(i)) > 1e-9:
+                return False
+    bins = plans[0].bins
+    demands = []
+    for plan in plans:
+        rows = np.zeros((len(ranked), bins))
+        for row, job in zip(plan.demand, plan.jobs, strict=True):
+            rows[ranked.index(job)] = row
+        demands.append(rows)
+    limits = [1] + [math.ceil(bins / mult[j]) for j in ranked[1:]]
+    return naive.joint_search(demands, [p.capacity_gbps for p in plans], limits) is not None
+
+
+def _rejects_loop(state: ClusterState, extra: tuple[Pod, int] | None,
+                  bins: int = 72) -> bool:
+    """The loop rule of the Filter, from its statement (spec §6, revised
+    2026-11-28, read over blocks as tdmcore.metronome.joint's [decision] says):
+    after the placement ``extra``, cycles that share an edge constrain the same
+    offsets, so each group of them is accepted only when all its links carry the
+    jobs its cycles run through and one rotation vector is perfect on every link."""
+    return any(not _common_perfect_vector(state, jobs, links, extra, bins)
+               for jobs, links in _cycle_blocks(state, extra))
 
 
 def decide(state: ClusterState, pod: Pod) -> int | None:
@@ -80,7 +174,7 @@ def decide(state: ClusterState, pod: Pod) -> int | None:
                 or state.cluster.gpu[n] - state.used_gpu[n] + 1e-9 < pod.gpu
                 or cluster.link_gbps[n] < pod.bandwidth_gbps):
             continue
-        if not pod.low_comm and _has_cycle(state, (pod, n)):
+        if not pod.low_comm and _rejects_loop(state, (pod, n)):
             continue
         feasible.append(n)
     if not feasible:
@@ -115,7 +209,9 @@ def decide_per_node(state: ClusterState, pod: Pod, bins: int = 72) -> int | None
     cannot go: linear in the nodes, but each step in Python, node by node.
 
     PreFilter sums latencies per node; Filter checks resources, Eq. (14) and the
-    affinity-graph loop against a union-find of the contended links built once;
+    affinity-graph loop against a union-find of the contended links built once
+    (a node that closes a cycle stays when the cycles through its link have one
+    common perfect vector, found by brute force; spec §6, revised 2026-11-28);
     Score runs the full single-link computation (:func:`tdmcore.metronome.link.plan_link`)
     on *every* feasible node where the pod adds contention, where tdmcore stops at
     the first node that scores 100; NormalizeScore in Python.  The link rows are
@@ -167,12 +263,13 @@ def decide_per_node(state: ClusterState, pod: Pod, bins: int = 72) -> int | None
         if not pod.low_comm and adds[n] and rows and load[n] + w_bw > cap[n]:
             jobs = {p.job for p in rows}
             if load[n] > cap[n]:
-                if pod.job not in jobs and find(("job", pod.job)) == find(("link", n)):
-                    continue  # the new edge closes a cycle
+                closes = pod.job not in jobs and find(("job", pod.job)) == find(("link", n))
             else:  # the link becomes contended: an edge from each of its jobs
                 roots = [find(("job", j)) for j in sorted(jobs | {pod.job})]
-                if len(set(roots)) < len(roots):
-                    continue
+                closes = len(set(roots)) < len(roots)
+            # a new cycle stays when its offsets agree (spec §6, revised 2026-11-28)
+            if closes and not _agree_through(state, pod, n, rows_of, load, cap, bins):
+                continue
         feasible.append(n)
     if not feasible:
         return None
@@ -193,6 +290,32 @@ def decide_per_node(state: ClusterState, pod: Pod, bins: int = 72) -> int | None
     best = max(scores.values())
     at_max = [n for n in feasible if scores[n] >= best - 1e-7 / bins]
     return _latency_tie_break(at_max, delta, pod)
+
+
+def _agree_through(state, pod, n, rows_of, load, cap, bins) -> bool:
+    """:func:`_rejects_loop`'s statement for the cycles through node n's link once
+    ``pod`` is placed there, in n's connected component only (at scale)."""
+    adj: dict = {}
+
+    def edge(job, m):
+        adj.setdefault(("job", job), set()).add(("link", m))
+        adj.setdefault(("link", m), set()).add(("job", job))
+
+    for m, rows in enumerate(rows_of):
+        if load[m] > cap[m]:
+            for p in rows:
+                edge(p.job, m)
+    for p in [*rows_of[n], pod]:
+        edge(p.job, n)
+    seen, todo = {("link", n)}, [("link", n)]
+    while todo:
+        for w in adj[todo.pop()]:
+            if w not in seen:
+                seen.add(w)
+                todo.append(w)
+    near = {v: adj[v] & seen for v in seen}
+    return all(_common_perfect_vector(state, jobs, links, (pod, n), bins)
+               for jobs, links in _blocks_of(near) if n in links)
 
 
 def _latency_tie_break(at_max, delta, pod):

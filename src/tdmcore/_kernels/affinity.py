@@ -2,9 +2,12 @@
 
 The affinity graph is bipartite: jobs on one side, host links on the other, an
 edge when a job has a pod on a contended link (its summed bandwidth exceeds the
-capacity, so rotations there constrain the job's offset).  A placement that
-would close a cycle is filtered out: with a cycle, the global offsets of §III-C
-could not be assigned consistently.
+capacity, so rotations there constrain the job's offset).  This kernel finds the
+placements that would close a new cycle: with a cycle, the global offsets of
+§III-C may not be assignable consistently.  **[spec §6, revised 2026-11-28]** Only
+a cycle whose offsets cannot be made consistent is refused: the Filter keeps a
+flagged placement when one rotation vector is perfect on every link of the cycles
+it closes (:mod:`tdmcore.metronome.joint`); the kernel only finds the candidates.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ def loop_filter_kernel(
     capacity: np.ndarray, contended: np.ndarray, comp_job: np.ndarray, comp_link: np.ndarray,
     w_job: int, w_bw: float, w_adds: np.ndarray, out_ok: np.ndarray,
 ) -> None:
-    """``out_ok[n] = False`` where placing the waiting pod on node n closes a cycle.
+    """``out_ok[n] = False`` where placing the waiting pod on node n closes a new cycle
+    (whatever cycles the graph has already).
 
     ``comp_job`` / ``comp_link`` are connected-component labels of the current
     graph (-1: a vertex without edges, a component of its own); ``w_job`` may be

@@ -1,9 +1,16 @@
-"""The affinity graph of jobs and contended links, and global offsets (§III-B/C)."""
+"""The affinity graph of jobs and contended links, and global offsets (§III-B/C).
+
+**[spec §6, revised 2026-11-28]** A cycle of the graph is refused only when the
+offsets around it cannot be made consistent.  The cycles through a set of links
+are those of a *block* (a biconnected component): :func:`cyclic_blocks` finds the
+blocks that hold a cycle, and :mod:`tdmcore.metronome.joint` plans each as one.
+"""
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -14,7 +21,7 @@ from .._equality import ValueEquality
 from .._kernels.affinity import loop_filter_kernel
 from ..snapshot import Snapshot
 
-__all__ = ["AffinityGraph", "contended_edges", "loop_free_nodes"]
+__all__ = ["AffinityGraph", "Block", "contended_edges", "cyclic_blocks", "loop_free_nodes"]
 
 
 def contended_edges(snap: Snapshot) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
@@ -125,10 +132,79 @@ class AffinityGraph(ValueEquality):
         return bfs_order(adjacency(self.edges), root_job)
 
 
+class Block(NamedTuple):
+    """A biconnected component of the affinity graph that holds a cycle: its jobs
+    (ids) and its links (nodes), each ascending.  Every cycle of the graph lies in
+    one block, and two edges lie on a common cycle exactly when they share a block."""
+
+    jobs: tuple[int, ...]
+    links: tuple[int, ...]
+
+
+def cyclic_blocks(edges: NDArray[np.int64] | list[tuple[int, int]],
+                  through: int | None = None) -> list[Block]:
+    """The blocks of the bipartite graph of ``edges`` (``(job, node)`` pairs) that
+    hold a cycle (more than one edge: the graph is simple), by Tarjan's algorithm
+    (iterative, edges on a stack), in the order they close; with ``through``, only
+    those of that link's connected component that contain it."""
+    adj: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for j, n in (edges.tolist() if isinstance(edges, np.ndarray) else edges):
+        adj.setdefault((0, j), []).append((1, n))
+        adj.setdefault((1, n), []).append((0, j))
+    if through is not None:
+        roots = [(1, through)] if (1, through) in adj else []
+    else:
+        roots = sorted(adj)
+    disc: dict[tuple[int, int], int] = {}
+    low: dict[tuple[int, int], int] = {}
+    found: list[Block] = []
+    for root in roots:
+        if root in disc:
+            continue
+        disc[root] = low[root] = len(disc)
+        stack = [(root, (-1, -1), iter(adj[root]))]
+        pending: list[tuple[tuple[int, int], tuple[int, int]]] = []
+        while stack:
+            v, parent, it = stack[-1]
+            for w in it:
+                if w == parent:
+                    continue
+                if w not in disc:
+                    disc[w] = low[w] = len(disc)
+                    pending.append((v, w))
+                    stack.append((w, v, iter(adj[w])))
+                    break
+                if disc[w] < disc[v]:
+                    low[v] = min(low[v], disc[w])
+                    pending.append((v, w))
+            else:
+                stack.pop()
+                if not stack:
+                    continue
+                u = stack[-1][0]
+                low[u] = min(low[u], low[v])
+                if low[v] >= disc[u]:  # u separates v's subtree: one block closes
+                    block = []
+                    while True:
+                        e = pending.pop()
+                        block.append(e)
+                        if e == (u, v):
+                            break
+                    if len(block) > 1:
+                        vertices = {x for e in block for x in e}
+                        links = tuple(sorted(x[1] for x in vertices if x[0] == 1))
+                        if through is None or through in links:
+                            found.append(Block(tuple(sorted(x[1] for x in vertices
+                                                            if x[0] == 0)), links))
+    return found
+
+
 def loop_free_nodes(snap: Snapshot, graph: AffinityGraph, candidates: NDArray[np.int64],
                     job_id: int, bandwidth_gbps: float,
                     adds: NDArray[np.bool_] | None = None) -> NDArray[np.bool_]:
-    """Mask of nodes where placing a pod of ``job_id`` closes no cycle.
+    """Mask of nodes where placing a pod of ``job_id`` closes no new cycle (the
+    Filter keeps the others whose cycles have a common perfect plan,
+    :func:`tdmcore.metronome.joint.common_rotations`).
 
     ``adds[n]``: whether the pod would add a row to n's link
     (:meth:`~tdmcore.model.ClusterState.waiting_link_gbps` > 0); where it adds

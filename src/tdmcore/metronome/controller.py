@@ -24,7 +24,8 @@ from .._kernels import regulation as R
 from ..framework import ReserveResult
 from ..model import ClusterState, TrafficPattern
 from ..snapshot import Snapshot
-from .affinity import adjacency, bfs_order, contended_edges
+from .affinity import adjacency, bfs_order, contended_edges, cyclic_blocks
+from .joint import plan_blocks
 from .link import LinkPlan
 from .policies.metronome import MetronomeConfig, link_plan, link_pods
 
@@ -454,6 +455,9 @@ class Controller:
         for node in contended:
             if node not in self.links:
                 self.links[node] = self._plan(node, self._recalc_mode(True))
+        # the links of a cycle take one common plan (spec §6, revised 2026-11-28):
+        # the offsets then agree on every path around it
+        self.links.update(self._joint_plans(edges, names))
         rel: dict[tuple[int, str], float] = {}
         for node, plan in self.links.items():
             for job, rot in plan.job_rotations.items():
@@ -489,6 +493,18 @@ class Controller:
         self.anchors_ms = {r: a for r, a in self.anchors_ms.items() if r in state.job_members}
         self._mark_synced()
         return state.set_job_shifts(offsets)
+
+    def _joint_plans(self, edges: NDArray[np.int64], names: dict[int, str]
+                     ) -> dict[int, LinkPlan]:
+        """The link plans that change when every block of the affinity graph with a
+        cycle takes one common plan (:func:`tdmcore.metronome.joint.plan_blocks`)."""
+        blocks = cyclic_blocks(edges)
+        if not blocks:
+            return {}
+        on_links = {p.job_name for b in blocks for n in b.links if n in self.links
+                    for p in self.links[n].pods}
+        rank = {job: self._rank(job) for job in on_links}
+        return plan_blocks(self.links, blocks, names, rank)
 
     def _known(self, job: str) -> None:
         """A ValueError naming ``job`` unless it has a placed pod (the public

@@ -17,8 +17,9 @@ from ... import _validation as v
 from ..._kernels.node_score import ScoreSettings, WaitingPod, score_nodes_kernel
 from ...framework import CycleState, ReserveResult, Status
 from ...model import ClusterState, Pod
-from ..affinity import AffinityGraph, loop_free_nodes
+from ..affinity import AffinityGraph, cyclic_blocks, loop_free_nodes
 from ..base_period import check_settings
+from ..joint import common_rotations, lead_first
 from ..link import LinkPlan, LinkPod, _plan_link
 from ..scoring import PERFECT_RTOL
 from .default import resource_fit
@@ -127,11 +128,61 @@ class MetronomePolicy:
             candidates = np.flatnonzero(feasible).astype(np.int64)
             no_loop = loop_free_nodes(snap, graph, candidates, snap.job_id(pod.job),
                                       pod.bandwidth_gbps, self._adds(state, cycle))
+            # spec §6, revised 2026-11-28: a new cycle stays when its offsets agree;
+            # so does a new row on a link of a cycle (it may break the cycle's plan)
+            check = feasible & ~no_loop
+            if graph.has_cycle():
+                on_cycle = np.zeros_like(check)
+                for block in cyclic_blocks(graph.edges):
+                    on_cycle[list(block.links)] = True
+                check |= feasible & on_cycle & self._adds(state, cycle)
+            closing = np.flatnonzero(check).tolist()
+            if closing:
+                edges = {(int(j), int(m)) for j, m in graph.edges.tolist()}
+                for n in closing:
+                    no_loop[n] = self._offsets_agree(state, cycle, edges, int(n))
             dropped = int((feasible & ~no_loop).sum())
             if dropped:
                 cycle.reasons["Dependency loop in the affinity graph"] = dropped
             feasible &= no_loop
         return np.asarray(feasible)
+
+    def _offsets_agree(self, state: ClusterState, cycle: CycleState,
+                       edges: set[tuple[int, int]], node: int) -> bool:
+        """Whether the cycles through ``node``'s link once the waiting pod is placed
+        there (new ones, or ones the link was on) keep consistent offsets: each
+        block with a cycle through ``node``'s link
+        (:func:`~tdmcore.metronome.affinity.cyclic_blocks`, over the affinity graph's
+        ``edges`` plus the link's edges after the placement) has links that all
+        carry the jobs its cycles run through, and a common perfect plan
+        (:func:`tdmcore.metronome.joint.common_rotations`; spec §6, revised
+        2026-11-28, and the [decision] of :mod:`tdmcore.metronome.joint`)."""
+        pod, snap, cfg = cycle.pod, cycle.snapshot, self.config
+        pattern = pod.pattern
+        assert pattern is not None
+        waiting = snap.job_id(pod.job)
+        on_link = snap.job[snap.node_ptr[node]:snap.node_ptr[node + 1]].tolist()
+        after = sorted(edges | {(int(j), node) for j in [*on_link, waiting]})
+        names = {i: j for j, i in snap.job_ids.items()}
+        names[waiting] = pod.job
+        pods = link_pods(state, node)
+        pods.append(LinkPod(name=pod.name, job=pod.job, priority=pod.priority,
+                            period_ms=pattern.period_ms, duty_cycle=pattern.duty_cycle,
+                            bandwidth_gbps=pattern.bandwidth_gbps))
+        plans = {node: _plan_link(pods, float(state.cluster.link_gbps[node]), cfg.bins,
+                                  "first", float(cfg.gt_ms), float(cfg.et_frac),
+                                  cfg.max_multiple)}
+        for block in cyclic_blocks(after, through=node):
+            for m in block.links:
+                if m not in plans:
+                    plans[m] = link_plan(state, m, cfg, mode="first")
+            links = lead_first(plans, list(block.links))
+            jobs = sorted({j for m in links for j in plans[m].jobs},
+                          key=lambda j: job_rank(state, j, pod), reverse=True)
+            if common_rotations([plans[m] for m in links], jobs,
+                                [names[j] for j in block.jobs]) is None:
+                return False
+        return True
 
     @staticmethod
     def _adds(state: ClusterState, cycle: CycleState) -> NDArray[np.bool_]:
@@ -219,6 +270,18 @@ class MetronomePolicy:
         return ReserveResult(node, dict(plan.shifts_ms), skip, link_names,
                              rotations=plan.job_rotations, base_period_ms=plan.base.period_ms,
                              plan=plan)
+
+
+def job_rank(state: ClusterState, job: str, waiting: Pod | None = None) -> tuple[int, int]:
+    """``(priority, -deploy order)`` of ``job``'s first pod, the larger the higher
+    (the controller's ranking: priority, then the earliest deployed); a job with no
+    pod placed yet is ``waiting``'s, deployed next."""
+    members = state.job_members.get(job)
+    if members:
+        first = state.placed[members[0]]
+        return first.pod.priority, -first.order
+    assert waiting is not None and waiting.job == job
+    return waiting.priority, -state.next_order
 
 
 def link_pods(state: ClusterState, node: int) -> list[LinkPod]:
