@@ -480,6 +480,23 @@ def test_period_gap_keeps_the_communication_and_injects_idle() -> None:
         period_gap(5.0, window_s=0.0)
 
 
+def test_the_period_gap_study_shares_every_gap_on_the_mean() -> None:
+    """Its G_T unifies each gap of its grid 2:1 on the mean, without idle, as the
+    paper's Fig. 15 does.  With G_T pairwise (spec §4, revised 2026-11-28) the old
+    17.5 ms, half the widest gap, unified 35 and 30 ms 5:3 and left 20 ms
+    incompatible."""
+    from tdmcore import unify_periods
+
+    spec = yaml.safe_load(Path(sweep.example_path("period-gap")).read_text())
+    gt_ms = spec["set"]["metronome.gt_ms"]
+    for gap in spec["grid"]["scenario.gap_ms"]:
+        high, low = (j.pattern for j in period_gap(float(gap), 60.0).jobs)
+        base = unify_periods([high.period_ms, low.period_ms], ["high", "low"], gt_ms=gt_ms)
+        assert base.compatible and base.multiples.tolist() == [2, 1], gap
+        assert base.idle_ms.tolist() == [0.0, 0.0]
+        assert base.period_ms == pytest.approx((2 * high.period_ms + low.period_ms) / 2)
+
+
 @pytest.mark.parametrize("kwargs, name", [
     (dict(window_s=0.0), "window_s"), (dict(window_s=-5.0), "window_s"),
     (dict(window_s=math.nan), "window_s"), (dict(window_s="60"), "window_s"),

@@ -437,10 +437,10 @@ def period_gap(gap_ms: float = S3_PERIOD_GAP_MS, window_s: float = 600.0) -> Sce
 
     **[decision]** The injected idle is part of the job's pattern (the job runs
     it whoever schedules it), so every policy sees the same two jobs; with the
-    paper's G_T = 5 ms only gaps up to 10 ms unify without further injection
-    (``|m t - T| <= G_T`` around the mean ``T``), so the study runs Metronome
-    with ``G_T`` at half the widest gap (17.5 ms), which shares every gap on the
-    mean as the paper does.
+    paper's G_T = 5 ms only gaps up to 5 ms unify without further injection
+    (``|m_p t_p - m_q t_q| <= G_T`` for every pair, spec §4 revised 2026-11-28),
+    so the study runs Metronome with ``G_T`` at the widest gap (35 ms), which
+    shares every gap on the mean as the paper does.
     """
     gap = v.real_number("gap_ms", gap_ms)
     window_s = window_seconds(window_s)
