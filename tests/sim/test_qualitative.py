@@ -24,10 +24,13 @@ from tdmcore.sim.scenarios import metronome_snapshots
 SNAPSHOTS = metronome_snapshots(600.0)
 
 
+SEEDS = [0, 1, 2, 3]
+
+
 @cache
-def run(snapshot: str, policy: str) -> RunResult:
+def run(snapshot: str, policy: str, seed: int = 0) -> RunResult:
     sc = SNAPSHOTS[snapshot]
-    return run_cluster(sc.sim, sc.jobs, policy, seed=0)
+    return run_cluster(sc.sim, sc.jobs, policy, seed=seed)
 
 
 def per_1000(r: RunResult, high: bool) -> float:
@@ -36,144 +39,214 @@ def per_1000(r: RunResult, high: bool) -> float:
     return sum(values) / len(values)
 
 
-def ratio(snapshot: str, policy: str, other: str, high: bool = True) -> float:
-    return per_1000(run(snapshot, policy), high) / per_1000(run(snapshot, other), high)
+def ratio(snapshot: str, policy: str, other: str, high: bool = True, seed: int = 0) -> float:
+    return per_1000(run(snapshot, policy, seed), high) / per_1000(run(snapshot, other, seed), high)
 
 
-# Seed 0, 600 s, contention efficiency 0.99 (docs/fidelity.md, "What holds").
-# Metronome's high-priority job against default / diktyo / ideal, time per 1,000
-# iterations: S1 424.4 vs 478.9 / 478.9 / 422.0 s; S2 102.98 vs 102.96 / 102.96 /
-# 98.67; S3 106.99 vs 107.24 / 107.24 / 102.75; S4 544.9 vs 618.3 / 584.4 / 533.1;
-# S5 435.9 vs 494.3 / 468.7 / 429.6.
-@pytest.mark.parametrize("snapshot", ["S1", "S3", "S4", "S5"])
-def test_metronome_high_priority_job_no_slower_than_default_or_diktyo(snapshot: str) -> None:
+# Contention efficiency 0.99, 600 s windows (docs/fidelity.md, "What holds").  The
+# rules are the spec's revised 2026-11-28 ones: G_T pairwise and idle that closes
+# the gap (§4), the loop filter refusing only cycles whose offsets cannot agree
+# (§6), pattern updates measured without contention (§7).  Metronome's high job,
+# time per 1,000 iterations against ideal / default, seeds 0-3: S1 +1.46 / +1.50 /
+# +1.27 / +1.98 % and -10.6 / -10.3 / -9.6 / -8.8 %; S2 +0.43 / +0.20 / +0.86 /
+# +0.36 % and -3.76 / -3.99 / -3.35 / -3.81 %; S3 +3.05 / +2.22 / +3.16 / +1.79 %
+# and -1.3 / -2.1 / -1.1 / -2.5 %; S4 +1.34 / +0.02 / +0.99 / +0.02 % and -12.6 /
+# -11.0 / -12.2 / -8.8 %; S5 +1.82 / +1.78 / +1.33 / +1.78 % and -11.5 / -11.6 /
+# -12.0 / -11.6 %.
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("snapshot", ["S1", "S2", "S3", "S4", "S5"])
+def test_metronome_high_priority_job_faster_than_default_and_diktyo(
+        snapshot: str, seed: int) -> None:
     # Paper Fig. 8: Metronome's high-priority job is the fastest of the three.
-    assert ratio(snapshot, "metronome", "default") <= 1.0
-    assert ratio(snapshot, "metronome", "diktyo") <= 1.0
+    assert ratio(snapshot, "metronome", "default", seed=seed) < 1.0
+    assert ratio(snapshot, "metronome", "diktyo", seed=seed) < 1.0
 
 
-def test_s2_metronome_is_the_baselines_in_the_model() -> None:
-    # NOT the paper's S2 (Metronome 19.35 % faster than default): the two jobs'
-    # periods (98.68 / 91.94 ms) differ by 6.74 ms, so the low job's comm phase
-    # sweeps through the high one's every ~14 iterations in episodes of ~5, too
-    # short for the monitor (more than 5 of 10 iterations slow by 10 %) to act: no
-    # readjustment, the same contention as under default (docs/fidelity.md).
-    met = run("S2", "metronome")
-    assert met.readjustments == 0
-    for other in ("default", "diktyo"):
-        for high in (True, False):
-            assert abs(ratio("S2", "metronome", other, high) - 1.0) <= 0.001
+@pytest.mark.parametrize("seed", SEEDS)
+def test_s2_high_job_is_3_pct_faster_than_default_and_within_2_pct_of_ideal(
+        seed: int) -> None:
+    # Paper §IV-B1: 19.35 % faster than default, within 2 % of ideal.  The low job
+    # (91.94 ms) gets the 6.74 ms of idle that closes its gap to the high one's
+    # 98.68 ms (spec §4, revised), so the two no longer drift: the high job is
+    # 3.35-3.99 % faster than default and 0.20-0.86 % from ideal.  The magnitude
+    # is the contention model's (test_s2_at_the_paper_s_own_contention_...).
+    assert ratio("S2", "metronome", "default", seed=seed) <= 0.97
+    assert ratio("S2", "metronome", "ideal", seed=seed) <= 1.02
+    # the low job pays its idle: 2.6-3.2 % slower than under default
+    assert 1.0 < ratio("S2", "metronome", "default", high=False, seed=seed) <= 1.04
 
 
-def test_s2_at_the_paper_s_own_contention_the_monitor_acts_and_still_ties_default() -> None:
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("snapshot, bound", [
+    ("S1", 1.02), ("S2", 1.02), ("S4", 1.02), ("S5", 1.02),
+    # not within the paper's 2 % (docs/fidelity.md, "What holds"): S3 +1.8 to +3.2 %,
+    # the latency term's 0.1 ms per iteration drifts the 2:1 pair apart
+    # (test_s3_what_is_left_is_a_drift_below_the_monitor_s_trigger)
+    ("S3", 1.035),
+])
+def test_metronome_high_priority_job_against_ideal(snapshot: str, bound: float,
+                                                   seed: int) -> None:
+    assert 1.0 <= ratio(snapshot, "metronome", "ideal", seed=seed) <= bound
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_s1_every_job_starts_as_it_arrives(seed: int) -> None:
+    # Paper §IV-B1: S1 is fully accepted.  Its third job's gang closes a cycle of
+    # two A30 links that carry the same jobs, with one perfect plan for both
+    # (spec §6, revised): kept, so no job waits (it waited 601 s when every cycle
+    # was refused).
+    r = run("S1", "metronome", seed)
+    assert len(r.jobs) == 3
+    assert all(j.wait_ms == 0.0 for j in r.jobs.values())
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("snapshot", ["S4", "S5"])
+def test_the_low_priority_job_stays_off_the_congested_node(snapshot: str, seed: int) -> None:
+    # Paper §IV-B1: Metronome avoids the congested node (a30-1).  With every cycle
+    # refused the low job's second worker was sent there.
+    sc = SNAPSHOTS[snapshot]
+    for job in run(snapshot, "metronome", seed).jobs.values():
+        assert "a30-1" not in job.nodes, (job.name, job.nodes)
+    assert sc.sim.background_gbps[0] > 0.0  # a30-1 is the congested one
+
+
+def test_s3_what_is_left_is_a_drift_below_the_monitor_s_trigger() -> None:
+    # Without compute noise the gap to ideal stays (+4.5 %): unification makes the
+    # pair exactly 2:1 (102.76 x 2 = 186.84 + 18.68 ms of idle), but each job pays
+    # the ring's latency term, 0.1 ms per iteration, once per iteration: the high
+    # job twice per 205.52 ms, the low job once, so the low job's comm phase drifts
+    # 0.1 ms per iteration into the high one's.  Its contended iterations grow by
+    # about that much each and pass the 110 % trigger only after ~200 of them, so
+    # most of them are slow but few trip the monitor (docs/fidelity.md).
+    sc = SNAPSHOTS["S3"]
+    r = run_cluster(sc.sim, sc.jobs, "metronome", seed=0, noise_sigma=0.0)
+    (high,) = [j for j in r.jobs.values() if j.priority > 0]
+    (low,) = [j for j in r.jobs.values() if j.priority == 0]
+    assert np.median(high.durations_ms[:400]) == pytest.approx(102.86, abs=0.005)
+    assert np.median(low.durations_ms[:200]) == pytest.approx(205.62, abs=0.005)
+    base = 205.52  # the low job's period with its idle, the monitor's baseline
+    assert np.mean(low.durations_ms > 1.02 * base) > 0.5
+    assert np.mean(low.durations_ms > 1.10 * base) < 0.05
+    ideal = run_cluster(sc.sim, sc.jobs, "ideal", seed=0, noise_sigma=0.0)
+    assert per_1000(r, True) / per_1000(ideal, True) > 1.03
+
+
+def test_s2_at_the_paper_s_own_contention_metronome_reaches_the_paper_s_gain() -> None:
     # Grant S2 the contention its paper baseline shows: eta = 0.30, the S2-only fit
     # (docs/fidelity.md, "The calibration").  Default's high job then takes the
     # paper's implied 122.36 s per 1,000 iterations (98.68 / (1 - 0.1935)) to 0.24 %,
-    # and contended low iterations now exceed the trigger, so the monitor pauses
-    # (80 times, seed 0) -- yet the high job stays where default has it (+0.2 %):
-    # a pause comes after 6 slow iterations of 10, about one collision episode, and
-    # the 6.74 ms drift brings the low job back within about 4 iterations.
+    # and Metronome's is 18.71 % faster (the paper: 19.35 %), 0.57 % from ideal.
     sc = SNAPSHOTS["S2"]
     by = {p: run_cluster(sc.sim, sc.jobs, p, seed=0, contention_efficiency=0.30)
           for p in ("default", "metronome")}
     assert abs(per_1000(by["default"], True) / (98.68 / (1 - 0.1935)) - 1.0) <= 0.01
-    assert by["metronome"].readjustments >= 20
-    assert abs(per_1000(by["metronome"], True) / per_1000(by["default"], True) - 1.0) <= 0.01
+    gain = 1.0 - per_1000(by["metronome"], True) / per_1000(by["default"], True)
+    assert 0.17 <= gain <= 0.21
 
 
 @pytest.mark.parametrize(("window", "o_t", "a_t"), [
     (10, 3, 1.05), (10, 3, 1.10), (10, 3, 1.15), (10, 5, 1.05), (10, 5, 1.15),
     (3, 1, 1.02)])
-def test_no_monitor_threshold_brings_back_the_papers_s2_benefit(
+def test_s2_s_gain_does_not_hang_on_the_monitor_s_thresholds(
         window: int, o_t: int, a_t: float) -> None:
     # The paper's Fig. 14 range (O_T 3 or 5, A_T 105-115 %) and a hair trigger far
-    # outside it: S2's high job is never more than 1 % faster than under default
-    # (seed 0: +0.02 to +0.56 % in the range, -0.57 % with the hair trigger, which
-    # pauses 1,240 times), against the paper's 19.35 % (docs/fidelity.md, "Limits").
+    # outside it: S2's high job is 3.19-3.99 % faster than default in the range
+    # (4.06 % with the hair trigger), seed 0: the idle, not the pauses, holds the
+    # pair apart (3-7 readjustments).
     sc = SNAPSHOTS["S2"]
     policy = make_policy("metronome")
     r = run_cluster(sc.sim, sc.jobs, policy, seed=0, controller=dataclasses.replace(
         ControllerConfig.for_policy(policy.config), window=window, o_t=o_t, a_t=a_t))
-    assert per_1000(r, True) / per_1000(run("S2", "default"), True) >= 0.99
+    assert per_1000(r, True) / per_1000(run("S2", "default"), True) <= 0.97
+    assert r.readjustments <= 10
 
 
 @pytest.mark.parametrize("snapshot", ["S2", "S3"])
-def test_a_longer_monitor_window_does_not_hold_drifting_jobs_apart(snapshot: str) -> None:
+def test_a_longer_monitor_window_changes_little(snapshot: str) -> None:
     # The paper's "fixed time window of 10" has lost its unit; read as seconds
-    # (50-100 iterations here) the monitor does act in S2 and S3 (304 and 86
-    # pauses), but each pause puts the low job back half a period from the high
-    # one, from where the drift brings it back into the high one's comm phase
-    # within about 4 iterations: the high job gets slower, not faster (S2 104.20
-    # against 102.98 s, S3 107.44 against 106.95 s; docs/fidelity.md, "Limits").
+    # (100 iterations here) the monitor acts about as often (S2 4 against 3, S3 11
+    # against 10 readjustments) and the high job moves by less than 0.5 % (S2 99.00
+    # against 99.10 s, S3 105.63 against 105.88 s; docs/fidelity.md, "Limits").
+    # Before the revised idle, drift made the wide window pause 304 and 86 times.
     sc = SNAPSHOTS[snapshot]
     policy = make_policy("metronome")
     wide = run_cluster(sc.sim, sc.jobs, policy, seed=0, controller=dataclasses.replace(
         ControllerConfig.for_policy(policy.config), window=100))
-    assert wide.readjustments > 10 * max(run(snapshot, "metronome").readjustments, 1)
-    assert per_1000(wide, True) > per_1000(run(snapshot, "metronome"), True)
+    assert wide.readjustments <= 2 * run(snapshot, "metronome").readjustments
+    assert abs(per_1000(wide, True) / per_1000(run(snapshot, "metronome"), True) - 1) <= 0.005
 
 
-@pytest.mark.parametrize("snapshot", ["S2", "S3", "S5"])
+def _most_slow_in_a_window(snapshot: str, policy: str) -> int:
+    cfg = ControllerConfig()
+    (high,) = [j for j in run(snapshot, policy).jobs.values() if j.priority > 0]
+    job = next(j for j in SNAPSHOTS[snapshot].jobs if j.name == high.name)
+    assert job.pattern is not None
+    assert high.durations_ms.size == high.done > 1000  # every iteration kept
+    slow = (high.durations_ms > cfg.a_t * job.pattern.period_ms).astype(int)
+    return int(np.convolve(slow, np.ones(cfg.window, dtype=int), "valid").max())
+
+
+@pytest.mark.parametrize("snapshot", ["S3", "S4", "S5"])
 def test_the_high_jobs_own_window_never_triggers_where_the_monitor_is_idle(
         snapshot: str) -> None:
     # The paper (§III-C): "if a pod's iteration time exceeds the baseline ... by a
     # factor of A_T for more than O_T occurrences ... pause ... low priority pods".
     # The controller watches each pod's own window and pauses it if it is of low
     # priority.  Read instead as "the high-priority pod's window pauses the low ones
-    # beside it", nothing would change in S2, S3 and S5: under Metronome and its
+    # beside it", nothing would change in S3, S4 and S5: under Metronome and its
     # compact ablation the high job never has more than O_T of any W consecutive
-    # iterations above A_T x its period (at most 4, 5 and 0; docs/fidelity.md,
-    # "Limits").  In S1 it would (the compact ablation has 57 such windows).
+    # iterations above A_T x its period (at most 5, 2 and 0; docs/fidelity.md,
+    # "Limits").  In S1 and S2 it would (16 and 11 such windows under Metronome).
     cfg = ControllerConfig()
-
-    def most_slow_in_a_window(snap: str, policy: str) -> int:
-        (high,) = [j for j in run(snap, policy).jobs.values() if j.priority > 0]
-        job = next(j for j in SNAPSHOTS[snap].jobs if j.name == high.name)
-        assert high.durations_ms.size == high.done > 1000  # every iteration kept
-        slow = (high.durations_ms > cfg.a_t * job.period_ms).astype(int)
-        return int(np.convolve(slow, np.ones(cfg.window, dtype=int), "valid").max())
-
-    assert run(snapshot, "metronome").readjustments <= 6  # S2 0, S3 6, S5 3: hardly acts
     for policy in ("metronome", "metronome-no-phase3"):
-        assert most_slow_in_a_window(snapshot, policy) <= cfg.o_t
-    assert most_slow_in_a_window("S1", "metronome-no-phase3") > cfg.o_t
+        assert _most_slow_in_a_window(snapshot, policy) <= cfg.o_t
+    for busy in ("S1", "S2"):
+        assert _most_slow_in_a_window(busy, "metronome") > cfg.o_t
 
 
-@pytest.mark.parametrize("snapshot, bound", [
-    ("S1", 1.02), ("S5", 1.02),
-    # not within the paper's 2 % (docs/fidelity.md): S4 +2.2 % (its low job's second
-    # worker on the congested link runs slower, so the two drift), S3 +4.1 % (the
-    # 5 ms gap G_T leaves drifts the low job into the high one's comm phase and
-    # its iterations stay under the 110 % trigger), S2 +4.4 % (above)
-    ("S4", 1.03), ("S3", 1.05), ("S2", 1.05),
-])
-def test_metronome_high_priority_job_against_ideal(snapshot: str, bound: float) -> None:
-    assert 1.0 <= ratio(snapshot, "metronome", "ideal") <= bound
-
-
-def test_ablations_cost_time_where_the_paper_says() -> None:
-    # Table VII / Fig. 13 (S1): compact rotations (no 3rd stage) readjust far more
-    # often and both priorities slow down; without monitoring nothing is readjusted
-    # and both slow down more.  S1: readjustments 10 vs 1; high 428.1 / 439.0 vs
-    # 424.4 s.
-    full = run("S1", "metronome")
-    compact = run("S1", "metronome-no-phase3")
-    blind = run("S1", "metronome-no-monitor")
-    assert compact.readjustments > 3 * full.readjustments
-    assert blind.readjustments == 0
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("snapshot", ["S1", "S2"])
+def test_without_monitoring_both_priorities_slow_down(snapshot: str, seed: int) -> None:
+    # Table VIII / Fig. 13b: without monitoring nothing is readjusted and both
+    # priorities slow down: S1 +4.4 to +6.8 %, S2 +4.1 to +6.2 % (seeds 0-3; the
+    # paper's S2 +19.45 / +17.74 % is the contention model's magnitude again).
+    blind = run(snapshot, "metronome-no-monitor", seed)
+    assert blind.readjustments == 0 < run(snapshot, "metronome", seed).readjustments
     for high in (True, False):
-        assert per_1000(compact, high) > per_1000(full, high)
-        assert per_1000(blind, high) > per_1000(full, high)
+        assert ratio(snapshot, "metronome-no-monitor", "metronome", high, seed) >= 1.03
 
 
-@pytest.mark.parametrize("snapshot", ["S2", "S3", "S4", "S5"])
-def test_ablations_change_little_outside_s1(snapshot: str) -> None:
-    # The paper: S4 almost unchanged by either ablation (as here).  It sees both
-    # ablations cost time in S2, S3 and S5 too; here the monitor hardly acts there
-    # (S2 never, S3 4, S5 3 readjustments), so neither ablation changes the
-    # high-priority job by more than 0.5 % (docs/fidelity.md).
-    for ablation in ("metronome-no-phase3", "metronome-no-monitor"):
-        assert abs(ratio(snapshot, ablation, "metronome") - 1.0) <= 0.005
+@pytest.mark.parametrize("seed", SEEDS)
+def test_compact_rotations_readjust_more_often(seed: int) -> None:
+    # Table VII / Fig. 13a: compact rotations (no cushion between comm phases) make
+    # drift trip the monitor more often.  S2: 27 / 18 / 35 / 15 readjustments
+    # against 3 / 2 / 7 / 3 (seeds 0-3).  In S1 it holds on seeds 0, 2 and 3 (14,
+    # 25, 28 against 4, 9, 14), not on seed 1 (8 against 15).
+    assert run("S2", "metronome-no-phase3", seed).readjustments > \
+        2 * run("S2", "metronome", seed).readjustments
+
+
+def test_compact_rotations_cost_both_priorities_time_on_seed_0() -> None:
+    # Table VII (S1 +0.58 % high, +1.17 % low; S2 +3.78 / +1.77 %): seed 0, S1
+    # +0.79 / +1.13 %, S2 +0.67 / +0.76 %.  Over seeds 0-3 it is noisier: S1 seed 1
+    # and S2 seeds 2-3 have one priority faster under compact (docs/fidelity.md).
+    for snapshot in ("S1", "S2"):
+        for high in (True, False):
+            assert ratio(snapshot, "metronome-no-phase3", "metronome", high) > 1.0
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("snapshot", ["S4", "S5"])
+def test_without_monitoring_nothing_changes_where_nothing_drifts(snapshot: str,
+                                                                 seed: int) -> None:
+    # The paper: S4 almost unchanged by either ablation (Table VIII: Gamma -0.17 %).
+    # Here S4's and S5's pairs are held apart by their plan alone: 0 readjustments,
+    # so the run without monitoring is the same run.  (S5's paper figure, -5.07 %,
+    # is not reproduced: docs/fidelity.md.)
+    assert run(snapshot, "metronome", seed).readjustments == 0
+    assert ratio(snapshot, "metronome-no-monitor", "metronome", True, seed) == 1.0
+    assert ratio(snapshot, "metronome-no-monitor", "metronome", False, seed) == 1.0
 
 
 def test_oasis_with_a_quantile_lower_bound_beats_fifo_and_drf() -> None:
@@ -190,7 +263,7 @@ def test_oasis_with_a_quantile_lower_bound_beats_fifo_and_drf() -> None:
 def test_metronome_total_completion_time_no_longer_than_default_on_the_trace(
         seed: int) -> None:
     # Paper Fig. 10: Metronome completes the trace before the default scheduler.
-    # TCT (h), seed 0-3: 5.237 / 5.474, 5.196 / 5.279, 5.028 / 5.028, 4.712 / 5.710.
+    # TCT (h), seed 0-3: 5.237 / 5.474, 5.196 / 5.279, 5.028 / 5.028, 4.737 / 5.710.
     from tdmcore.sim.scenarios import metronome_trace
 
     sc = metronome_trace(seed)
