@@ -99,6 +99,26 @@ def _check_circle_example(namespace: dict[str, Any]) -> None:
     assert len(namespace["shifts_ms"]) == 3
 
 
+
+def test_readme_table_is_the_simulator_s_output(tmp_path: Path) -> None:
+    """Every row of the README's excerpt is a row the main command prints (seed 0,
+    default window); docs/simulator.md's excerpt too."""
+    from click.testing import CliRunner
+
+    from tdmcore.app.cli import cli
+
+    result = CliRunner().invoke(cli, ["simulate", "metronome-snapshots", "--no-plots",
+                                      "--out", str(tmp_path)], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    printed = {line.rstrip() for line in result.output.splitlines()}
+    for page, heading in ((README, "What the main command shows"),
+                          (DOCS / "simulator.md", "What the main command shows")):
+        block = code_blocks(page, heading, "")[0]
+        rows = [ln.rstrip() for ln in block.splitlines() if re.match(r"S\d  ", ln)]
+        assert len(rows) >= 8, (page.name, block)
+        for row in rows:
+            assert row in printed, f"{page.name}: {row!r} is not in the output"
+
 def test_readme_library_example_runs() -> None:
     _check_circle_example(run_example(README, "The library"))
 
