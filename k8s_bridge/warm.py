@@ -67,8 +67,8 @@ def warm_up_all() -> None:
     optimal), offsets and regulation."""
     import numpy as np
 
+    from tdmcore._kernels.joint_search import joint_first_kernel
     from tdmcore.framework import Scheduler
-    from tdmcore.metronome import joint
     from tdmcore.metronome.controller import Controller
     from tdmcore.metronome.policies import POLICIES, make_policy
     from tdmcore.metronome.policies.metronome import link_pods
@@ -101,9 +101,8 @@ def warm_up_all() -> None:
         ctrl.update_offsets()
         # the joint first search of links planned as one (a cycle whose links carry
         # the same jobs, tdmcore.metronome.joint), as common_rotations calls it
-        joint.joint_first_kernel(np.zeros((2, 2, 8)), np.full(2, 25.0),
-                                 np.full(2, 8, dtype=np.int64), 1e-9,
-                                 np.zeros(2, dtype=np.int64))
+        joint_first_kernel(np.zeros((2, 2, 8)), np.full(2, 25.0),
+                           np.full(2, 8, dtype=np.int64), 1e-9, np.zeros(2, dtype=np.int64))
         for key in list(state.placed):
             starts = [1_000_000.0 + 150.0 * i for i in range(12)]
             ctrl.report_iterations(key, starts, [150.0] * 12, [30.0] * 12, batch=True)
