@@ -297,10 +297,13 @@ def test_a_job_without_a_podgroup_rejected_by_the_policys_rule_is_told_why():
     # An operator's find (issue 40): a job of two pods without a PodGroup, one pod
     # bound, the other rejected everywhere; the node with room said only "rejected by
     # the policy's Filter".  It is the dependency-loop rule (job j would cross the
-    # links of n0 and n1, which job k crosses too), about the job's placed pod.
+    # links of n0 and n1, which job k crosses too), about the job's placed pod.  Duty
+    # 0.6 at 15 Gbps on 25: no plan is perfect on either link, so the cycle's offsets
+    # cannot agree (spec §6, revised 2026-11-28; at duty 0.3 one plan fits both and
+    # the cycle is kept).
     t = {"j": K.job_labels("j"), "k": K.job_labels("k")}
     objs = ([K.node(n) for n in NODES]
-            + [K.podbandwidth(j, period=100, duty=0.3, gbps=15,
+            + [K.podbandwidth(j, period=100, duty=0.6, gbps=15,
                               match={"training.kubeflow.org/job-name": j}) for j in "jk"]
             + [K.pod("k-0", gpu=3, labels=t["k"], node="n0", phase="Running"),
                K.pod("k-1", gpu=3, labels=t["k"], node="n1", phase="Running"),
