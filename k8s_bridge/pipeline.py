@@ -252,12 +252,36 @@ class Pipeline:
         (:mod:`k8s_bridge.gangs`); with :attr:`filter_decides` a pod keeps the
         policy's pick only, claimed for it until its bind.
         """
+        if self.gang_wait_s > 0 and self.kube is not None \
+                and (self.filter_decides or gang_key(pod_json) is not None):
+            self._read_uncached(pod_json)
         outcome, admitted = self._filter(pod_json, node_names)
         if self._pending_statuses:
             self._flush_confirmed()
         if admitted is not None and self.on_gang_admitted is not None:
             self.on_gang_admitted(admitted)
         return outcome
+
+    def _read_uncached(self, pod_json: Mapping[str, Any]) -> None:
+        """Read a pod the Pod watch has not delivered yet from the API, as bind does:
+        only a cached pod is claimed (:meth:`_cached`), and kube-scheduler's informer
+        can hand it a new pod, whose Filter then reaches us, before our own watch
+        delivers it.  Unclaimed, such a pod was placed with nothing assumed (another
+        pod's Filter could take its GPUs) and, bound by kube-scheduler's binder,
+        recorded by nothing.  A failed read leaves the pod unclaimed, as before."""
+        meta = pod_json.get("metadata") or {}
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            return  # _pod refuses it with its reason
+        namespace = str(meta.get("namespace") or "default")
+        if f"{namespace}/{name}" in self.model.objects["Pod"]:
+            return
+        log.debug("Filter of %s/%s before the Pod watch delivered it: read from the API",
+                  namespace, name)
+        try:
+            self._fetch_pod(namespace, name)
+        except BindError as exc:
+            log.debug("Filter of %s/%s: %s", namespace, name, exc)
 
     def _filter(self, pod_json: Mapping[str, Any], node_names: Sequence[str]
                 ) -> tuple[FilterOutcome, str | None]:

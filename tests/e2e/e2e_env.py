@@ -97,7 +97,8 @@ class Component:
 
     def start(self, *, wait_ready: bool = True, timeout_s: float = 60.0) -> Component:
         argv = [sys.executable, "-m", "k8s_bridge.cli", *self.args,
-                "--port", str(self.port), "--log-level", "INFO"]
+                "--port", str(self.port), "--log-level",
+                os.environ.get("TDMCORE_E2E_LOG_LEVEL", "INFO")]
         if self.host is not None:
             argv += ["--host", self.host]
         if self.probe_port != self.port:

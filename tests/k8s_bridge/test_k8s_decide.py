@@ -15,6 +15,7 @@ the proof that it is equivalent:
 from __future__ import annotations
 
 import random
+import threading
 from typing import Any
 
 import pytest
@@ -84,3 +85,51 @@ def test_filter_decides_places_as_the_library_does_on_a_top_scored_node(seed: in
         bound = {p["metadata"]["name"] for p in fake.list("v1", "Pod")
                  if p["spec"].get("nodeName")}
         assert recorded == bound
+
+
+def test_a_pod_filtered_before_the_watch_delivers_it_is_claimed_and_recorded() -> None:
+    """kube-scheduler's informer can deliver a new pod, and its Filter reach the
+    extender, before the extender's own Pod watch delivers it (seen on the e2e under
+    load: the Filter 2 ms ahead of the ADDED event).  Filter reads such a pod from the
+    API, as bind does, and claims its node; the watch then confirms the claim and the
+    node's NodeBandwidth records the pod.  Without the read the pod went unclaimed
+    (nothing assumed it, so another pod's Filter could take its GPUs) and, bound by
+    kube-scheduler's own binder, was recorded by nothing."""
+    objs: list[dict[str, Any]] = [K.node("n0"), K.node("n1"),
+                                  K.podbandwidth("j", period=100, duty=0.4, gbps=10,
+                                                 match={JOB: "j"})]
+    with cluster(objs) as (fake, kube, model, informers):
+        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=30.0)
+        pipeline.filter_decides = True
+        pods = next(i for i in informers if i.kind == "Pod")
+        deliver = pods.handler
+        assert deliver is not None
+        held: list[tuple[str, str, dict[str, Any]]] = []
+        lagging = threading.Event()
+        lagging.set()
+
+        def lag(kind: str, event: str, obj: dict[str, Any]) -> None:
+            if lagging.is_set():
+                held.append((kind, event, obj))
+            else:
+                deliver(kind, event, obj)
+
+        pods.handler = lag
+        created = fake.create(K.pod("j-0", gpu=2, labels=K.job_labels("j", "high")))
+        synced_to(fake, informers)
+        assert held and "default/j-0" not in model.objects["Pod"]  # the watch lags
+        kept = pipeline.filter(created, ["n0", "n1"])
+        assert len(kept.nodes) == 1
+        node = kept.nodes[0]
+        assert pipeline.gangs.claims["default/j-0"].node == node  # claimed...
+        assert model.assumed_on("default/j-0") == node  # ...and its GPUs taken
+        lagging.clear()  # the watch catches up, then kube-scheduler's binder binds
+        for kind, event, obj in held:
+            deliver(kind, event, obj)
+        kube.bind("default", "j-0", created["metadata"]["uid"], node)
+        synced_to(fake, informers)
+        pipeline.expire_claims()
+        assert pipeline.gangs.claims == {}
+        assert pipeline.flush_statuses()
+        status = (fake.get("tdmcore.io/v1alpha1", "NodeBandwidth", node) or {}).get("status")
+        assert [e["name"] for e in (status or {}).get("pods") or []] == ["j-0"]
