@@ -157,7 +157,7 @@ def test_a_bad_tdmcore_data_is_a_clear_error(tmp_path: Path, monkeypatch) -> Non
 
 def test_the_link_scenarios_come_from_tdmcore_data_too(tmp_path: Path, monkeypatch) -> None:
     # snapshots.json was read from the package whatever TDMCORE_DATA said
-    from tdmcore.app.catalog import link_scenarios
+    from tdmcore.sim.catalog import link_scenarios
 
     shutil.copy(data_dir() / "models.csv", tmp_path / "models.csv")
     with open_data("snapshots.json") as fh:
@@ -176,7 +176,7 @@ def test_simulate_runs_from_an_unrelated_folder(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": ""}
     env.pop("TDMCORE_DATA", None)
     done = subprocess.run(
-        [sys.executable, "-m", "tdmcore.app.cli", "simulate", "--example", "--policies",
+        [sys.executable, "-m", "tdmcore", "simulate", "--example", "--policies",
          "default", "--no-plots", "--out", str(tmp_path / "r")],
         capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr

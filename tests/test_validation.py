@@ -108,8 +108,8 @@ def test_one_pattern_rule_speaks_for_every_entry_point(args: tuple, message: str
     model, the top-level API, the engine's jobs, the link catalog and scenario files
     all say the same."""
     from tdmcore._validation import pattern
-    from tdmcore.app.catalog import parse_pod
     from tdmcore.model import TrafficPattern
+    from tdmcore.sim.catalog import parse_pod
     from tdmcore.sim.engine.network import FlowJob
 
     name = message.split(":")[0]

@@ -14,11 +14,13 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from tdmcore.app.cli import cli, main
+from tdmcore.app.cli import cli
+from tdmcore.app.lifecycle import main
 from tdmcore.metronome.controller import ControllerConfig
 from tdmcore.metronome.policies import MetronomeConfig, MetronomePolicy, make_policy
 from tdmcore.sim import sweep
 from tdmcore.sim.cluster import check_run_options, run_cluster
+from tdmcore.sim.report import run_metric_names
 from tdmcore.sim.scenarios import S3_PERIOD_GAP_MS, metronome_snapshots, period_gap
 from tdmcore.sim.scheduler_time import scheduler_time, sharing_state
 from tdmcore.sim.sweep import execute
@@ -433,7 +435,7 @@ def test_compare_is_the_change_against_the_reference_run() -> None:
             assert row["per_1000_low_s_vs_ideal_pct"] > 0
     # a task runs one policy: its metrics are the declared ones, each compared once
     # (no in-run "vs ideal" column, always NaN, and none compared a second time)
-    metrics = set(sweep_tasks.simulate_metric_names())
+    metrics = set(run_metric_names())
     for row in rows:
         compared = {k for k in row if k.endswith("_vs_ideal_pct")}
         assert {k[:-len("_vs_ideal_pct")] for k in compared} <= metrics
@@ -714,7 +716,7 @@ def test_an_unwritable_cache_is_refused_before_any_task(tmp_path, capsys,
 def test_a_scenario_file_is_kept_as_an_absolute_path(tmp_path, monkeypatch) -> None:
     # relative, a worker started elsewhere did not find it, and two spellings of one
     # file were two cache keys
-    from tdmcore.app.cli import _example_path
+    from tdmcore.app.common import example_path as _example_path
 
     folder = tmp_path / "specs"
     folder.mkdir()
@@ -723,7 +725,7 @@ def test_a_scenario_file_is_kept_as_an_absolute_path(tmp_path, monkeypatch) -> N
     monkeypatch.chdir(tmp_path)
     one = sweep.load_spec("specs/x.yaml")
     two = sweep.load_spec("specs/../specs/x.yaml")
-    assert one.scenario == str((folder / "scen.yaml").resolve())
+    assert one.scenario.path == str((folder / "scen.yaml").resolve())
     assert one.tasks == two.tasks
     cache = sweep.ResultCache(tmp_path / "c")
     assert cache.key(one.tasks[0]) == cache.key(two.tasks[0])

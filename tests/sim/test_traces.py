@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tdmcore.app.cli import cli, main
+from tdmcore.app.cli import cli
+from tdmcore.app.lifecycle import main
 from tdmcore.data import open_data
 from tdmcore.sim.scenarios import philly
 from tdmcore.sim.traces import DEFAULT_MODEL, read_trace, trace_scenario
@@ -59,7 +60,11 @@ def test_rows_are_replayed_in_submit_order_with_relative_arrivals(tmp_path: Path
     assert sc.jobs[2].model == f"MyModel (as {DEFAULT_MODEL})"  # the trace's name is kept
     assert sc.jobs[1].pattern is None  # one worker: LowComm
     assert records.messages == [f"t: 1 model name(s) tdmcore does not know ('MyModel'): "
-                                f"those jobs train {DEFAULT_MODEL}'s traffic pattern"]
+                                f"those jobs train {DEFAULT_MODEL}'s traffic pattern; "
+                                "tdmcore knows AlexNet, VGG11, VGG16, VGG19, ResNet18, "
+                                "ResNet50, ResNet152, WideResNet101, GoogLeNet, "
+                                "DenseNet201, GPT-1, GPT-2, BERT (any case or separators; "
+                                "`tdmcore list models`)"]
 
 
 def test_iterations_instead_of_durations_and_seconds_as_submit(tmp_path: Path) -> None:
@@ -91,7 +96,7 @@ def test_iterations_instead_of_durations_and_seconds_as_submit(tmp_path: Path) -
     ("s,workers,duration_s\n0,1,5\n", {"arrival": "s"}, "columns: unknown field(s)"),
     # out of range: the message names the cell, cut short
     ("submit,workers,duration_s\n0,2,1e300\n", {},
-     "t.csv: line 2, column 'duration_s': expected a number in 0..1e+09, got '1e300'"),
+     "t.csv: line 2, column 'duration_s': expected a duration of at most 1e+09 s, got '1e300' s"),
     ("submit,workers,iterations\n0,2,1" + "0" * 300 + "\n", {},
      "line 2, column 'iterations': expected an integer in 1..1e+09, got '1000000000"),
 ])
@@ -132,7 +137,7 @@ def test_cli_replays_a_trace(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("args, status, message", [
-    (["simulate", "trace"], 1, "give the trace file"),
+    (["simulate", "trace"], 2, "give the trace file"),
     (["simulate", "philly", "x.csv"], 2, "goes with the trace scenario only"),
     (["simulate", "trace", "t.csv", "--column", "submit"], 2, "expected FIELD=HEADER"),
     (["simulate", "philly", "--column", "submit=x"], 2, "--column applies to trace"),

@@ -14,10 +14,11 @@ behind the Kubernetes bridge: domain objects -> snapshot -> kernels -> decision.
 Queue: waiting gangs are retried kube-scheduler style (back-off, default) or in
 strict head-of-line order (``queue="fifo"``), see :func:`run_cluster`.
 
-Policies: the placement policies of :data:`tdmcore.metronome.policies.POLICIES` and
-``ideal``.  **[decision]** ``ideal`` places like ``metronome`` and then gives every
-pod a private, uncongested link of exactly its rate ``r_p``: every job runs as if
-alone, which is the reference the paper's "ideal time" means.
+Policies and networks: a run is a placement policy (an object, or a name of
+:data:`tdmcore.sim.policies.CLUSTER_POLICIES`) on a network, ``shared`` (the flow
+model) or ``ideal`` (a private, uncongested link of exactly ``r_p`` per pod: every
+job runs as if alone).  The name ``ideal`` is ``metronome`` on the ideal network
+(:mod:`tdmcore.sim.policies` says why).
 
 Time shifts: the controller's global offsets are relative to the reference job of
 each affinity component (offset 0); a job starts, and a pause or an offset change
@@ -41,7 +42,7 @@ from .._equality import ValueEquality
 from ..framework import QUEUES, Policy, check_policy
 from ..metronome.controller import Controller, ControllerConfig
 from ..metronome.link import LinkPlan
-from ..metronome.policies import POLICIES, MetronomeConfig, make_policy
+from ..metronome.policies import MetronomeConfig
 from ..metronome.scoring import average_bandwidth_utilization
 from ..model import Cluster, Pod, TrafficPattern, gang_pods, priority_value
 from .engine.network import (
@@ -50,11 +51,13 @@ from .engine.network import (
     check_efficiency,
     check_noise_sigma,
 )
+from .policies import CLUSTER_POLICIES, NETWORKS, cluster_policy
 from .run.loop import Run
 
 __all__ = [
     "CLUSTER_POLICIES",
     "MAX_SAMPLE_VALUES",
+    "NETWORKS",
     "QUEUES",
     "gamma_of_links",
     "link_use_ms",
@@ -71,10 +74,6 @@ __all__ = [
 #: ideal span; 2^25 doubles, 256 MiB): a tiny ``sample_ms`` is refused, not a run that
 #: fills the memory.
 MAX_SAMPLE_VALUES = 1 << 25
-
-#: Placement policies the cluster simulator runs (``ideal`` is simulator-only).
-CLUSTER_POLICIES: tuple[str, ...] = (*POLICIES, "ideal")
-
 
 #: Bounds of a job (beyond them times lose their precision, or a run its end): the
 #: most iterations, workers, and the latest arrival (about 31.7 years), s.
@@ -303,7 +302,8 @@ def warm_up(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *,
 
 def check_run_options(*, noise_sigma: Any = 0.01, sample_ms: Any = None,
                       progress: Any = None, skip_ahead: Any = True, queue: Any = "backoff",
-                      contention_efficiency: Any = CONTENTION_EFFICIENCY
+                      contention_efficiency: Any = CONTENTION_EFFICIENCY,
+                      network: Any = None
                       ) -> tuple[float, float | None, bool, float]:
     """Check the options of :func:`run_cluster` that do not depend on the jobs.
 
@@ -312,7 +312,7 @@ def check_run_options(*, noise_sigma: Any = 0.01, sample_ms: Any = None,
 
     Parameters
     ----------
-    noise_sigma, sample_ms, progress, skip_ahead, queue, contention_efficiency
+    noise_sigma, sample_ms, progress, skip_ahead, queue, contention_efficiency, network
         As :func:`run_cluster` takes them, with its defaults.
 
     Returns
@@ -327,8 +327,11 @@ def check_run_options(*, noise_sigma: Any = 0.01, sample_ms: Any = None,
         Naming the option: a noise below 0 or not a number, a ``sample_ms`` not
         > 0 (its bound against the jobs' span is :func:`run_cluster`'s), a
         ``progress`` that is not callable, a ``skip_ahead`` that is not a bool, an
-        unknown ``queue``, an efficiency outside [MIN_CONTENTION_EFFICIENCY, 1].
+        unknown ``queue`` or ``network``, an efficiency outside
+        [MIN_CONTENTION_EFFICIENCY, 1].
     """
+    if network is not None and network not in NETWORKS:
+        raise ValueError(f"network: expected one of {', '.join(NETWORKS)}, got {network!r}")
     sigma = check_noise_sigma(noise_sigma)
     if progress is not None and not callable(progress):
         raise ValueError(f"progress: expected a callable or None, got {type(progress).__name__}")
@@ -345,7 +348,8 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
                 progress: Callable[[float], None] | None = None,
                 skip_ahead: bool = True, queue: str = "backoff",
                 contention_efficiency: float = CONTENTION_EFFICIENCY,
-                controller: ControllerConfig | None = None) -> RunResult:
+                controller: ControllerConfig | None = None,
+                network: str | None = None) -> RunResult:
     """Simulate ``jobs`` on ``sim`` under ``policy`` until every job has finished.
 
     Parameters
@@ -355,11 +359,13 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
     jobs : sequence of SimJob
         The jobs (names unique).
     policy : str or Policy
-        One of :data:`CLUSTER_POLICIES`, or a policy object implementing
-        :class:`tdmcore.framework.Policy` (its ``name`` labels the result).  An
-        object is used as it is for this run: pass a fresh one to each run.  The
-        stop-and-wait controller runs for Metronome's policies, and for an object
-        that carries a :class:`~tdmcore.metronome.policies.MetronomeConfig` as ``config``.
+        One of :data:`CLUSTER_POLICIES` (which labels the result), or a policy
+        object implementing :class:`tdmcore.framework.Policy` (its ``name`` labels
+        the result).  An object is used as it is for this run: pass a fresh one
+        to each run.  The stop-and-wait controller runs for Metronome's policies,
+        and for an object that carries a
+        :class:`~tdmcore.metronome.policies.MetronomeConfig` as ``config``, on the
+        shared network.
     seed : int
         Compute noise of job ``k`` (its index in ``jobs``) at iteration ``i`` is
         the counter-based draw ``(seed, k, i)`` (:mod:`tdmcore.sim.engine.network`), so
@@ -403,6 +409,13 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
         values with the policy's ablation flags.  Its ``scheduler`` must be the
         policy's :class:`~tdmcore.metronome.policies.MetronomeConfig` (the controller plans
         the links with the scheduler's thresholds).
+    network : {"shared", "ideal"}, optional
+        ``shared``: the flow model of the host links; ``ideal``: every pod sends
+        through a private link of exactly its rate, so no transfer contends, no
+        background or latency applies and no controller runs (a job's time per
+        iteration is its time alone).  Default: the policy's, ``ideal`` for the
+        name ``ideal`` (Metronome's placement on the ideal network), ``shared``
+        for every other name and for an object.
 
     Returns
     -------
@@ -413,9 +426,12 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
     ValueError
         Naming the argument: an unknown policy name, an object that lacks an
         extension point, jobs that are not unique ``SimJob``s, a bad seed, noise,
-        ``skip_ahead`` (not a bool), queue, sample interval or contention efficiency
-        (:func:`check_run_options`), a ``controller`` for a policy that runs
-        none or whose ``scheduler`` is not the policy's config.
+        ``skip_ahead`` (not a bool), queue, sample interval, contention efficiency
+        or network (:func:`check_run_options`), a ``network`` that contradicts the
+        policy's name (``ideal`` on the shared network), a ``controller`` for a
+        policy that runs none or whose ``scheduler`` is not the policy's config;
+        ``jobs`` naming the jobs that the policy could not place even on the
+        empty cluster (they would never run: the run is all or nothing).
 
     Notes
     -----
@@ -427,7 +443,8 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
     hours).
 
     A job that cannot be placed on the empty cluster under ``policy`` (it needs
-    more than the cluster has) is never started: its ``end_ms`` stays None.
+    more than the cluster has) would never start: the run refuses the jobs
+    instead of returning means over the others.  Every job that starts finishes.
     """
     if not isinstance(sim, SimCluster):
         raise ValueError(f"sim: expected a SimCluster, got {type(sim).__name__}")
@@ -440,23 +457,21 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
     names = [j.name for j in jobs]
     if len(set(names)) != len(names):
         raise ValueError("jobs: job names must be unique")
-    if isinstance(policy, str):
-        if policy not in CLUSTER_POLICIES:
-            raise ValueError(f"policy: unknown policy {policy!r}"
-                             f"{v.did_you_mean(policy, CLUSTER_POLICIES)}; choose from "
-                             f"{', '.join(CLUSTER_POLICIES)}, or pass a policy object")
-    else:
-        check_policy(policy)
-    v.seed(seed)
     sigma, sample, skip, eta = check_run_options(
         noise_sigma=noise_sigma, sample_ms=sample_ms, progress=progress,
-        skip_ahead=skip_ahead, queue=queue, contention_efficiency=contention_efficiency)
-    ideal = policy == "ideal"
+        skip_ahead=skip_ahead, queue=queue, contention_efficiency=contention_efficiency,
+        network=network)
     if isinstance(policy, str):
-        placement = make_policy("metronome" if ideal else policy)
+        placement, named_network = cluster_policy(policy)
         name = policy
+        if network is not None and named_network != "shared" and network != named_network:
+            raise ValueError(f"network: {policy!r} runs on the {named_network} network, "
+                             f"not {network!r}")
     else:
-        placement, name = policy, str(policy.name)
+        placement, name = check_policy(policy), str(policy.name)
+        named_network = "shared"
+    v.seed(seed)
+    ideal = (network or named_network) == "ideal"
     if controller is not None:
         if not isinstance(controller, ControllerConfig):
             raise ValueError(f"controller: expected a ControllerConfig, got "
@@ -485,6 +500,7 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
     run = Run(sim, jobs, placement, results, ideal=ideal, seed=seed, sigma=sigma,
               sample_ms=sample_ms, progress=progress, skip_ahead=skip,
               strict_fifo=queue == "fifo", contention_efficiency=eta, controller=controller)
+    _refuse_never_placed(run, sim, jobs, name)
     run.execute()
     first = min((j.arrival_ms for j in results.values()), default=0.0)
     ends = [j.end_ms for j in results.values() if j.end_ms is not None]
@@ -504,6 +520,28 @@ def run_cluster(sim: SimCluster, jobs: Sequence[SimJob], policy: str | Policy, *
         pattern_updates=run.mirror.pattern_updates if run.mirror is not None else 0,
         wall_s=time.perf_counter() - wall, controller=ctrl,
         link_plans=dict(run.placement.link_plans))
+
+
+def _refuse_never_placed(run: Run, sim: SimCluster, jobs: Sequence[SimJob],
+                         policy: str) -> None:
+    """A ValueError naming ``jobs`` when the policy cannot place some of them even
+    on the empty cluster (they would never start, and the run's means would leave
+    them out without a word).  The placement's own test decides, once per shape
+    of job (:meth:`~tdmcore.sim.run.placement.Placement.fits_empty`)."""
+    never = [j for j in jobs if not run.placement.fits_empty(j)]
+    if not never:
+        return
+    first = never[0]
+    nodes = sim.cluster.nodes
+    shown = ", ".join(repr(j.name) for j in never[:5]) + (
+        f" and {len(never) - 5} more" if len(never) > 5 else "")
+    raise ValueError(
+        f"jobs: {len(never)} job(s) can never be placed under {policy!r}, even on the "
+        f"empty cluster ({shown}); {first.name!r} asks for {first.workers} worker(s) of "
+        f"{first.gpu:g} GPU, {first.cpu:g} CPU and {first.mem_gib:g} GiB"
+        + (" on distinct nodes" if first.spread else "")
+        + f", the cluster has {len(nodes)} node(s) and "
+        f"{float(sim.cluster.gpu.sum()):g} GPU(s)")
 
 
 def _link_spans(run: Run, n_links: int) -> list[list[tuple[float, float]]]:

@@ -44,7 +44,9 @@ __all__ = [
     "MODELS",
     "PROXY",
     "ModelPattern",
+    "known_names",
     "max_duty",
+    "model_name",
     "model_pattern",
 ]
 
@@ -70,6 +72,11 @@ MODELS: dict[str, tuple[float, float | None]] = {
 #: Muri profile name of the models Muri measured (``profiles/muri/*.csv``).
 MURI_NAME = {"VGG16": "vgg16", "VGG19": "vgg19", "BERT": "bert", "GPT-2": "gpt2",
              "ResNet18": "resnet18"}
+#: Other names of a model, beyond its own written any way (``model_name``): the
+#: names other sources give it.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "WideResNet101": ("wide_resnet101_2",),  # torchvision's name
+}
 #: Pollux app of the models Pollux measured (``profiles/pollux/<app>_placements.csv``).
 POLLUX_APP = {"ResNet50": "imagenet"}
 #: Gavel job type (V100, batch 64, one GPU) for single-GPU compute times.
@@ -90,6 +97,47 @@ PROXY = {"VGG11": "VGG16", "AlexNet": "ResNet18", "GoogLeNet": "ResNet18",
 DUTY_TWIN = {"GPT-1": "GPT-2"}
 #: Pollux's local batch nearest to this is used (DRAGON's 64 images per step).
 POLLUX_BATCH = 64
+
+
+def _key(text: str) -> str:
+    """A model name as :func:`model_name` compares it: letters and digits only, in
+    lower case (``GPT-2``, ``gpt2`` and ``Gpt_2`` are one key)."""
+    return "".join(c for c in text.casefold() if c.isalnum())
+
+
+@cache
+def _names_by_key() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for model in MODELS:
+        for name in (model, MURI_NAME.get(model, model), *ALIASES.get(model, ())):
+            out[_key(name)] = model
+    return out
+
+
+def model_name(text: str) -> str | None:
+    """The model of :data:`MODELS` that ``text`` names, or None.
+
+    **[decision]** Names match whatever their case and separators: ``gpt2``,
+    ``GPT-2`` and ``gpt_2`` are GPT-2, as Muri's traces and profiles write it
+    (:data:`MURI_NAME`); so are a model's other names (:data:`ALIASES`,
+    ``wide_resnet101_2``).  Letters and digits are compared, nothing else, so a
+    name never matches a model whose letters or digits differ (``resnet-18`` is
+    ResNet18, ``resnet1`` is no model).
+    """
+    if not isinstance(text, str):
+        return None
+    return _names_by_key().get(_key(text))
+
+
+def known_names() -> dict[str, tuple[str, ...]]:
+    """Every model with the other names :func:`model_name` takes for it (its Muri
+    profile name and :data:`ALIASES`, where they differ from its own spelling):
+    what ``tdmcore list models`` shows."""
+    out: dict[str, tuple[str, ...]] = {}
+    for model in MODELS:
+        others = [MURI_NAME.get(model, model), *ALIASES.get(model, ())]
+        out[model] = tuple(dict.fromkeys(n for n in others if n != model))
+    return out
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
 import numpy as np
 
 from .cluster import RunResult
 
-__all__ = ["job_rows", "summary_rows"]
+__all__ = ["job_rows", "run_metric_names", "summary_rows"]
 
 
 def _mean(values: list[float]) -> float:
@@ -103,3 +104,21 @@ def job_rows(runs: Mapping[str, Mapping[str, RunResult]]) -> list[dict[str, Any]
                     "accepted_on_arrival": job.accepted_on_arrival,
                 })
     return rows
+
+
+#: Row fields that identify a run rather than measure it.
+_LABELS = ("group", "policy")
+
+
+@cache
+def run_metric_names() -> tuple[str, ...]:
+    """The metrics of one run: the columns :func:`summary_rows` gives a run of one
+    policy, labels aside (read off an empty run, so new columns come along).  A
+    sweep's ``simulate`` task reports these."""
+    empty = RunResult(policy="p", jobs={}, tct_ms=0.0, gamma=0.0, link_names=(),
+                      link_capacity_gbps=np.zeros(0), link_sent_gbit=np.zeros(0),
+                      util_t_ms=np.zeros(0), util_gbps=np.zeros((0, 0)),
+                      decision_s=np.zeros(0), recalculations=0, pattern_updates=0,
+                      wall_s=math.nan)
+    (row,) = summary_rows({"g": {empty.policy: empty}})
+    return tuple(k for k in row if k not in _LABELS)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -28,11 +28,26 @@ from numpy.typing import NDArray
 from .. import _validation as v
 from ..data import open_data
 from ..model import Cluster, Node, TrafficPattern, Workload
-from .cluster import MAX_ITERATIONS, SimCluster, SimJob
+from .cluster import SimCluster, SimJob
 from .models import MODELS, model_pattern
+from .scenario_parts import (
+    BASE_LATENCY_MS,
+    PHILLY_NODE,
+    TIER_TAU,
+    WORKER_CPU,
+    WORKER_MEM_GIB,
+    Scenario,
+    lingjun_latency,
+    trace_job,
+)
+from .traces import read_trace, trace_scenario
 
 __all__ = [
     "BASE_LATENCY_MS",
+    "PHILLY_NODE",
+    "TIER_TAU",
+    "WORKER_CPU",
+    "WORKER_MEM_GIB",
     "CONGESTED_BACKGROUND_GBPS",
     "CONGESTED_LATENCY_MS",
     "SNAPSHOTS",
@@ -48,32 +63,17 @@ __all__ = [
     "trace_job",
     "MAX_WINDOW_S",
     "MIN_WINDOW_S",
+    "PHILLY_CLI_START",
+    "PHILLY_COLUMNS",
+    "PHILLY_TRACE",
     "window_seconds",
 ]
 
-#: One-way latency between two uncongested nodes on the testbed's switch
-#: (**[decision]**: a typical 25 GbE hop, 50 us).
-BASE_LATENCY_MS = 0.05
 #: The congested node's latency to every other node (**[decision]**: 20x the base,
 #: the order iPerf3 saturation queues add).
 CONGESTED_LATENCY_MS = 1.0
 #: Background traffic on the congested node's link (**[decision]**: half of 25 Gbps).
 CONGESTED_BACKGROUND_GBPS = 12.5
-#: Worker pod requests: one MIG GPU, and CPU/memory that fit the T4 node too
-#: (**[decision]**; the paper gives none).
-WORKER_CPU, WORKER_MEM_GIB = 4.0, 16.0
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """Jobs on a cluster, ready for :func:`tdmcore.sim.cluster.run_cluster`."""
-
-    name: str
-    title: str
-    sim: SimCluster
-    jobs: tuple[SimJob, ...]
-    notes: dict[str, str] = field(default_factory=dict)
-
 
 def testbed(congested: bool = False) -> SimCluster:
     """The paper's 4-worker testbed (§IV-A), optionally with its congested node."""
@@ -263,41 +263,6 @@ def _gavel_gpu_counts() -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     return values.astype(np.int64), freq / freq.sum()
 
 
-def trace_job(name: str, model: str, workers: int, link_gbps: float, duration_s: float,
-              arrival_s: float = 0.0, priority: int = 0,
-              iterations: int | None = None) -> SimJob:
-    """A trace's job: ``model`` trained by ``workers`` workers for ``duration_s``.
-
-    A job of two or more workers carries :func:`model_pattern`'s traffic pattern
-    and trains ``max(1, round(duration_s / period))`` iterations (or
-    ``iterations``, when the trace gives them instead).  A one-worker job
-    has no gradient to all-reduce, so it is a LowComm job (pattern ``None``, paper
-    §III-E: "For LowComm jobs, users do not need to submit the above resources")
-    whose iteration is the compute part of that pattern, ``period x (1 - duty)``
-    (**[decision]**: schedulers must not reserve link time for a job that sends
-    nothing, and the controller has nothing of it to regulate).
-    """
-    pattern = model_pattern(model, workers, link_gbps).pattern
-
-    def iterations_of(period_ms: float) -> int:
-        if iterations is not None:
-            return iterations
-        count = duration_s * 1e3 / period_ms
-        if not count <= MAX_ITERATIONS:  # inf or NaN cannot be rounded: name the field
-            raise ValueError(f"duration_s: {duration_s:g} s is {count:.3g} iterations of "
-                             f"{period_ms:g} ms, above {MAX_ITERATIONS:,}")
-        return max(1, round(count))
-
-    if workers == 1:
-        alone = pattern.period_ms * (1.0 - pattern.duty_cycle)
-        return SimJob(name, model, None, 1, iterations_of(alone), arrival_s=arrival_s,
-                      priority=priority, cpu=WORKER_CPU, mem_gib=WORKER_MEM_GIB,
-                      iteration_ms=alone)
-    count = iterations_of(pattern.period_ms)
-    return SimJob(name, model, pattern, workers, count, arrival_s=arrival_s,
-                  priority=priority, cpu=WORKER_CPU, mem_gib=WORKER_MEM_GIB)
-
-
 def metronome_trace(seed: int = 0, hours: float = 4.0, load: float = 0.7,
                     high_share: float = 0.2) -> Scenario:
     """The paper's 4-hour trace on its testbed (§IV-A "Traces"), Gavel-style.
@@ -353,38 +318,6 @@ def metronome_trace(seed: int = 0, hours: float = 4.0, load: float = 0.7,
 PHILLY_TRACE = "traces/philly_pollux.csv"
 PHILLY_COLUMNS = {"submit": "timestamp", "workers": "num_gpus", "duration_s": "duration"}
 
-#: Philly node shape (**[decision]**: Philly's 8-GPU servers; cores and memory
-#: generous enough that GPUs are the binding resource; 25 Gbps as on the testbed).
-PHILLY_NODE = {"cpu": 64.0, "mem_gib": 512.0, "gpu": 8.0, "link_gbps": 25.0}
-#: ``tau`` by the lowest switch tier two Lingjun hosts share (**[decision]**):
-#: the same ASW 2, PSW 4, DSW 6, none 8; one hop is :data:`BASE_LATENCY_MS`.
-TIER_TAU = {"ASW": 2.0, "PSW": 4.0, "DSW": 6.0}
-
-
-def lingjun_latency(n_nodes: int) -> NDArray[np.float64]:
-    """``tau`` for ``n_nodes`` hosts of the real Lingjun Clos topology.
-
-    Hosts are taken in file order; beyond its 847 hosts the topology is repeated as
-    separate copies that share no switch.
-    """
-    with open_data("topology/lingjun_topo.csv") as f:
-        rows = list(csv.DictReader(f))
-    tiers: dict[str, list[str]] = {key: [] for key in ("ASW", "PSW", "DSW")}
-    for k in range(n_nodes):
-        row, copy = rows[k % len(rows)], k // len(rows)
-        for key in tiers:
-            # ASW names repeat across PSWs: qualify each tier by the ones above it
-            path_name = "/".join(row[t] for t in ("DSW", "PSW", "ASW")[: 3 - list(
-                tiers).index(key)])
-            tiers[key].append(f"{copy}:{path_name}")
-    tau = np.full((n_nodes, n_nodes), 8.0)
-    for key in ("DSW", "PSW", "ASW"):  # finest last wins
-        ids = np.unique(np.asarray(tiers[key]), return_inverse=True)[1]
-        tau[ids[:, None] == ids[None, :]] = TIER_TAU[key]
-    np.fill_diagonal(tau, 1.0)
-    return tau
-
-
 #: The first job of the slice ``tdmcore simulate philly`` takes by default: the busy
 #: stretch docs/fidelity.md measures (800 jobs from 1,300).  The trace's first jobs
 #: run for days (jobs 0-199 on 16 nodes: a mean JCT of 367 h, about 4.5 minutes of
@@ -403,8 +336,6 @@ def philly(n_jobs: int = 200, n_nodes: int = 16, start: int = 0, seed: int = 0,
     ``seed`` (the trace names none; **[decision]**).  ``max_duration_s`` optionally
     truncates long jobs (for quick runs).  Latencies come from the Lingjun topology.
     """
-    from .traces import read_trace, trace_scenario
-
     n_jobs, n_nodes = v.whole("n_jobs", n_jobs), v.whole("n_nodes", n_nodes)
     start, seed = v.whole("start", start, 0), v.whole("seed", seed, 0)
     with open_data(PHILLY_TRACE) as f:

@@ -14,22 +14,12 @@ from __future__ import annotations
 from ... import _validation as v
 from .execute import Outcome, ResultCache, default_cache_dir, run_tasks
 from .output import result_rows, summary_rows
-from .spec import (
-    RUNS,
-    SCENARIO_BUILDERS,
-    SWEEP_ONLY_SCENARIOS,
-    SweepSpec,
-    Task,
-    load_spec,
-    parse_spec,
-)
+from .spec import RUNS, SweepSpec, Task, load_spec, parse_spec
 from .tasks import run_task
 
 __all__ = [
     "EXAMPLES",
     "RUNS",
-    "SCENARIO_BUILDERS",
-    "SWEEP_ONLY_SCENARIOS",
     "Outcome",
     "ResultCache",
     "SweepSpec",

@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from ... import _validation as v
+from ..policies import policy_source
 from . import tasks as _tasks
-from .spec import Task, canonical, policy_source
+from .spec import Task, canonical
 from .tasks import code_digest, run_task, tdmcore_version
 
 __all__ = ["Outcome", "ResultCache", "default_cache_dir", "run_tasks"]
@@ -76,7 +77,7 @@ class ResultCache:
     version, a digest of tdmcore's own code and data (:func:`code_digest`:
     a development checkout changes without a new version) and, for a policy of
     your own (``MODULE:CALLABLE``), the content of the file of the module that
-    defines ``CALLABLE`` (:func:`~.spec.policy_source`), so a new version, a
+    defines ``CALLABLE`` (:func:`~tdmcore.sim.policies.policy_source`), so a new version, a
     changed file or any changed parameter runs again.  A task of a policy whose
     module file cannot be read is not cached (a warning says so); only successful
     tasks are kept.  Files are written atomically.

@@ -6,7 +6,8 @@ prints a shipped one)::
     name: fig14                        # optional, default: the file's stem
     title: "..."                       # optional
     run: simulate                      # simulate (default) or scheduler-time
-    scenario: metronome-snapshots      # simulate: a scenario name or a scenario file
+    scenario: metronome-snapshots      # simulate: a scenario name, a scenario file, or
+                                       #   {trace: FILE.csv, columns: {...}, time_unit: ms}
     groups: [S1, S2, S3, S4, S5]       # optional: some of the scenario's groups
     policies: [metronome]              # required
     seeds: [0, 1, 2]                   # optional, default [0]
@@ -20,16 +21,18 @@ prints a shipped one)::
 A parameter is ``NAMESPACE.NAME``, and each namespace is read off the code that
 takes it, so a new option there is sweepable as soon as it exists:
 
-* ``scenario.*``: the scenario builder's keyword arguments (``window_s`` of
+* ``scenario.*``: the parameters of the scenario's entry in the registry
+  (:meth:`tdmcore.sim.registry.ScenarioEntry.parameters`: ``window_s`` of
   :func:`~tdmcore.sim.scenarios.metronome_snapshots`, ``load`` of
-  :func:`~tdmcore.sim.scenarios.metronome_trace`, ...); for ``scheduler-time``,
-  those of :func:`~tdmcore.sim.scheduler_time.scheduler_time` (``jobs``, ``repeat``).
-  A builder's ``seed`` is the seed axis.  A scenario file takes none.
+  :func:`~tdmcore.sim.scenarios.metronome_trace`, ``n_nodes`` of a trace, ...); for
+  ``scheduler-time``, those of :func:`~tdmcore.sim.scheduler_time.scheduler_time`
+  (``jobs``, ``repeat``).  A builder's ``seed`` is the seed axis.  A scenario file
+  takes none.
 * ``cluster.*``: fields of :class:`~tdmcore.sim.cluster.SimCluster` (the network),
   each a number: the same on every host link (``background_gbps``) or between
   every pair of nodes (``latency_ms``).
 * ``run.*``: keyword-only options of :func:`~tdmcore.sim.cluster.run_cluster`
-  (``noise_sigma``, ``queue``, ...).
+  (``noise_sigma``, ``queue``, ``network``, ...).
 * ``metronome.*``: fields of :class:`~tdmcore.metronome.policies.MetronomeConfig` (``gt_ms``,
   ``et_frac``, ``bins``, ...); they apply to the built-in Metronome policies only.
 * ``controller.*``: fields of :class:`~tdmcore.metronome.controller.ControllerConfig`
@@ -43,20 +46,17 @@ offending field's path (``grid.controller.o_tt: unknown parameter ...``), raised
 before any task runs: names, types, the policies, the groups, the seeds, the name
 (part of file names), a value listed twice, each config built from the values, the
 ``run.*`` values (:func:`~tdmcore.sim.cluster.check_run_options`), and each
-distinct scenario built once.  A scenario file is kept as its absolute path.
+distinct scenario built once.  A scenario file or a trace is kept as its absolute
+path with the digest of its content (:class:`~tdmcore.sim.registry.ScenarioSource`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import importlib
 import inspect
 import itertools
 import json
 import math
-import os
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,27 +65,31 @@ from typing import Any
 import numpy as np
 
 from ... import _validation as v
-from ...framework import Policy, check_policy
+from ...framework import check_policy
 from ...metronome.controller import ControllerConfig
-from ...metronome.policies import POLICIES, MetronomeConfig, MetronomePolicy
-from .. import scenarios as sc
-from ..cluster import CLUSTER_POLICIES, SimCluster, check_run_options, run_cluster
+from ...metronome.policies import POLICIES, MetronomeConfig
+from ..cluster import SimCluster, check_run_options, run_cluster
+from ..policies import (
+    CLUSTER_POLICIES,
+    build_policy,
+    cluster_policy,
+    controller_config,
+    import_policy,
+)
+from ..registry import ScenarioSource, scenario_source
+from ..report import run_metric_names
 from ..scenario_file import _fail, _fields, _kind, _show, parse_document
-from ..scenarios import Scenario
+from ..scenario_parts import Scenario
 from ..scheduler_time import SCHEDULER_TIME_METRICS, scheduler_time
 
 __all__ = [
     "NAMESPACES",
     "RUNS",
-    "SCENARIO_BUILDERS",
     "SweepSpec",
     "Task",
-    "build_policy",
     "compared_name",
-    "controller_config",
     "load_spec",
     "parse_spec",
-    "policy_source",
     "task_scenario",
 ]
 
@@ -93,22 +97,8 @@ __all__ = [
 RUNS: tuple[str, ...] = ("simulate", "scheduler-time")
 #: Parameter namespaces, in the order a task's parameters are listed.
 NAMESPACES: tuple[str, ...] = ("scenario", "cluster", "run", "metronome", "controller")
-#: The shipped scenarios a ``simulate`` sweep takes by name (or give a scenario file).
-SCENARIO_BUILDERS: dict[str, Callable[..., Any]] = {
-    "metronome-snapshots": sc.metronome_snapshots,
-    "metronome-trace": sc.metronome_trace,
-    "philly": sc.philly,
-    "period-gap": sc.period_gap,
-}
-#: The shipped scenarios only a sweep runs (``tdmcore simulate`` does not take them),
-#: with what each one is: ``tdmcore list scenarios`` shows them.
-SWEEP_ONLY_SCENARIOS: dict[str, str] = {
-    "period-gap": "S3 with WideResNet101's period a given gap below twice VGG19's "
-                  "(scenario.gap_ms; the shipped period-gap sweep)",
-}
 #: ``run_cluster`` options a sweep sets itself (the seed axis, the controller namespace).
 _RUN_OWN = ("seed", "progress", "controller")
-_SCENARIO_FILE_SUFFIXES = (".yaml", ".yml", ".json")
 _TOP = ((), ("name", "title", "run", "scenario", "groups", "policies", "seeds", "set",
              "grid", "metrics", "compare"))
 #: Scalars a parameter may take (a value is one of these or a list of them).
@@ -120,13 +110,13 @@ class Task:
     """One run of a sweep: everything that determines its result.
 
     ``params`` holds the parameters that apply to ``policy``, sorted by name;
-    ``scenario_digest`` the sha256 of a scenario file's content (empty for a
-    shipped scenario), so that an edited file is a different task.
+    ``scenario`` says where the scenario comes from, with the sha256 of a file's
+    content, so that an edited file is a different task (empty for
+    ``scheduler-time``, which builds its own).
     """
 
     run: str
-    scenario: str
-    scenario_digest: str
+    scenario: ScenarioSource
     group: str
     policy: str
     seed: int
@@ -134,8 +124,7 @@ class Task:
 
     def as_dict(self) -> dict[str, Any]:
         """The task as JSON-ready data (the cache's key is made from it)."""
-        return {"run": self.run, "scenario": self.scenario,
-                "scenario_digest": self.scenario_digest, "group": self.group,
+        return {"run": self.run, "scenario": self.scenario.as_dict(), "group": self.group,
                 "policy": self.policy, "seed": self.seed,
                 "params": [[k, v] for k, v in self.params]}
 
@@ -146,7 +135,7 @@ class Task:
 
     def describe(self) -> str:
         """One line for messages: where, which policy and seed, which values."""
-        where = self.group or Path(self.scenario).name or self.run
+        where = self.group or self.scenario.describe() or self.run
         values = ", ".join(f"{k}={_show(v)}" for k, v in self.params)
         return f"{where} / {self.policy} / seed {self.seed}" + (f" / {values}" if values
                                                                  else "")
@@ -159,7 +148,7 @@ class SweepSpec:
     name: str
     title: str
     run: str
-    scenario: str
+    scenario: ScenarioSource
     groups: tuple[str, ...]
     policies: tuple[str, ...]
     seeds: tuple[int, ...]
@@ -193,19 +182,14 @@ def _keyword_names(fn: Callable[..., Any], skip: tuple[str, ...] = (),
     return tuple(out)
 
 
-def _takes_seed(fn: Callable[..., Any]) -> bool:
-    return "seed" in inspect.signature(fn).parameters
-
-
-def _accepted(run: str, scenario: str) -> dict[str, tuple[str, ...]]:
+def _accepted(run: str, scenario: ScenarioSource) -> dict[str, tuple[str, ...]]:
     """Namespace -> the names it accepts, for this run and scenario."""
     metronome = tuple(f.name for f in dataclasses.fields(MetronomeConfig))
     if run == "scheduler-time":
         return {"scenario": _keyword_names(scheduler_time, ("policy", "seed")),
                 "metronome": metronome}
-    builder = SCENARIO_BUILDERS.get(scenario)
     return {
-        "scenario": _keyword_names(builder, ("seed",)) if builder is not None else (),
+        "scenario": scenario.parameters(),
         "cluster": tuple(f.name for f in dataclasses.fields(SimCluster)
                          if f.name != "cluster"),
         "run": _keyword_names(run_cluster, _RUN_OWN, keyword_only=True),
@@ -216,7 +200,7 @@ def _accepted(run: str, scenario: str) -> dict[str, tuple[str, ...]]:
 
 
 def _check_name(where: str, name: Any, accepted: Mapping[str, tuple[str, ...]],
-                scenario: str) -> str:
+                scenario: ScenarioSource) -> str:
     if not isinstance(name, str):
         _fail(where, f"expected a parameter name NAMESPACE.NAME, got {_show(name)}")
     path = f"{where}.{name}"
@@ -234,7 +218,7 @@ def _check_name(where: str, name: Any, accepted: Mapping[str, tuple[str, ...]],
     names = accepted[space]
     if key not in names:
         if not names:
-            what = (f"scenario file {Path(scenario).name} takes no parameters"
+            what = (f"scenario file {scenario.describe()} takes no parameters"
                     if space == "scenario" else f"{space} takes no parameters here")
             _fail(path, f"unknown parameter: {what}")
         close = v.closest(key, names)
@@ -258,95 +242,6 @@ def _same_value(a: Any, b: Any) -> bool:
 
 
 # -------------------------------------------------------------------------- policies
-def import_policy(spec: str) -> Callable[[], Policy]:
-    """``MODULE:CALLABLE`` -> the callable (the current folder is searched too).
-
-    The one reading of a user's policy entry, for ``tdmcore simulate --policies``
-    and sweep specs.  Raises ValueError with a one-line reason when the entry is
-    not of that form, the module cannot be imported (whatever its code raises), or
-    the name is missing or not callable.
-    """
-    module_name, _, attr = spec.partition(":")
-    if not module_name.strip() or not attr.strip():
-        raise ValueError(f"{spec!r} is not MODULE:CALLABLE")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # the user's module: any error in it is theirs to see
-        raise ValueError(f"cannot import {module_name!r} ({type(exc).__name__}: {exc})"
-                         ) from None
-    try:
-        factory = getattr(module, attr)
-    except AttributeError:
-        raise ValueError(f"{module_name!r} has no {attr!r}") from None
-    if not callable(factory):
-        raise ValueError(f"{spec} is not callable")
-    return factory  # type: ignore[no-any-return]
-
-
-def policy_source(name: str) -> str | None:
-    """sha256 of the file of the module that defines a policy's callable.
-
-    Parameters
-    ----------
-    name : str
-        A sweep's policy entry: a built-in name or ``MODULE:CALLABLE``.
-
-    Returns
-    -------
-    str or None
-        An empty string for a built-in policy (tdmcore's code is
-        :func:`~.tasks.code_digest`'s); for ``MODULE:CALLABLE`` the digest of the
-        file of the module that defines ``CALLABLE`` (its ``__module__``: the
-        module a class or function was written in, which a package may re-export);
-        None when that file cannot be found or read (the entry does not import, a
-        module without a file, ...).  Edits to other modules it imports are not
-        seen.
-    """
-    if ":" not in name:
-        return ""
-    try:
-        factory = import_policy(name)
-    except ValueError:
-        return None
-    module = inspect.getmodule(factory)
-    file = getattr(module, "__file__", None)
-    if not isinstance(file, str):
-        return None
-    try:
-        return hashlib.sha256(Path(file).read_bytes()).hexdigest()
-    except OSError:
-        return None
-
-
-def build_policy(name: str, metronome: Mapping[str, Any] | None = None) -> Policy | str:
-    """A fresh policy for one task: a built-in name (``ideal`` stays a name, as
-    :func:`~tdmcore.sim.cluster.run_cluster` takes it), a built-in Metronome policy
-    rebuilt with ``metronome`` overrides of its config, or ``MODULE:CALLABLE``
-    called once."""
-    if ":" in name:
-        return check_policy(import_policy(name)(), f"policies: {name}()")
-    if name == "ideal":
-        return name
-    policy = POLICIES[name]()
-    if metronome:
-        assert isinstance(policy, MetronomePolicy)
-        policy = MetronomePolicy(dataclasses.replace(policy.config, **metronome),
-                                 name=policy.name)
-    return policy
-
-
-def controller_config(policy: Policy | str, overrides: Mapping[str, Any]
-                      ) -> ControllerConfig | None:
-    """The controller's thresholds for ``policy`` with ``overrides``, or None for
-    the default (no override, or a policy that runs no controller)."""
-    config = getattr(policy, "config", None)
-    if not overrides or not isinstance(config, MetronomeConfig):
-        return None
-    return dataclasses.replace(ControllerConfig.for_policy(config), **overrides)
-
-
 def _policy_namespaces(run: str, name: str) -> tuple[str, ...]:
     """The namespaces whose parameters apply to policy ``name``."""
     common = ("scenario",) if run == "scheduler-time" else ("scenario", "cluster", "run")
@@ -355,9 +250,10 @@ def _policy_namespaces(run: str, name: str) -> tuple[str, ...]:
         takes = isinstance(getattr(obj, "config", None), MetronomeConfig) \
             and run == "simulate"
         return (*common, "controller") if takes else common
-    if name == "ideal":
+    placement, network = cluster_policy(name)
+    if network != "shared":  # no controller, and no config of its own to change
         return common
-    if isinstance(getattr(POLICIES[name](), "config", None), MetronomeConfig):
+    if isinstance(getattr(placement, "config", None), MetronomeConfig):
         extra = ("metronome", "controller") if run == "simulate" else ("metronome",)
         return (*common, *extra)
     return common
@@ -389,22 +285,6 @@ def _check_policies(raw: Any, run: str) -> tuple[str, ...]:
 
 
 # ------------------------------------------------------------------------- scenarios
-def _build_scenarios(scenario: str, seed: int, params: Mapping[str, Any]
-                     ) -> dict[str, Scenario]:
-    """Group -> scenario for a shipped scenario or a scenario file."""
-    builder = SCENARIO_BUILDERS.get(scenario)
-    if builder is None:
-        from ..scenario_file import load_scenario_file
-
-        loaded = load_scenario_file(scenario)
-        return {loaded.name: loaded}
-    kwargs = dict(params)
-    if _takes_seed(builder):
-        kwargs["seed"] = seed
-    built = builder(**kwargs)
-    return dict(built) if isinstance(built, dict) else {scenario: built}
-
-
 def _network(sim: SimCluster, values: Mapping[str, Any]) -> SimCluster:
     """``sim`` with ``cluster.*`` values (names without the prefix): a number fills
     its field, the same on every host link (``background_gbps``) or between every
@@ -419,7 +299,7 @@ def _network(sim: SimCluster, values: Mapping[str, Any]) -> SimCluster:
 
 def task_scenario(task: Task) -> Scenario:
     """The scenario a ``simulate`` task runs, with its ``cluster.*`` parameters."""
-    groups = _build_scenarios(task.scenario, task.seed, task.namespace("scenario"))
+    groups = task.scenario.build(task.seed, **task.namespace("scenario"))
     scenario = groups[task.group]
     network = task.namespace("cluster")
     if network:
@@ -427,30 +307,17 @@ def task_scenario(task: Task) -> Scenario:
     return scenario
 
 
-def _scenario_source(raw: Any, run: str, base: Path | None) -> tuple[str, str]:
-    """The scenario's name or file path, and a file's sha256."""
+def _scenario_source(raw: Any, run: str, base: Path | None) -> ScenarioSource:
+    """The scenario's source (:func:`tdmcore.sim.registry.scenario_source`)."""
     if run == "scheduler-time":
         if raw is not None:
             _fail("scenario", "scheduler-time builds its own cluster (sweep its jobs with "
                               "scenario.jobs); remove the field")
-        return "", ""
+        return ScenarioSource("")
     if raw is None:
-        _fail("scenario", "required field missing (a scenario name or file)")
-    if not isinstance(raw, str) or not raw:
-        _fail("scenario", f"expected a scenario name or file, got {_show(raw)}")
-    if raw in SCENARIO_BUILDERS:
-        return raw, ""
-    if Path(raw).suffix.lower() in _SCENARIO_FILE_SUFFIXES:
-        path = Path(raw) if base is None or Path(raw).is_absolute() else base / raw
-        try:
-            data = path.read_bytes()
-            path = path.resolve()  # a worker started elsewhere finds it; one key per file
-        except OSError as exc:
-            _fail("scenario", v.read_error(path, exc))
-        return str(path), hashlib.sha256(data).hexdigest()
-    hint = v.did_you_mean(raw, SCENARIO_BUILDERS)
-    _fail("scenario", f"unknown scenario {raw!r}{hint}; choose from "
-                      f"{', '.join(SCENARIO_BUILDERS)}, or give a .yaml/.yml/.json file")
+        _fail("scenario", "required field missing (a scenario name, a scenario file or "
+                          "{trace: FILE})")
+    return scenario_source(raw, base=base, commands=("sweep",))
 
 
 # --------------------------------------------------------------------------- metrics
@@ -458,9 +325,7 @@ def metric_names(run: str) -> tuple[str, ...]:
     """Every metric a task of ``run`` reports (the columns of its rows)."""
     if run == "scheduler-time":
         return SCHEDULER_TIME_METRICS
-    from .tasks import simulate_metric_names
-
-    return simulate_metric_names()
+    return run_metric_names()
 
 
 #: Shown when a spec names no metrics.
@@ -604,7 +469,7 @@ def parse_spec(data: Any, *, default_name: str = "sweep", base: Path | None = No
     run = data.get("run", "simulate")
     if run not in RUNS:
         _fail("run", f"expected one of {', '.join(RUNS)}, got {_show(run)}")
-    scenario, digest = _scenario_source(data.get("scenario"), run, base)
+    scenario = _scenario_source(data.get("scenario"), run, base)
     policies = _check_policies(data.get("policies"), run)
     seeds = _seeds(data.get("seeds"))
     accepted = _accepted(run, scenario)
@@ -642,18 +507,18 @@ def parse_spec(data: Any, *, default_name: str = "sweep", base: Path | None = No
     groups = _check_groups(data.get("groups"), all_groups)
     spec = SweepSpec(name, title, run, scenario, groups, policies, seeds, fixed, grid,
                      metrics, compare)
-    tasks = _expand(spec, digest, applies, where)
+    tasks = _expand(spec, applies, where)
     return dataclasses.replace(spec, tasks=tasks)
 
 
-def _groups_of(run: str, scenario: str, seeds: tuple[int, ...], fixed: dict[str, Any],
+def _groups_of(run: str, scenario: ScenarioSource, seeds: tuple[int, ...],
+               fixed: dict[str, Any],
                grid: dict[str, tuple[Any, ...]], where: dict[str, str]) -> tuple[str, ...]:
     """Build every distinct scenario the tasks will build (checking the values of
     ``scenario.*`` and ``cluster.*``) and return the groups they have."""
     if run == "scheduler-time":
         return ("",)
-    builder = SCENARIO_BUILDERS.get(scenario)
-    seeded = builder is not None and _takes_seed(builder)
+    seeded = scenario.takes_seed()
     scen_keys = [k for k in grid if k.startswith("scenario.")]
     net_keys = [k for k in grid if k.startswith("cluster.")]
     base = {k: v for k, v in fixed.items() if k.startswith("scenario.")}
@@ -664,10 +529,12 @@ def _groups_of(run: str, scenario: str, seeds: tuple[int, ...], fixed: dict[str,
         for seed in seeds if seeded else seeds[:1]:
             kwargs = {k.partition(".")[2]: v for k, v in params.items()}
             try:
-                built = _build_scenarios(scenario, seed, kwargs)
+                built = scenario.build(seed, **kwargs)
             except (ValueError, TypeError) as exc:
-                if Path(scenario).suffix.lower() in _SCENARIO_FILE_SUFFIXES:
-                    raise ValueError(f"scenario: {scenario}: {exc}") from exc
+                text = str(exc)
+                if scenario.path and text.partition(": ")[0] not in scenario.parameters():
+                    text = text.removeprefix(f"{scenario.path}: ")  # named just below
+                    raise ValueError(f"scenario: {scenario.describe()}: {text}") from exc
                 _reraise_param(where, "scenario", exc)
             names = tuple(built)
             if groups is not None and names != groups:
@@ -695,7 +562,7 @@ def _check_groups(raw: Any, known: tuple[str, ...]) -> tuple[str, ...]:
                             "unknown group {shown}; the scenario has {known}")
 
 
-def _expand(spec: SweepSpec, digest: str, applies: Mapping[str, tuple[str, ...]],
+def _expand(spec: SweepSpec, applies: Mapping[str, tuple[str, ...]],
             where: Mapping[str, str]) -> tuple[Task, ...]:
     """Every task, once: a policy's grid is over the parameters it takes; each
     policy config and controller config is built here to check the values."""
@@ -711,8 +578,7 @@ def _expand(spec: SweepSpec, digest: str, applies: Mapping[str, tuple[str, ...]]
                 task_params = tuple(sorted(params.items()))
                 _check_configs(policy, task_params, where)
                 for seed in spec.seeds:
-                    task = Task(spec.run, spec.scenario, digest, group, policy, seed,
-                                task_params)
+                    task = Task(spec.run, spec.scenario, group, policy, seed, task_params)
                     if task not in seen:
                         seen.add(task)
                         tasks.append(task)
@@ -723,7 +589,7 @@ def _check_configs(policy: str, params: tuple[tuple[str, Any], ...],
                    where: Mapping[str, str]) -> None:
     """Refuse the values ``run_cluster`` (:func:`~tdmcore.sim.cluster.check_run_options`),
     the policy's ``MetronomeConfig`` and the ``ControllerConfig`` refuse."""
-    probe = Task("", "", "", "", policy, 0, params)
+    probe = Task("", ScenarioSource(""), "", policy, 0, params)
     checked = _keyword_names(check_run_options)
     run = {k: value for k, value in probe.namespace("run").items() if k in checked}
     try:

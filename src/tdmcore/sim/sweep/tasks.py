@@ -11,24 +11,19 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 from functools import cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..cluster import RunResult, run_cluster, warm_up
-from ..report import summary_rows
-from ..scenarios import Scenario
+from ..policies import build_policy, cluster_policy, controller_config
+from ..report import run_metric_names, summary_rows
+from ..scenario_parts import Scenario
 from ..scheduler_time import TIMED_METRICS, scheduler_time
-from .spec import Task, build_policy, controller_config, task_scenario
+from .spec import Task, task_scenario
 
-__all__ = ["TIMED", "code_digest", "run_task", "simulate_metric_names", "tdmcore_version"]
-
-#: Row fields that identify a run rather than measure it.
-_LABELS = ("group", "policy")
+__all__ = ["TIMED", "code_digest", "run_task", "tdmcore_version"]
 #: Metrics that are wall-clock times: they differ between two runs of one task.
 TIMED: frozenset[str] = frozenset({"wall_s", "decision_ms_p50", "decision_ms_p99",
                                    *TIMED_METRICS})
@@ -77,9 +72,9 @@ def run_task(task: Task) -> dict[str, Any]:
 
 def _run_task(task: Task) -> dict[str, Any]:
     if task.run == "scheduler-time":
-        policy = build_policy(task.policy, task.namespace("metronome"))
-        assert not isinstance(policy, str)
-        result = scheduler_time(policy, seed=task.seed, **task.namespace("scenario"))
+        built = build_policy(task.policy, task.namespace("metronome"))
+        timed = cluster_policy(built)[0] if isinstance(built, str) else built
+        result = scheduler_time(timed, seed=task.seed, **task.namespace("scenario"))
         return dataclasses.asdict(result)
     scenario = task_scenario(task)
     _warm_up_once(task, scenario)
@@ -110,21 +105,9 @@ def _warm_up_once(task: Task, scenario: Scenario) -> None:
 
 
 def _metrics(group: str, run: RunResult) -> dict[str, Any]:
-    """The task's metrics: :func:`simulate_metric_names`, nothing else (a table row
-    of one policy also has its changes against other policies of the same run,
-    which a task of one policy never has: the sweep's ``compare`` makes those)."""
+    """The task's metrics: :func:`~tdmcore.sim.report.run_metric_names`, nothing else
+    (a table row of one policy also has its changes against other policies of the
+    same run, which a task of one policy never has: the sweep's ``compare`` makes
+    those)."""
     (row,) = summary_rows({group: {run.policy: run}})
-    return {k: row[k] for k in simulate_metric_names() if k in row}
-
-
-@cache
-def simulate_metric_names() -> tuple[str, ...]:
-    """The metrics of a simulator task: the columns :func:`summary_rows` gives a
-    run of one policy (read off an empty run, so new columns come along)."""
-    empty = RunResult(policy="p", jobs={}, tct_ms=0.0, gamma=0.0, link_names=(),
-                      link_capacity_gbps=np.zeros(0), link_sent_gbit=np.zeros(0),
-                      util_t_ms=np.zeros(0), util_gbps=np.zeros((0, 0)),
-                      decision_s=np.zeros(0), recalculations=0, pattern_updates=0,
-                      wall_s=math.nan)
-    (row,) = summary_rows({"g": {empty.policy: empty}})
-    return tuple(k for k in row if k not in _LABELS)
+    return {k: row[k] for k in run_metric_names() if k in row}

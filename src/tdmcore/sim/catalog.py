@@ -95,7 +95,7 @@ def load_link_file(path: str | Path) -> tuple[float, tuple[LinkPod, ...]]:
         raise ValueError(f"file: cannot read {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise ValueError(f"file: {path} is not UTF-8 text") from exc
-    from ..sim.scenario_file import parse_document
+    from .scenario_file import parse_document
 
     try:
         raw = parse_document(text, path.suffix.lower() in (".yaml", ".yml"))

@@ -6,8 +6,8 @@ import csv
 
 import pytest
 
-from tdmcore.app.catalog import link_scenarios
 from tdmcore.data import data_files, open_data
+from tdmcore.sim.catalog import link_scenarios
 
 
 def _muri_share(model: str, gpus: int) -> float:
