@@ -1,5 +1,5 @@
 """``python -m tdmcore``: the same as the ``tdmcore`` command."""
 
-from tdmcore.app.cli import main
+from tdmcore.app.lifecycle import main
 
 main()

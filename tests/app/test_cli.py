@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tdmcore.app.cli import cli, main
+from tdmcore.app.cli import cli
+from tdmcore.app.lifecycle import main
 
 
 def test_link_s1_prints_table_and_writes_report(tmp_path: Path) -> None:
@@ -303,7 +304,7 @@ def test_simulate_needs_exactly_one_scenario(args, tmp_path, capsys) -> None:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["simulate", "nowhere"], "scenario: unknown scenario 'nowhere'"),
+    (["simulate", "nowhere"], "SCENARIO: unknown scenario 'nowhere'"),
     (["simulate", "metronome-snapshots", "--policies", "default,nope"],
      "--policies: unknown policy 'nope'"),
     (["simulate", "metronome-snapshots", "--policies", ","],
@@ -332,25 +333,28 @@ def test_simulate_bad_scenario_file_points_at_the_field(tmp_path: Path, capsys) 
 
 
 @pytest.mark.parametrize("terminal", [True, False])
-def test_compile_status_line_on_a_terminal_only(terminal: bool) -> None:
+def test_compile_status_says_so_on_a_terminal_and_in_a_log(terminal: bool, monkeypatch,
+                                                           capsys) -> None:
+    # a spinner on a terminal; elsewhere one line on stderr, which a log keeps
     import io
+    import time
 
     from rich.console import Console
 
-    from tdmcore.app.cli import _compiling_kernels
+    from tdmcore.app import common
 
     out = io.StringIO()
     console = Console(file=out, force_terminal=terminal, width=100)
-    import time
-
-    with _compiling_kernels(console, delay_s=0.0):
+    monkeypatch.setattr(common, "COMPILE_NOTICE_S", (0.0, 0.0))
+    with common.compiling_kernels(console):
         time.sleep(0.3)  # long enough for the spinner to draw
-    shown = "loading the compiled kernels" in out.getvalue()
-    assert shown == terminal
-    quick = io.StringIO()  # a warm cache loads within the delay: no status line at all
-    with _compiling_kernels(Console(file=quick, force_terminal=terminal), delay_s=5.0):
+    said = out.getvalue() if terminal else capsys.readouterr().err
+    assert "loading the compiled kernels" in said
+    monkeypatch.setattr(common, "COMPILE_NOTICE_S", (5.0, 5.0))
+    quick = io.StringIO()  # a warm cache loads within the delay: nothing at all
+    with common.compiling_kernels(Console(file=quick, force_terminal=terminal)):
         time.sleep(0.05)
-    assert "kernels" not in quick.getvalue()
+    assert "kernels" not in quick.getvalue() + capsys.readouterr().err
 
 
 @pytest.mark.parametrize("terminal, term", [(True, "xterm"), (True, "dumb"), (False, "xterm")])
@@ -364,7 +368,7 @@ def test_sweep_summary_never_splits_a_name_or_a_number(terminal: bool, term: str
 
     from rich.console import Console
 
-    from tdmcore.app.cli import _sweep_table
+    from tdmcore.app.commands.sweep import _sweep_table
 
     monkeypatch.setenv("TERM", term)  # rich keeps a dumb terminal at 80 x 25
     out = io.StringIO()

@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tdmcore.app.cli import _configure_logging, _warn_unfinished, cli, main
+from tdmcore.app.cli import cli
+from tdmcore.app.commands.simulate import _warn_unfinished
+from tdmcore.app.common import configure_logging as _configure_logging
+from tdmcore.app.lifecycle import main
 
 SNAPSHOT = "metronome-snapshots"
 
@@ -53,7 +56,7 @@ def test_list_scenarios_and_policies() -> None:
     assert "tdmcore sweep" in row
     refused = CliRunner().invoke(cli, ["simulate", "period-gap"])
     assert refused.exit_code == 1
-    assert "tdmcore sweep --example period-gap" in refused.output
+    assert "scenario of tdmcore sweep (in a sweep spec: scenario: period-gap)" in refused.output
     policies = CliRunner().invoke(cli, ["list", "policies"])
     assert policies.exit_code == 0
     for name in ("metronome-no-monitor", "ideal", "dragon", "kod2", "oasis", "dorm"):

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tdmcore.app.cli import cli, main
+from tdmcore.app.cli import cli
+from tdmcore.app.lifecycle import main
 
 
 def _scenario(tmp_path: Path, **job: Any) -> Path:

@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.text import Text
 
-from tdmcore.app.cli import _example_path
+from tdmcore.app.common import example_path as _example_path
 from tdmcore.app.plots import (
     figure_iteration_boxes,
     figure_jct,

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tdmcore.app.cli import main
+from tdmcore.app.lifecycle import main
 from tdmcore.framework import check_policy
 from tdmcore.metronome.policies import make_policy
 from tdmcore.sim.cluster import run_cluster

@@ -1,0 +1,1 @@
+"""The commands of ``tdmcore``, one module each; :mod:`tdmcore.app.cli` gathers them."""
