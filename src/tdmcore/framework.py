@@ -6,6 +6,24 @@ cluster's order), so that the kernels behind them see plain arrays.  A status is
 a closed enum: "no node fits" is :attr:`Status.UNSCHEDULABLE`, an expected
 outcome, never an exception.  Gangs (Eqs. 11-12) are placed all or nothing on a
 tentative copy of the state: a rejected gang leaves the state exactly as it was.
+
+What raises and what returns :attr:`Status.ERROR` (one rule for
+:meth:`Scheduler.decide`, :meth:`~Scheduler.schedule`, :meth:`~Scheduler.schedule_gang`
+and :meth:`~Scheduler.schedule_workload`):
+
+* an argument of the wrong kind (a state that is no
+  :class:`~tdmcore.model.ClusterState`, pods that are not :class:`~tdmcore.model.Pod`
+  objects) raises :class:`ValueError` naming it: the call cannot be read;
+* a call that can be read but not decided returns :attr:`Status.ERROR` with the
+  reason and changes nothing: an empty gang, two pods of one name, a gang that
+  lacks some of a job's pods (fewer than its ``gang_size``, counting the job's pods
+  already placed: all or nothing means all of them), a pod the state cannot take
+  (:meth:`~tdmcore.model.ClusterState.check_pod`: placed already, or disagreeing
+  with its job);
+* no node fits: :attr:`Status.UNSCHEDULABLE`, an expected outcome;
+* a policy that is not tdmcore's own and breaks its contract (raises, ``sys.exit``
+  included, or returns what its extension point may not) raises
+  :class:`PolicyError`, a :class:`ValueError` naming the policy.
 """
 
 from __future__ import annotations
@@ -91,7 +109,9 @@ class ReserveResult:
         The rows of the node's link after the Reserve: one pod per job whose
         traffic crosses it, in deploy order (``state.link_rows[node]``).
     rotations : dict of str to int
-        Rotation per pod (bins), when one was computed.
+        Rotation per *job* on the node's link (bins), keyed by job name, when one
+        was computed: a job is one row of the link, whatever pods of it the node
+        holds (``shifts_ms`` is per pod: each pod of a job gets its job's shift).
     base_period_ms : float
         The link's base period ``T`` (0 when no rotation was computed).
     plan : LinkPlan or None
@@ -216,6 +236,24 @@ def pick_node(scores: NDArray[np.float64], feasible: NDArray[np.bool_]) -> int:
     return int(candidates[np.argmax(scores[candidates])])
 
 
+def _incomplete_job(state: ClusterState, pods: Sequence[Pod]) -> str:
+    """Why the gang lacks some of a job's pods ('' when none does): with its pods
+    already placed, a job of known ``gang_size`` must have them all."""
+    given: dict[str, int] = {}
+    for pod in pods:
+        given[pod.job] = given.get(pod.job, 0) + 1
+    for pod in pods:
+        size = pod.gang_size
+        if size is None:
+            continue
+        placed = len(state.job_members.get(pod.job, ()))
+        if given[pod.job] + placed < size:
+            return (f"pods: job {pod.job!r} has gang_size {size}, the gang holds "
+                    f"{given[pod.job]} of its pods and {placed} are placed: a gang is "
+                    "placed all or nothing, so give all its pods")
+    return ""
+
+
 class Scheduler:
     """Runs a policy's extension points for a pod, a job or a workload."""
 
@@ -230,7 +268,7 @@ class Scheduler:
             return getattr(self.policy, point)(*args)
         try:
             return getattr(self.policy, point)(*args)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit in a policy ends no program
             raise PolicyError(f"policy {self.policy.name!r}: {point} raised "
                               f"{type(exc).__name__}: {exc}") from exc
 
@@ -347,6 +385,9 @@ class Scheduler:
 
         Pods are scheduled one by one on a copy of ``state``; the copy replaces
         the state only if all succeed, so a rejected gang leaves nothing behind.
+        A job whose pods carry a ``gang_size`` must be whole: its pods here and
+        those already placed number ``gang_size`` (the module's rule says what
+        raises and what returns :attr:`Status.ERROR`).
         """
         if not isinstance(state, ClusterState):
             raise ValueError(f"state: expected a tdmcore.model.ClusterState, got "
@@ -363,6 +404,9 @@ class Scheduler:
         names = [p.name for p in pods]
         if len(set(names)) != len(names):
             return GangDecision(Status.ERROR, (), "pods: pod names in a gang must be unique")
+        incomplete = _incomplete_job(state, pods)
+        if incomplete:
+            return GangDecision(Status.ERROR, (), incomplete)
         trial = state.copy()
         decisions = []
         for pod in pods:

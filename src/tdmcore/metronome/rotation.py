@@ -165,7 +165,21 @@ def search_rotations(
     bins (docs/traffic-circle.md).  The answer is exactly the brute force's; the
     speed comes from pruning and incremental sums (see
     :mod:`tdmcore._kernels.rotation_search`).
+
+    Raises
+    ------
+    ValueError
+        Naming the argument; a 1-D ``demand`` is refused as ``demand`` (the rows
+        are what ``limits`` and ``mids`` are counted against: one row is
+        ``demand[None, :]``).
     """
+    try:
+        one_row = np.ndim(demand) == 1
+    except (TypeError, ValueError):  # ragged: check_demand names it
+        one_row = False
+    if one_row:  # read as one row, the limits would take the blame
+        raise ValueError(f"demand: expected shape (k, bins), one row per job, got a 1-D "
+                         f"array of {np.shape(demand)[0]} values (one row: demand[None, :])")
     arr = check_demand(demand)
     k, n_bins = arr.shape
     cap = v.capacity("capacity_gbps", capacity_gbps)

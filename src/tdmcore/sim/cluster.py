@@ -157,9 +157,10 @@ class SimCluster(ValueEquality):
     """Nodes (with their latency matrix and workloads) and the network's congestion.
 
     ``background_gbps[n]``: steady background traffic on node n's host link (the
-    paper's iPerf3).  ``latency_ms[x, y]``: one-way latency between nodes; a job
-    spanning nodes pays ``2 (n - 1)`` times its worst pair latency per iteration
-    (ring all-reduce has ``2 (n - 1)`` sequential steps; **[decision]**).
+    paper's iPerf3).  ``latency_ms[x, y]``: one-way latency between nodes, a
+    symmetric matrix of values >= 0 (the latency between two nodes is one number);
+    a job spanning nodes pays ``2 (n - 1)`` times its worst pair latency per
+    iteration (ring all-reduce has ``2 (n - 1)`` sequential steps; **[decision]**).
     """
 
     cluster: Cluster
@@ -176,6 +177,11 @@ class SimCluster(ValueEquality):
         if np.any(lat > MAX_LATENCY_MS):
             raise ValueError(f"latency_ms: expected values <= {MAX_LATENCY_MS:g} ms, got "
                              f"{float(lat.max()):g}")
+        apart = ~np.isclose(lat, lat.T, rtol=1e-9, atol=0.0)
+        if apart.any():  # the first pair, below the diagonal, as a file writes it
+            i, j = map(int, np.argwhere(np.tril(apart))[0])
+            raise ValueError(f"latency_ms[{i}][{j}]: expected a symmetric matrix: "
+                             f"{lat[i, j]:g} here but {lat[j, i]:g} at latency_ms[{j}][{i}]")
         object.__setattr__(self, "background_gbps", bg)
         object.__setattr__(self, "latency_ms", lat)
 

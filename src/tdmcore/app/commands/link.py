@@ -73,7 +73,10 @@ def link_cmd(scenario: str | None, pod_specs: tuple[str, ...], pod_file: Path | 
             cap, pods = load_link_file(pod_file)
             name, title = pod_file.stem, str(pod_file)
         else:
-            pods = tuple(parse_pod(text, i) for i, text in enumerate(pod_specs))
+            try:
+                pods = tuple(parse_pod(text, i) for i, text in enumerate(pod_specs))
+            except ValueError as exc:  # a malformed option value: a usage error (2)
+                raise click.UsageError(str(exc)) from None
             cap = 25.0
         if capacity_gbps is not None:
             cap = capacity_gbps
@@ -86,7 +89,7 @@ def link_cmd(scenario: str | None, pod_specs: tuple[str, ...], pod_file: Path | 
             plans[mode] = plan_link(pods, cap, bins=bins, mode=mode)
             timings[mode] = (time.perf_counter() - start) * 1e3
     except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(_named(str(exc), pod_file)) from None
     console = Console()
     with report_dir(out_dir, f"link-{name}") as report:
         report.path(f"link-{name}.json").write_text(json_text(_report(plans, timings)), "utf-8")
@@ -96,6 +99,18 @@ def link_cmd(scenario: str | None, pod_specs: tuple[str, ...], pod_file: Path | 
 
             plot_traffic_circle(plans["optimal"], report.path(f"link-{name}.png"))
     announce(console, report)
+
+
+def _named(text: str, pod_file: Path | None) -> str:
+    """A library error about the pods or the file, naming the option that gave them
+    (``pods:`` is --pod's, or the file's; ``file:`` is --file's)."""
+    head, sep, rest = text.partition(": ")
+    if sep and head == "file":
+        return f"--file: {rest}"
+    if sep and head.split("[")[0].split(".")[0] == "pods":
+        where = str(pod_file) if pod_file is not None else "--pod"
+        return f"{where}{head[len('pods'):]}: {rest}"
+    return text
 
 
 def _fmt_psi(value: float | None) -> str:
@@ -147,9 +162,9 @@ def _print_plans(console: Console, name: str, title: str, plans: dict[str, LinkP
     summary.add_row("time, ms", "-", f"{timings['first']:.2f}", f"{timings['optimal']:.2f}")
     console.print(summary)
     if not compatible:
-        console.print(f"incompatible periods: no rotation makes this link perfect, so its "
-                      f"scores stay below 100 (at most {INCOMPATIBLE_MAX_SCORE:g}; "
-                      "docs/traffic-circle.md, step 3)", highlight=False)
+        console.print("incompatible periods: no rotation makes this link perfect, so its "
+                      "scores stay below 100 (docs/traffic-circle.md, step 3)",
+                      highlight=False)
 
 
 def _score_text(value: float, compatible: bool) -> str:

@@ -81,7 +81,7 @@ def sweep_cmd(spec_file: Path | None, example_name: str | None, show: bool,
     except (OSError, UnicodeDecodeError) as exc:
         raise click.ClickException(read_error(path, exc)) from None
     except ValueError as exc:
-        text = str(exc)  # a read error names the file already
+        text = str(exc).removeprefix("file: ")  # a read error names the file already
         raise click.ClickException(text if path.name in text
                                    else f"{path.name}: {text}") from None
     if not serial:

@@ -5,8 +5,10 @@ the cache already holds, and runs the rest:
 
 * on a ``dask.distributed`` cluster: a :class:`distributed.LocalCluster` of
   worker *processes* on the loopback interface (one thread each, all cores by
-  default; no dashboard), closed at the end; or an existing cluster's scheduler
-  (``tcp://HOST:PORT``), whose workers must run the same tdmcore version;
+  default; no dashboard, and its scheduler's HTTP routes on a free port, so a
+  busy 8787 is no warning), closed at the end; or an existing cluster's scheduler
+  (``tcp://HOST:PORT``), which must answer as a Dask scheduler
+  (:func:`check_scheduler`) and whose workers must run the same tdmcore version;
 * or serially in this process (``serial=True``), the reference the Dask run must
   equal.
 
@@ -19,11 +21,14 @@ what it had done.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
 import logging
 import os
+import socket
+import struct
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -36,7 +41,7 @@ from . import tasks as _tasks
 from .spec import Task, canonical
 from .tasks import code_digest, run_task, tdmcore_version
 
-__all__ = ["Outcome", "ResultCache", "default_cache_dir", "run_tasks"]
+__all__ = ["Outcome", "ResultCache", "check_scheduler", "default_cache_dir", "run_tasks"]
 
 log = logging.getLogger("tdmcore")
 
@@ -44,6 +49,12 @@ log = logging.getLogger("tdmcore")
 ATTEMPTS = 2
 #: Seconds to wait for an existing scheduler to answer.
 CONNECT_TIMEOUT_S = 20
+#: Seconds a Dask scheduler may take to send its handshake on a new connection (it
+#: sends it at once, before reading anything): a service that stays silent longer
+#: (an HTTP server, a dashboard) is no scheduler.
+HANDSHAKE_TIMEOUT_S = 5.0
+#: The most bytes a Dask handshake takes (it is about 60).
+MAX_HANDSHAKE_BYTES = 1 << 16
 #: The largest TCP port.
 MAX_PORT = 65535
 
@@ -216,9 +227,10 @@ def run_tasks(tasks: Sequence[Task], *, cache: ResultCache | None = None,
     Raises
     ------
     ValueError
-        ``scheduler``: malformed, unreachable, or its workers run another tdmcore
-        version; ``workers`` below 1; ``cache``: its folder cannot be written
-        (checked before any task runs).
+        ``scheduler``: malformed, unreachable, not a Dask scheduler
+        (:func:`check_scheduler`), or its workers run another tdmcore version;
+        ``workers`` below 1; ``cache``: its folder cannot be written (checked
+        before any task runs).
 
     Notes
     -----
@@ -288,7 +300,7 @@ def _client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
     from distributed import Client, LocalCluster
 
     if scheduler is not None:
-        _check_address(scheduler)
+        check_scheduler(scheduler)
         try:
             client = Client(scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
         except (OSError, TimeoutError, ValueError) as exc:
@@ -309,7 +321,8 @@ def _client(scheduler: str | None, workers: int | None) -> Iterator[Any]:
     with _sigint_ignored():
         cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1,
                                threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=None,
+                               dashboard_address=None,  # and its routes on a free port:
+                               scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
                                silence_logs=logging.CRITICAL,  # failures: on_retry, Outcome
                                preload=["tdmcore.sim.sweep.worker_setup"])
     try:
@@ -373,6 +386,99 @@ def _check_address(scheduler: str) -> None:
     except (ValueError, TypeError) as exc:
         raise ValueError(f"scheduler: {scheduler!r} is not a Dask scheduler address "
                          f"(e.g. tcp://HOST:8786): {exc}") from None
+
+
+def _not_a_scheduler(scheduler: str, why: str) -> ValueError:
+    return ValueError(f"scheduler: {scheduler} is not a Dask scheduler ({why}); a "
+                      "scheduler's address is tcp://HOST:8786 by default (8787 is its "
+                      "dashboard)")
+
+
+def _recv(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _handshake(scheduler: str, host: str, port: int) -> None:
+    """Read the first bytes a ``tcp://`` service sends on a new connection and
+    refuse it unless they are a Dask handshake: an 8-byte length, then frames that
+    hold its ``compression`` and ``python`` fields.  Read here, not by Dask's own
+    reader, which takes any first 8 bytes for a length and allocates it (``HTTP/1.1``
+    is 3 EiB) or waits forever on a service that waits for a request."""
+    try:
+        sock = socket.create_connection((host, port), timeout=HANDSHAKE_TIMEOUT_S)
+    except OSError as exc:
+        raise ValueError(f"scheduler: cannot reach {scheduler}: "
+                         f"{exc.strerror or exc}") from None
+    with sock:
+        try:
+            head = _recv(sock, 8)
+            size = struct.unpack("<Q", head)[0] if len(head) == 8 else 0
+            body = _recv(sock, size) if 0 < size <= MAX_HANDSHAKE_BYTES else b""
+        except TimeoutError:
+            raise _not_a_scheduler(scheduler, f"it sent nothing in {HANDSHAKE_TIMEOUT_S:g} "
+                                              "s, a Dask scheduler speaks first") from None
+        except OSError as exc:
+            raise _not_a_scheduler(scheduler, f"reading from it failed: "
+                                              f"{exc.strerror or exc}") from None
+    if not head:
+        raise _not_a_scheduler(scheduler, "it closed the connection at once")
+    if not (b"compression" in body and b"python" in body):
+        shown = head.decode("ascii", "replace")
+        shown = "".join(c if c.isprintable() else "." for c in shown)
+        raise _not_a_scheduler(scheduler, f"it answered {shown!r}, not a Dask handshake")
+
+
+def _identity(scheduler: str) -> dict[str, Any]:
+    """The server's ``identity``, over Dask's own protocol (its handshake checked)."""
+    from distributed.comm import connect
+
+    async def ask() -> Any:
+        comm = await connect(scheduler, timeout=CONNECT_TIMEOUT_S)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await asyncio.wait_for(comm.read(), CONNECT_TIMEOUT_S)
+        finally:
+            await comm.close()
+
+    try:
+        answer = asyncio.run(ask())
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ValueError(f"scheduler: cannot reach {scheduler}: {exc}") from None
+    return answer if isinstance(answer, dict) else {}
+
+
+def check_scheduler(scheduler: str) -> None:
+    """Refuse, in seconds, an address that is no Dask scheduler.
+
+    A malformed address (:func:`_check_address`); for ``tcp://``, a service that
+    does not open with Dask's handshake within :data:`HANDSHAKE_TIMEOUT_S` (the
+    dashboard's port 8787, any other TCP service), and a Dask server that is not a
+    scheduler (a worker, a nanny: its ``identity``).  Other protocols (``tls``,
+    ``ws``, ...) are checked by connecting.
+
+    Raises
+    ------
+    ValueError
+        ``scheduler: ADDRESS is not a Dask scheduler (...)`` or ``scheduler: cannot
+        reach ADDRESS: ...``.
+    """
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    _check_address(scheduler)
+    scheme, location = parse_address(scheduler)
+    if scheme != "tcp":
+        return
+    host, port = parse_host_port(location)
+    _handshake(scheduler, host, port)
+    kind = _identity(scheduler).get("type")
+    if kind != "Scheduler":
+        raise _not_a_scheduler(scheduler, f"it is a Dask {kind or 'server'}")
 
 
 def _check_versions(client: Any, scheduler: str) -> None:
