@@ -16,11 +16,13 @@ __all__ = ["draw_traffic_circle", "plot_traffic_circle"]
 def draw_traffic_circle(ax: Any, plan: LinkPlan, rotations: np.ndarray, title: str) -> None:
     """Draw ``plan``'s traffic circle at ``rotations`` on the polar axes ``ax``.
 
-    One ring per job (its comm arcs, shaded by the share of ``B`` they use) and an
-    outer red ring where the summed demand exceeds the capacity.  The legend
-    entries (one per job, with its rotation, and "over capacity" when some bin is)
-    are added as labelled proxies; the caller places the legend.  Only bins that
-    carry traffic are drawn (a few patches per arc, not one per bin).
+    One ring per job, the first deployed innermost (its comm arcs, shaded by the
+    share of ``B`` they use: pale for little, solid for all of it) and an outer red
+    ring where the summed demand exceeds the capacity.  The legend says all of it:
+    one entry per job (its ring, counted from the centre, and its rotation), the
+    two ends of the shading, and "over capacity" when some bin is; its entries
+    are added as labelled proxies, and the caller places the legend.  Only bins
+    that carry traffic are drawn (a few patches per arc, not one per bin).
     """
     n = plan.bins
     width = 2 * np.pi / n
@@ -34,14 +36,18 @@ def draw_traffic_circle(ax: Any, plan: LinkPlan, rotations: np.ndarray, title: s
         rgba[:, 3] = 0.25 + 0.75 * np.clip(share[busy], 0, 1)  # shade by the share of B
         ax.bar(theta[busy], 0.3, width=width, bottom=inner, align="edge", color=rgba,
                linewidth=0)
-        ax.plot([], [], color=colors[row], linewidth=6, label=f"{job} (rotation {int(rot)})")
+        ax.plot([], [], color=colors[row], linewidth=6,
+                label=f"{job}: ring {row + 1} from the centre, rotation {int(rot)}")
+    for alpha, what in ((0.25, "pale: a bin using little of the link"),
+                        (1.0, "solid: a bin using all of the link (B)")):
+        ax.plot([], [], color=to_rgba("grey", alpha), linewidth=6, label=f"shade {what}")
     total = sum(np.roll(plan.demand[r], int(s)) for r, s in enumerate(rotations))
     over = np.clip(total - plan.capacity_gbps, 0, None) > 1e-9 * plan.capacity_gbps
     outer = 1.0 + len(plan.jobs) * 0.35 + 0.1
     if over.any():
         ax.bar(theta[over], 0.25, width=width, bottom=outer, align="edge", color="red",
                linewidth=0)
-        ax.plot([], [], color="red", linewidth=6, label="over capacity")
+        ax.plot([], [], color="red", linewidth=6, label="outer red ring: over capacity")
     ax.set_theta_zero_location("N")
     ax.set_theta_direction(-1)
     ax.set_yticks([])

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +34,10 @@ from ..metronome.link import LinkPlan
 from ..sim.cluster import JobResult, RunResult
 from .circle_plot import draw_traffic_circle
 
-__all__ = ["FORMATS", "figure_iteration_boxes", "figure_jct", "figure_link_utilization",
-           "figure_shared_links", "plot_iteration_boxes", "plot_jct",
-           "plot_link_utilization", "plot_shared_links"]
+__all__ = ["FORMATS", "MIN_BOX_POINTS", "figure_iteration_boxes", "figure_jct",
+           "figure_link_utilization", "figure_shared_links", "plot_iteration_boxes",
+           "plot_jct", "plot_link_utilization", "plot_shared_links", "policy_colours",
+           "time_axis"]
 
 _DPI = 110
 #: The file formats the figures are written in (by the path's suffix).
@@ -45,6 +46,11 @@ FORMATS = ("png", "svg", "pdf")
 MAX_JOB_PANELS = 8
 #: At most this many links are drawn per panel of the utilisation figure.
 MAX_LINKS = 8
+#: Fewer values than this are drawn as points, not as a box: with two or three
+#: values, p5-p95 whiskers and a p25-p75 box are inventions of the interpolation.
+MIN_BOX_POINTS = 5
+#: Time axes: (unit, seconds per unit, the longest axis, s, drawn in the unit).
+_TIME_UNITS = (("s", 1.0, 7200.0), ("h", 3600.0, 4 * 86400.0), ("days", 86400.0, math.inf))
 
 
 # ---------------------------------------------------------------------- helpers
@@ -105,11 +111,33 @@ def _groups(runs: Any) -> dict[str, dict[str, RunResult]]:
             for sid, by_policy in runs.items()}
 
 
+def policy_colours(names: Iterable[str]) -> dict[str, str]:
+    """Each policy's colour, the same in every figure whatever the order of
+    ``--policies``: the cluster simulator's policies
+    (:data:`tdmcore.sim.registry.CLUSTER_POLICIES`) have their own, in the
+    registry's order; any other name (a policy of your own) takes one of the
+    rest, in the order of the sorted names."""
+    from ..sim.registry import CLUSTER_POLICIES
+
+    names = list(names)
+    own = {p: f"C{i}" for i, p in enumerate(CLUSTER_POLICIES)}
+    spare = [f"C{i}" for i in range(len(CLUSTER_POLICIES), 10)] or ["C9"]
+    others = sorted({n for n in names if n not in own})
+    return {n: own[n] if n in own else spare[others.index(n) % len(spare)]
+            for n in dict.fromkeys(names)}
+
+
 def _policy_colours(groups: Mapping[str, Mapping[str, RunResult]]) -> dict[str, str]:
-    policies: list[str] = []
-    for by_policy in groups.values():
-        policies.extend(p for p in by_policy if p not in policies)
-    return {p: f"C{i % 10}" for i, p in enumerate(policies)}
+    return policy_colours(p for by_policy in groups.values() for p in by_policy)
+
+
+def time_axis(t_end_s: float) -> tuple[str, float]:
+    """The unit of a time axis that ends at ``t_end_s`` seconds, and the seconds
+    per unit: seconds up to two hours, hours up to four days, then days."""
+    for unit, size, most in _TIME_UNITS:
+        if t_end_s <= most:
+            return unit, size
+    return _TIME_UNITS[-1][0], _TIME_UNITS[-1][1]
 
 
 def _fixed_grid(rows: int, cols: int, panel_w: float, panel_h: float, *, left: float,
@@ -170,7 +198,7 @@ def figure_jct(runs: Mapping[str, Mapping[str, RunResult]], title: str = "") -> 
                   for g in groups.values() for p, r in g.items())
     label_in = 0.2 + 0.065 * longest  # policy names (8 pt) left of each panel
     fig, axes = _fixed_grid(rows, cols, 3.4, 0.3 * n_policies + 0.3, left=label_in,
-                            right=0.25, top=0.75, bottom=0.5, wgap=label_in + 0.1,
+                            right=0.25, top=0.95, bottom=0.5, wgap=label_in + 0.1,
                             hgap=0.8)
     for idx, (group, by_policy) in enumerate(groups.items()):
         ax = axes[idx // cols][idx % cols]
@@ -196,7 +224,8 @@ def figure_jct(runs: Mapping[str, Mapping[str, RunResult]], title: str = "") -> 
         axes[idx // cols][idx % cols].set_visible(False)
     head = f"{title}: job completion time per policy" if title else \
         "job completion time per policy"
-    fig.suptitle(f"{head}\n(box p25-p75, whiskers p5-p95, diamond = mean)", fontsize=10,
+    fig.suptitle(f"{head}\n(box p25-p75, whiskers p5-p95, diamond = mean;\n"
+                 f"fewer than {MIN_BOX_POINTS} jobs: a dot each)", fontsize=10,
                  y=1 - 0.08 / fig.get_figheight())
     return fig
 
@@ -255,13 +284,18 @@ def _draw_boxes(ax: Any, data: list[NDArray[np.float64]], positions: NDArray[np.
     rather than with ``Axes.boxplot``, which makes about seven artists per box:
     the statistics are the same (:func:`numpy.percentile`, linear), and the
     figures of a run with many boxes draw several times faster.  An all-NaN
-    series draws nothing.
+    series draws nothing; fewer than :data:`MIN_BOX_POINTS` values are drawn as
+    points (each value), not as a box.
     """
     polys, segs, mean_xy, face = [], [], [], []
+    few: list[tuple[float, float, str]] = []  # (position, value, colour)
     half = width / 2
     for pos, values, colour in zip(positions, data, colours, strict=True):
         finite = values[np.isfinite(values)]
         if not finite.size:
+            continue
+        if finite.size < MIN_BOX_POINTS:
+            few.extend((float(pos), float(x), colour) for x in finite)
             continue
         p5, p25, p50, p75, p95 = np.percentile(finite, (5, 25, 50, 75, 95))
         c = float(pos)
@@ -286,7 +320,11 @@ def _draw_boxes(ax: Any, data: list[NDArray[np.float64]], positions: NDArray[np.
         xy = np.array(mean_xy)
         ax.plot(xy[:, 0], xy[:, 1], linestyle="none", marker="D", markersize=4,
                 markerfacecolor="white", markeredgecolor="black")
-    if polys:
+    if few:
+        at = np.array([(v, p) if horizontal else (p, v) for p, v, _ in few])
+        ax.scatter(at[:, 0], at[:, 1], c=[c for _, _, c in few], s=22, marker="o",
+                   edgecolors="black", linewidths=0.6, alpha=0.85, zorder=3)
+    if polys or few:
         ax.autoscale_view()
     if len(positions):
         limits = (float(positions.min()) - 0.5, float(positions.max()) + 0.5)
@@ -370,8 +408,8 @@ def figure_iteration_boxes(runs: Mapping[str, Mapping[str, RunResult]]) -> Figur
         axes[idx // cols][idx % cols].set_visible(False)
     fig.legend(handles=[Patch(facecolor=c, alpha=0.75, label=p) for p, c in colour.items()],
                loc="upper center", bbox_to_anchor=(0.5, 1 - 0.08 / fig.get_figheight()),
-               ncols=ncols, fontsize=9, title="policy (box p25-p75, whiskers p5-p95)",
-               title_fontsize=8)
+               ncols=ncols, fontsize=9, title=f"policy (box p25-p75, whiskers p5-p95; "
+               f"fewer than {MIN_BOX_POINTS} values: dots)", title_fontsize=8)
     return fig
 
 
@@ -436,6 +474,9 @@ def figure_link_utilization(runs: Mapping[str, RunResult], title: str = "") -> F
     shown_of = 0
     t_end = 0.0
     ticks: list[float] = []
+    # the time axis's unit, from the longest run: seconds, hours or days
+    unit, size = time_axis(max((float(r.util_t_ms[-1]) / 1e3 for r in checked.values()
+                                if np.size(r.util_t_ms)), default=0.0))
     for i, (policy, run) in enumerate(checked.items()):
         y0 = (n - 1 - i) * _BAND
         sent = np.asarray(run.link_sent_gbit, dtype=np.float64)
@@ -444,7 +485,8 @@ def figure_link_utilization(runs: Mapping[str, RunResult], title: str = "") -> F
         used = used[np.argsort(-sent[used], kind="stable")][:MAX_LINKS]
         samples = np.asarray(run.util_gbps, dtype=np.float64)
         if samples.ndim == 2 and samples.shape[0] and used.size:
-            t_s = np.concatenate(([0.0], np.asarray(run.util_t_ms, dtype=np.float64))) / 1e3
+            t_s = np.concatenate(([0.0], np.asarray(run.util_t_ms, dtype=np.float64)))
+            t_s = t_s / (1e3 * size)  # in the axis's unit
             t_end = max(t_end, float(t_s[-1]))
             for k in sorted(used):
                 share = samples[:, k] / float(run.link_capacity_gbps[k])
@@ -467,7 +509,7 @@ def figure_link_utilization(runs: Mapping[str, RunResult], title: str = "") -> F
     ax.set_ylim(-0.1, (n - 1) * _BAND + 1.3)
     ax.set_yticks(ticks, ["0", "", "1"] * n)
     ax.set_ylabel("utilisation (0 to 1 per policy)")
-    ax.set_xlabel("simulated time (s)")
+    ax.set_xlabel(f"simulated time ({unit})")
     if t_end > 0:
         ax.set_xlim(0.0, t_end)
     ax.ticklabel_format(axis="x", style="plain", useOffset=False)
@@ -507,7 +549,8 @@ def plot_link_utilization(runs: Mapping[str, RunResult], path: str | Path,
     -----
     Each sample ``util_gbps[i, k]`` is link k's mean rate since the previous
     sample; it is drawn as a step over that interval, divided by the link's
-    capacity (0..1), against simulated time in seconds, in the policy's band of
+    capacity (0..1), against simulated time (seconds, hours past two hours, days
+    past four days: :func:`time_axis`), in the policy's band of
     one shared axes (the bands are stacked, the first policy on top).  Only links that carried
     traffic in that run are drawn, at most :data:`MAX_LINKS` (those that carried
     the most); a link keeps its colour and dash in every panel, so equal curves
@@ -557,7 +600,8 @@ def figure_shared_links(run: RunResult, *, plans: Mapping[Any, LinkPlan] | None 
     if not named:
         return None
     rows, cols = _grid(len(named))
-    legend_in = 0.25 * (max(len(p.jobs) for p in named.values()) + 1) + 0.2
+    # the legend: a line per job, the two shades and the red ring
+    legend_in = 0.25 * (max(len(p.jobs) for p in named.values()) + 3) + 0.2
     # a fixed layout (see _fixed_grid): per cell, the panel's two-line title, the
     # circle with its angle labels around it, and its legend below
     cell_w, circle, title_in, top_in = 5.4, 4.2, 0.75, 0.75

@@ -17,7 +17,10 @@ import numpy as np
 
 from ..sim.sweep.output import _line_key, _number
 from ..sim.sweep.spec import SweepSpec
-from .plots import _fixed_grid, _grid, _save, _target
+from .plots import _fixed_grid, _grid, _save, _target, policy_colours
+
+#: The dashes of one policy's lines for the other swept parameters' values.
+_STYLES = ("-", "--", "-.", ":")
 
 __all__ = ["plot_sweep"]
 
@@ -59,6 +62,7 @@ def _plot_one(spec: SweepSpec, rows: list[dict[str, Any]], metric: str, param: s
     xs, tick_labels = _x_positions(list(spec.grid[param]))
     lines: dict[tuple[Any, ...], dict[str, list[float]]] = {}
     labels: dict[tuple[Any, ...], str] = {}
+    policy_of: dict[tuple[Any, ...], str] = {}
     others = [p for p in spec.swept if p != param]
     for row in rows:
         key = _line_key(spec, row, skip=param)
@@ -67,11 +71,19 @@ def _plot_one(spec: SweepSpec, rows: list[dict[str, Any]], metric: str, param: s
         extra = ", ".join(f"{p.partition('.')[2]}={row[p]}" for p in others
                           if row[p] is not None)
         labels[key] = row["policy"] + (f", {extra}" if extra else "")
+        policy_of[key] = row["policy"]
     legend_w = 0.3 + 0.075 * max(len(t) for t in labels.values())
     n_rows, n_cols = _grid(len(groups))
     fig, axes = _fixed_grid(n_rows, n_cols, 3.2, 2.4, left=0.75, right=legend_w + 0.2,
                             top=0.85, bottom=0.6, wgap=0.6, hgap=0.75)
-    colours: dict[str, str] = {}
+    # a policy's colour is its own in every figure; its lines for other values of
+    # the other swept parameters differ by their dashes
+    palette = policy_colours(policy_of.values())
+    dashes: dict[str, list[str]] = {}
+    for key in lines:
+        dashes.setdefault(policy_of[key], [])
+        if labels[key] not in dashes[policy_of[key]]:
+            dashes[policy_of[key]].append(labels[key])
     x_lo, x_hi = min(xs.values()), max(xs.values())
     for idx, group in enumerate(groups):
         ax = axes[idx // n_cols][idx % n_cols]
@@ -79,7 +91,8 @@ def _plot_one(spec: SweepSpec, rows: list[dict[str, Any]], metric: str, param: s
             if key[0] != group:
                 continue
             label = labels[key]
-            colour = colours.setdefault(label, f"C{len(colours) % 10}")
+            colour = palette[policy_of[key]]
+            style = _STYLES[dashes[policy_of[key]].index(label) % len(_STYLES)]
             if list(by_x) == [repr(None)]:  # the policy does not take the parameter
                 values = np.asarray(by_x[repr(None)])
                 if np.isfinite(values).any():
@@ -92,7 +105,7 @@ def _plot_one(spec: SweepSpec, rows: list[dict[str, Any]], metric: str, param: s
                 continue
             x = np.array([p[0] for p in points])
             mean = np.array([np.nanmean(p[1]) for p in points])
-            ax.plot(x, mean, marker="o", ms=3.5, color=colour, label=label)
+            ax.plot(x, mean, marker="o", ms=3.5, color=colour, linestyle=style, label=label)
             if max(len(p[1]) for p in points) > 1:
                 lo = np.array([np.nanmin(p[1]) for p in points])
                 hi = np.array([np.nanmax(p[1]) for p in points])
