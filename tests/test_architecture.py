@@ -136,3 +136,83 @@ def test_a_forbidden_import_breaks_its_contract(tmp_path: Path, path: str, line:
     names = _contracts()
     assert _verdicts(run.stdout, "BROKEN") == [names[c]["name"] for c in names
                                                 if c in contracts], run.stdout
+
+
+
+#: The one import circle allowed in App and Sim: the cluster run and its parts
+#: (tdmcore.sim.cluster builds tdmcore.sim.run's Run, whose parts read the run's
+#: records from tdmcore.sim.cluster) and the event engine under them.
+ENGINE = ("tdmcore.sim.cluster", "tdmcore.sim.run", "tdmcore.sim.engine")
+
+
+def _circles(graph: object) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan's
+    algorithm, iterative), over grimp's graph of direct imports."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[set[str]] = []
+    for root in sorted(graph.modules):  # type: ignore[attr-defined]
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.find_modules_directly_imported_by(root))))]  # type: ignore[attr-defined]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(
+                        graph.find_modules_directly_imported_by(child)))))  # type: ignore[attr-defined]
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = set()
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.add(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        out.append(component)
+    return out
+
+
+def test_no_import_circle_in_app_and_sim_but_the_engines() -> None:
+    """grimp (import-linter's graph of the code, imports inside functions included)
+    finds every circle of imports; in App and Sim only the run's own is allowed.
+    A circle elsewhere in the house is another room's."""
+    import grimp
+
+    graph = grimp.build_graph("tdmcore", cache_dir=None)
+    circles = [c for c in _circles(graph)
+               if any(m.startswith(("tdmcore.app", "tdmcore.sim")) for m in c)]
+    def in_engine(module: str) -> bool:
+        return any(module == p or module.startswith(f"{p}.") for p in ENGINE)
+
+    others = [sorted(c) for c in circles if not all(in_engine(m) for m in c)]
+    assert not others, others
+    planted = _circles_of({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}})
+    assert planted == [{"a", "b", "c"}]  # the search itself finds a circle
+
+
+def _circles_of(edges: dict[str, set[str]]) -> list[set[str]]:
+    class Graph:
+        modules = set(edges)
+
+        @staticmethod
+        def find_modules_directly_imported_by(module: str) -> set[str]:
+            return edges[module]
+
+    return _circles(Graph())

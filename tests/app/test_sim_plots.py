@@ -159,3 +159,67 @@ def test_jct_figure_names_its_scenario(runs: Runs) -> None:
     assert titled is not None and plain is not None
     assert titled.get_text().startswith("metronome-snapshots: job completion time")
     assert plain.get_text().startswith("job completion time")
+
+
+# -------------------------------------------------------------------- issue 41
+def test_a_policy_keeps_its_colour_whatever_the_order_of_policies(runs: Runs) -> None:
+    # issue 41: a policy's colour depended on its position in --policies
+    from matplotlib.colors import to_hex
+
+    from tdmcore.app.plots import figure_iteration_boxes, policy_colours
+
+    def legend(order: tuple[str, ...]) -> dict[str, str]:
+        fig = figure_iteration_boxes({"S1": {p: runs["S1"][p] for p in order}})
+        (box,) = fig.legends
+        return {t.get_text(): to_hex(h.get_facecolor(), keep_alpha=False)
+                for t, h in zip(box.get_texts(), box.legend_handles, strict=True)}
+
+    two, three = legend(("metronome", "default")), legend(("default", "ideal", "metronome"))
+    assert two["default"] == three["default"] and two["metronome"] == three["metronome"]
+    assert legend(("ideal", "default"))["default"] == legend(("default",))["default"]
+    mine = policy_colours(["mine:Policy", "default", "other:Policy"])
+    assert mine == policy_colours(["other:Policy", "mine:Policy", "default"])
+
+
+def test_two_or_three_values_are_dots_not_a_box() -> None:
+    # issue 41: boxes (p5-p95 whiskers, p25-p75) were drawn from 2-3 points
+    from matplotlib.figure import Figure
+
+    from tdmcore.app.plots import MIN_BOX_POINTS, _draw_boxes
+
+    fig = Figure()
+    ax = fig.add_subplot()
+    few, many = np.array([1.0, 2.0, 3.0]), np.arange(20, dtype=np.float64)
+    _draw_boxes(ax, [few, many], np.arange(2), ["C0", "C1"], width=0.6)
+    boxes = [c for c in ax.collections if type(c).__name__ == "PolyCollection"]
+    dots = [c for c in ax.collections if type(c).__name__ == "PathCollection"]
+    assert MIN_BOX_POINTS == 5 and len(boxes) == 1 and len(boxes[0].get_paths()) == 1
+    assert len(dots) == 1 and sorted(dots[0].get_offsets()[:, 1]) == [1.0, 2.0, 3.0]
+
+
+def test_a_long_run_is_drawn_in_hours_or_days(runs: Runs) -> None:
+    # issue 41: a multi-day trace's time axis was in raw seconds
+    from tdmcore.app.plots import figure_link_utilization, time_axis
+
+    assert [time_axis(t)[0] for t in (60.0, 7200.0, 7201.0, 3 * 86400, 5 * 86400)] == \
+        ["s", "s", "h", "h", "days"]
+    run = runs["S1"]["metronome"]
+    end_s = float(run.util_t_ms[-1]) / 1e3
+    stretched = dataclasses.replace(run, util_t_ms=run.util_t_ms * (2 * 86400 / end_s))
+    fig = figure_link_utilization({"metronome": stretched})  # two days
+    (ax,) = fig.axes
+    assert ax.get_xlabel() == "simulated time (h)"
+    assert ax.get_xlim()[1] == pytest.approx(48.0)
+
+
+def test_the_traffic_circle_has_a_key_for_its_rings_and_shading(runs: Runs) -> None:
+    # issue 41: the shading and the rings had no key
+    from tdmcore.app.plots import figure_shared_links
+
+    fig = figure_shared_links(runs["S1"]["metronome"])
+    assert fig is not None
+    texts = [t.get_text() for ax in fig.axes for legend in [ax.get_legend()] if legend
+             for t in legend.get_texts()]
+    assert any("ring 1 from the centre" in t for t in texts)
+    assert any(t.startswith("shade pale") for t in texts)
+    assert any(t.startswith("shade solid") for t in texts)

@@ -174,3 +174,101 @@ def test_a_repeated_column_tdmcore_does_not_read_is_no_error(tmp_path) -> None:
     # Only a repeated column that holds a field is ambiguous.
     rows = read_trace(_write(tmp_path, "submit,workers,duration_s,note,note\n0,1,60,a,b\n"))
     assert len(rows) == 1
+
+
+# ------------------------------------------------------------ a researcher's own trace
+# A trace shaped like Muri's (tests/muri_like.py): times in ms, names as Muri writes
+# them.  Issue 41: gpt2 fell back to ResNet50 with an "unknown model" warning, and
+# the ms were read as seconds until a bound error on some row, without a word.
+def test_model_names_match_in_any_case_or_spelling() -> None:
+    from tdmcore.sim.models import MODELS, model_name
+
+    assert model_name("gpt2") == model_name("GPT-2") == model_name("Gpt_2") == "GPT-2"
+    assert model_name("vgg19") == "VGG19" and model_name("bert") == "BERT"
+    assert model_name("resnet-18") == "ResNet18" and model_name("wide_resnet101_2") == \
+        "WideResNet101"
+    assert all(model_name(m) == m for m in MODELS)
+    assert model_name("resnet1") is None and model_name("dqn") is None
+
+
+def test_a_muri_like_trace_in_ms_with_its_own_names(tmp_path: Path) -> None:
+    from tdmcore.sim.traces import load_trace
+    from tests.muri_like import COLUMNS, write_muri_like
+
+    path = write_muri_like(tmp_path / "muri.csv", jobs=10)
+    records = _Records()
+    logger = logging.getLogger("tdmcore.sim.traces")
+    logger.addHandler(records)
+    try:
+        sc = load_trace(path, COLUMNS, time_unit="ms", n_nodes=4)
+    finally:
+        logger.removeHandler(records)
+    models = [j.model for j in sc.jobs]
+    assert models[:4] == ["GPT-2", "VGG19", "BERT", "ResNet18"]
+    assert models[4] == f"dqn (as {DEFAULT_MODEL})"  # not tdmcore's: named as such
+    rows = list(csv.DictReader(path.open()))
+    assert [j.arrival_s for j in sc.jobs] == [int(r["submit_time"]) / 1e3 for r in rows]
+    assert [j.iterations for j in sc.jobs] == [int(r["iterations"]) for r in rows]
+    (warning,) = records.messages  # one: dqn; the times are plausible in ms
+    assert "'dqn'" in warning and "tdmcore knows AlexNet" in warning \
+        and "GPT-2" in warning and "`tdmcore list models`" in warning
+
+
+def test_times_in_the_wrong_unit_get_a_hint(tmp_path: Path) -> None:
+    from tdmcore.sim.traces import load_trace, unit_hint
+    from tests.muri_like import COLUMNS, write_muri_like
+
+    # Muri's real spans: submit times days apart in ms read as s overflow the clock
+    path = tmp_path / "muri.csv"
+    write_muri_like(path, jobs=4)
+    text = path.read_text().splitlines()
+    text[-1] = text[-1].replace(text[-1].split(",")[2], "2000000000", 1)  # 23 days in ms
+    path.write_text("\n".join(text) + "\n")
+    with pytest.raises(ValueError) as err:
+        load_trace(path, COLUMNS, n_nodes=4)  # seconds by default
+    assert "line 5: arrival_s: must lie in" in str(err.value)
+    assert "they look like ms (give the time unit ms: --time-unit ms" in str(err.value)
+    # durations an hour long in ms, read as s: no bound error, a warning says so
+    plain = _write(tmp_path, "submit,workers,duration_s\n0,2,3600000\n60000,2,3600000\n")
+    rows = read_trace(plain, time_unit="s")
+    assert "the median job runs 41.7 days with the times in s: they look like ms" in \
+        unit_hint(rows, "s")
+    assert unit_hint(read_trace(plain, time_unit="ms"), "ms") == ""
+    assert [r.duration_s for r in read_trace(plain, time_unit="ms")] == [3600.0, 3600.0]
+    with pytest.raises(ValueError, match="^time_unit: expected one of us, ms, s, min, h"):
+        read_trace(plain, time_unit="sec")
+
+
+def test_a_mapped_duration_wins_over_an_iterations_column(tmp_path: Path) -> None:
+    # Muri has both: mapping one of them is a choice, not an ambiguity
+    path = _write(tmp_path, "submit,workers,duration,iterations\n0,2,600,5\n")
+    (row,) = read_trace(path, {"duration_s": "duration"})
+    assert row.duration_s == 600.0 and row.iterations is None
+
+
+def test_cli_lists_models_and_replays_a_muri_like_trace(tmp_path: Path) -> None:
+    from tests.muri_like import COLUMNS, write_muri_like
+
+    listing = CliRunner().invoke(cli, ["list", "models"])
+    assert listing.exit_code == 0 and "GPT-2" in listing.output and "gpt2" in listing.output
+    assert "[decision]" in listing.output  # the sources' text, not taken for markup
+    path = write_muri_like(tmp_path / "muri.csv", jobs=6)
+    args = ["simulate", "trace", str(path), "--time-unit", "ms", "--nodes", "4",
+            "--policies", "default,metronome", "--no-plots", "--out", str(tmp_path / "r")]
+    for field, header in COLUMNS.items():
+        args += ["--column", f"{field}={header}"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    jobs = json.loads((tmp_path / "r" / "simulate-trace-muri-jobs.json").read_text())
+    assert {j["model"] for j in jobs} >= {"GPT-2", "VGG19", "BERT", "ResNet18"}
+    record = json.loads((tmp_path / "r" / "simulate-trace-muri-run.json").read_text())
+    assert record["parameters"]["time_unit"] == "ms"
+
+
+def test_max_duration_truncates_a_trace_of_iterations_too(tmp_path: Path) -> None:
+    # a Muri-like trace gives iterations: --max-duration used to leave them whole
+    path = _write(tmp_path, "submit,workers,iterations,model\n0,2,100000,VGG19\n")
+    (job,) = trace_scenario(read_trace(path), n_nodes=1, max_duration_s=60).jobs
+    assert job.iterations == round(60_000 / job.period_ms)
+    (whole,) = trace_scenario(read_trace(path), n_nodes=1).jobs
+    assert whole.iterations == 100_000

@@ -175,7 +175,7 @@ class LineProgress:
     ``advance``, a context manager); while the block runs, a thread prints every
     unfinished task as one line every ``every_s`` seconds::
 
-        tdmcore: 0:01:30 simulating: trace / metronome: 2.35 h simulated (3/7)
+        tdmcore: [0:01:30] trace / metronome: 2.35 h simulated (3/7)
     """
 
     def __init__(self, every_s: float | None = None) -> None:
@@ -212,7 +212,8 @@ class LineProgress:
 
     def lines(self) -> list[str]:
         """One line per unfinished task, as the thread prints them."""
-        elapsed = time.strftime("%H:%M:%S", time.gmtime(time.monotonic() - self._start))
+        seconds = int(time.monotonic() - self._start)
+        elapsed = f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
         out = []
         with self._lock:
             for state in self.tasks.values():
@@ -220,8 +221,7 @@ class LineProgress:
                 if total is not None and completed >= total:
                     continue
                 count = f" ({completed:g}/{total:g})" if total is not None else ""
-                out.append(f"tdmcore: {elapsed.lstrip('0:') or '0'} "
-                           f"{state['description']}{count}")
+                out.append(f"tdmcore: [{elapsed}] {state['description']}{count}")
         return out
 
     def _run(self) -> None:

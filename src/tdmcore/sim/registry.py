@@ -104,6 +104,14 @@ class ScenarioEntry:
                      if p.name not in (*self.source, "seed")
                      and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
 
+    def defaults(self) -> dict[str, Any]:
+        """Each parameter's default (the builder's)."""
+        if self.build is None:
+            return {}
+        signature = inspect.signature(self.build).parameters
+        return {name: signature[name].default for name in self.parameters()
+                if signature[name].default is not inspect.Parameter.empty}
+
     def takes_seed(self) -> bool:
         """Whether the builder draws with the run's seed (the seed axis builds it
         once per seed)."""

@@ -253,12 +253,12 @@ def _rows(source: str, lines: Iterable[str], columns: Mapping[str, str],
 
         submit = _submit(*cell("submit"))
         if not isinstance(submit, datetime):
-            submit *= unit
+            submit = _seconds(submit, unit)
         workers = int(_number(*cell("workers"), integer=True, low=1, high=MAX_WORKERS))
         duration = iterations = None
         if "duration_s" in found:
             where, raw = cell("duration_s")
-            duration = _number(where, raw) * unit
+            duration = _seconds(_number(where, raw), unit)
             if duration > MAX_ARRIVAL_S:
                 too_long.append((where, raw))
         else:
@@ -292,6 +292,12 @@ def _rows(source: str, lines: Iterable[str], columns: Mapping[str, str],
         _fail(where, f"expected a duration of at most {MAX_ARRIVAL_S:g} s, got "
                      f"{_short(raw)} {time_unit}" + (f"; {hint}" if hint else ""))
     return rows
+
+
+def _seconds(value: float, unit: float) -> float:
+    """``value`` in a unit of ``unit`` seconds, in seconds: a sub-second unit
+    divides by its count per second, so that 109689 ms is exactly 109.689 s."""
+    return value / round(1.0 / unit) if unit < 1.0 else value * unit
 
 
 def _typical(rows: Sequence[TraceRow]) -> tuple[str, float, tuple[float, float]] | None:
@@ -371,7 +377,8 @@ def trace_scenario(rows: list[TraceRow], *, name: str = "trace", title: str | No
     seed : int
         Draws the models of a trace without a model column.
     max_duration_s : float, optional
-        Truncates longer jobs (for quick runs).
+        Truncates longer jobs (for quick runs): a row of iterations keeps as many
+        as fit in it at its model's period.
     source : str, optional
         The trace's file, named (with the row's line) in the errors of a job the
         rows make (default: ``name``).
@@ -429,6 +436,10 @@ def trace_scenario(rows: list[TraceRow], *, name: str = "trace", title: str | No
                 job = trace_job(job_name, model, workers, PHILLY_NODE["link_gbps"], 0.0,
                                 arrival_s=arrival_s, priority=row.priority,
                                 iterations=row.iterations)
+                if max_duration_s is not None \
+                        and job.iterations * job.period_ms > float(max_duration_s) * 1e3:
+                    job = replace(job, iterations=max(1, round(
+                        float(max_duration_s) * 1e3 / job.period_ms)))
         except ValueError as exc:  # e.g. a submit time too far after the first
             raise ValueError(f"{source or name}: line {row.line}: {exc}") from None
         if row.model is not None and model_name(row.model) is None:

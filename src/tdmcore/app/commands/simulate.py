@@ -228,12 +228,11 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, trace_file: Path | No
     if not specs:
         raise click.ClickException("--policies: name at least one policy")
     names = _policy_factories(specs, Path(scenario).name)
-    from click.core import ParameterSource
-
-    parameters = {k: ctx.params[k] for k in source.parameters() if k in ctx.params}
-    if kind == "trace" and ctx.get_parameter_source("n_jobs") \
-            is not ParameterSource.COMMANDLINE:
-        parameters["n_jobs"] = None  # a trace replays all its rows unless --jobs says
+    # the parameters the command line gives; the others keep the builder's defaults
+    # (a trace replays all its rows unless --jobs says otherwise), but philly's start
+    given = [k for k in source.parameters() if k in ctx.params
+             and (given_flag(ctx, [k]) is not None or k == "start" and scenario in DEFAULT_START)]
+    parameters = {k: ctx.params[k] for k in given}
     try:
         groups = source.build(seed, **parameters)
     except ValueError as exc:
@@ -241,8 +240,11 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, trace_file: Path | No
     stem = (f"trace-{Path(source.path).stem}" if kind == "trace"
             else next(iter(groups)) if kind == "file" else scenario)
     console = Console()
-    applies = {k: v for k, v in ctx.params.items()
+    applies = {k: v for k, v in ctx.params.items()  # the run record: what ran
                if scenario in scenario_options(ctx.command).get(k, (scenario,))}
+    if source.entry is not None:
+        applies.update({k: v for k, v in source.entry.defaults().items() if k in applies},
+                       **parameters)
     with report_dir(out_dir, f"simulate-{stem}", applies) as report, \
             PlotPool(enabled=not no_plots) as pool:  # forked before any thread starts
         figures = _FigurePlan(stem, report, plot_format, several=len(groups) > 1)
