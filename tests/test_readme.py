@@ -6,6 +6,7 @@ Each example is found by the heading it sits under (in README.md or a page of
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -220,3 +221,66 @@ def test_simulator_trace_example_runs() -> None:
     for run in runs.values():
         assert len(run.jobs) == 3 and run.tct_ms > 0
         assert all(j.end_ms is not None for j in run.jobs.values())  # every job finished
+
+
+def test_simulator_trace_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    """docs/simulator.md walks a trace from CSV to a sweep: the page's trace is the
+    file tests/muri_like.py writes, and its commands run here as written."""
+    import shlex
+    import subprocess
+    import sys
+
+    from tests.muri_like import write_muri_like
+
+    page, heading = DOCS / "simulator.md", "Your own trace, from CSV to sweep"
+    trace = write_muri_like(tmp_path / "muri.csv", jobs=8)
+    shown = code_blocks(page, heading, "text")[0]  # the trace (the last: a measurement)
+    assert trace.read_text("utf-8").startswith(shown)
+    (tmp_path / "muri-sweep.yaml").write_text(code_block(page, heading, "yaml"), "utf-8")
+    commands = [shlex.split(line) for block in code_blocks(page, heading, "bash")
+                for line in block.splitlines() if line.strip()]
+    assert [c[:2] for c in commands] == [["tdmcore", "list"], ["tdmcore", "simulate"],
+                                         ["tdmcore", "sweep"]]
+    outputs = []
+    for command in commands:
+        done = subprocess.run([sys.executable, "-m", "tdmcore", *command[1:], *(
+            ["--no-plots"] if command[1] == "sweep" else [])], cwd=tmp_path,
+            capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr
+        outputs.append(done)
+    assert "gpt2" in outputs[0].stdout and "GPT-2" in outputs[0].stdout
+    assert "'dqn'" in outputs[1].stderr  # the one name it does not know, said
+    rows = json.loads((tmp_path / "report" / "simulate-trace-muri.json").read_text())
+    assert [r["policy"] for r in rows] == ["default", "metronome", "ideal"]
+    jobs = json.loads((tmp_path / "report" / "simulate-trace-muri-jobs.json").read_text())
+    assert {j["model"] for j in jobs} == {"GPT-2", "VGG19", "BERT", "ResNet18",
+                                          "dqn (as ResNet50)"}
+    swept = json.loads((tmp_path / "report" / "sweep-muri.json").read_text())
+    assert len(swept) == 16 and {r["status"] for r in swept} == {"ok"}
+    assert {(r["scenario.n_nodes"], r["run.network"]) for r in swept} == {
+        (2, "shared"), (2, "ideal"), (4, "shared"), (4, "ideal")}
+
+
+def test_the_readme_says_the_overlay_is_yours_to_write() -> None:
+    # issue 41: `kubectl apply -k tdmcore-overlay` read as a folder of the repository
+    lines = code_block(README, "Kubernetes", "sh").splitlines()
+    first = next(i for i, line in enumerate(lines) if "tdmcore-overlay" in line)
+    assert lines[first].startswith("#") and "yours to write" in lines[first]
+    assert "docs/kubernetes.md" in " ".join(lines[first:first + 2])
+    assert "tdmcore-overlay/kustomization.yaml" in code_blocks(DOCS / "kubernetes.md",
+                                                               "2. Install", "sh")[0]
+
+
+def test_the_suite_s_duration_is_stated_the_same_everywhere() -> None:
+    pattern = re.compile(r"about (\d+) minutes on 2 cores")
+    found = {path.name: pattern.findall(path.read_text("utf-8"))
+             for path in (README, DOCS / "getting-started.md", DOCS / "development.md")}
+    assert all(len(f) == 1 for f in found.values()), found
+    assert len({f[0] for f in found.values()}) == 1, found
+
+
+def test_getting_started_says_how_mypy_sees_an_editable_install() -> None:
+    # issue 41: mypy users of an editable install saw every tdmcore type as Any
+    text = section(DOCS / "getting-started.md", "Type checking your code against tdmcore")
+    assert "`Any`" in text and "editable_mode=compat" in code_block(
+        DOCS / "getting-started.md", "Type checking your code against tdmcore", "bash")

@@ -341,9 +341,10 @@ def csv_list(text: str, kind: type, name: str, *, low: float | None = None,
 
 #: Library argument -> the option that sets it: a ValueError the library raises
 #: names its argument; the command line names the option instead (see
-#: :func:`_option_error`).
+#: :func:`option_error`).
 OPTION_OF_ARGUMENT = {
     "n_jobs": "--jobs", "n_nodes": "--nodes", "window_s": "--window", "columns": "--column",
+    "time_unit": "--time-unit",
     "seeds": "--seeds", "n_slots": "--slots", "n_worker_servers": "--worker-servers",
     "n_ps_servers": "--ps-servers", "mean_gap_s": "--gap", "start": "--start",
     "hours": "--hours", "load": "--load", "max_duration_s": "--max-duration",

@@ -234,6 +234,11 @@ def _fail(path: str, message: str) -> NoReturn:
     raise ValueError(f"{path}: {message}")
 
 
+def _under(where: str, key: str) -> str:
+    """``key`` under ``where`` (``scenario.columns``), or ``key`` alone."""
+    return f"{where}.{key}" if where else key
+
+
 def _digest(where: str, path: Path) -> tuple[str, str]:
     """The file's absolute path and the sha256 of its bytes (a worker started
     elsewhere finds it; one cache key per content)."""
@@ -298,25 +303,26 @@ def trace_source(path: str | Path, columns: Mapping[str, str] | None = None,
     ValueError
         Starting with ``where``: a file that cannot be read (``where.trace``), an
         unknown field or a header that is not a string (``where.columns``), an
-        unknown unit (``where.time_unit``).
+        unknown unit (``where.time_unit``); with ``where`` empty, with the key alone.
     """
     from .traces import TIME_UNITS, TRACE_FIELDS
 
     p = Path(path)
     if base is not None and not p.is_absolute():
         p = base / p
-    resolved, digest = _digest(f"{where}.trace", p)
+    resolved, digest = _digest(_under(where, "trace"), p)
     pairs: list[tuple[str, str]] = []
     for field, header in (columns or {}).items():
         if field not in TRACE_FIELDS:
-            _fail(f"{where}.columns", f"unknown field {field!r}"
+            _fail(_under(where, "columns"), f"unknown field {field!r}"
                   f"{v.did_you_mean(field, TRACE_FIELDS)}; the fields are "
                   f"{', '.join(TRACE_FIELDS)}")
         if not isinstance(header, str) or not header.strip():
-            _fail(f"{where}.columns.{field}", f"expected a column header, got {header!r}")
+            _fail(f"{_under(where, 'columns')}.{field}",
+                  f"expected a column header, got {header!r}")
         pairs.append((field, header.strip()))
     if time_unit not in TIME_UNITS:
-        _fail(f"{where}.time_unit", f"expected one of {', '.join(TIME_UNITS)}, got "
+        _fail(_under(where, "time_unit"), f"expected one of {', '.join(TIME_UNITS)}, got "
               f"{time_unit!r}{v.did_you_mean(time_unit, TIME_UNITS)}")
     return ScenarioSource("trace", resolved, digest, tuple(sorted(pairs)), time_unit)
 

@@ -230,8 +230,8 @@ def simulate_cmd(ctx: click.Context, scenario: str | None, trace_file: Path | No
     names = _policy_factories(specs, Path(scenario).name)
     # the parameters the command line gives; the others keep the builder's defaults
     # (a trace replays all its rows unless --jobs says otherwise), but philly's start
-    given = [k for k in source.parameters() if k in ctx.params
-             and (given_flag(ctx, [k]) is not None or k == "start" and scenario in DEFAULT_START)]
+    given = [k for k in source.parameters() if k in ctx.params and (
+        given_flag(ctx, [k]) is not None or (k == "start" and scenario in DEFAULT_START))]
     parameters = {k: ctx.params[k] for k in given}
     try:
         groups = source.build(seed, **parameters)
@@ -276,7 +276,7 @@ def _source(scenario: str, is_file: bool, trace_file: Path | None,
         return named_source(scenario, commands=("simulate",), where="SCENARIO")
     except ValueError as exc:
         head, sep, rest = str(exc).partition(": ")
-        flag = _TRACE_NAMES.get(head.lstrip(".").split(".")[0]) if sep else None
+        flag = _TRACE_NAMES.get(head.split(".")[0]) if sep else None
         raise click.ClickException(f"{flag}: {rest}" if flag else str(exc)) from None
 
 
