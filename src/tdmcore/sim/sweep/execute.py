@@ -436,7 +436,7 @@ def _handshake(scheduler: str, host: str, port: int) -> None:
 
 def _identity(scheduler: str) -> dict[str, Any]:
     """The server's ``identity``, over Dask's own protocol (its handshake checked)."""
-    from distributed.comm import connect
+    from distributed.comm.core import connect
 
     async def ask() -> Any:
         comm = await connect(scheduler, timeout=CONNECT_TIMEOUT_S)
