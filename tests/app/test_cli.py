@@ -66,10 +66,11 @@ def test_pods_from_command_line_and_file(tmp_path: Path) -> None:
         (["link", "s1", "--pod", "a:1:0.1:1"], "exactly one of", 2),
         (["link", "s1", "--bins", "abc"], "'abc' is not a valid integer", 2),
         (["bogus"], "No such command", 2),
+        # a malformed --pod value is a usage error, as click's own checks of a value
         (["link", "--pod", "a:100:1.5:10"],
-         "--pod[1].duty_cycle: expected a number in [0, 1], got 1.5", 1),
-        (["link", "--pod", "a:100:0.5"], "expected NAME:PERIOD_MS", 1),
-        (["link", "--pod", "a:x:0.5:1"], "--pod[1].period_ms: expected a number", 1),
+         "--pod[1].duty_cycle: expected a number in [0, 1], got 1.5", 2),
+        (["link", "--pod", "a:100:0.5"], "expected NAME:PERIOD_MS", 2),
+        (["link", "--pod", "a:x:0.5:1"], "--pod[1].period_ms: expected a number", 2),
         (["link", "--pod", "a:100:0.5:40"], "above the link's 25.0 Gbps", 1),
         (["link", "--pod", "a:100:0.5:4", "--pod", "a:100:0.5:4"], "unique", 1),
         (["link", "s1", "--bins", "4"], "4 is not in the range 8<=x<=3600", 2),
@@ -123,7 +124,7 @@ def test_console_script_exit_status() -> None:
         pytest.skip("the tdmcore console script is not installed in this environment")
     out = subprocess.run([str(exe), "link", "--pod", "a:100:2:1"], capture_output=True,
                          text=True, timeout=300, env=dict(os.environ))
-    assert out.returncode == 1
+    assert out.returncode == 2  # a malformed option value: a usage error
     assert out.stderr.strip().splitlines()[-1].startswith("Error: ")
     assert "Traceback" not in out.stderr
 

@@ -33,7 +33,7 @@ def test_without_a_terminal_long_work_prints_a_progress_line_every_interval(
     # issue 41: a 400-job trace printed nothing for 652 s without a TTY; the lines
     # come every PROGRESS_EVERY_S (30 s), here every 0.1 s to keep the test short
     monkeypatch.setattr(common, "PROGRESS_EVERY_S", 0.1)
-    main(["simulate", "metronome-trace", "--hours", "24", "--load", "1", "--policies",
+    main(["simulate", "metronome-trace", "--hours", "12", "--load", "1", "--policies",
           "default,metronome", "--no-plots", "--out", str(tmp_path)])
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("tdmcore: [")]
     assert lines, "no progress line"

@@ -215,20 +215,16 @@ def test_exclusive_second_job_waits_for_the_first() -> None:
     assert_ms(res.tct_ms, 1200.0)
 
 
-def test_job_that_never_fits_is_skipped_but_counts_for_tct() -> None:
-    # exclusive: a 30 Gbps job never fits a 25 Gbps link, so "big" (arriving first,
-    # at 0) never starts; "a" arrives at 100 ms and runs 5 x 100 ms alone.
-    # TCT runs from the first arrival (0) to the last end (600 ms).
+def test_a_job_the_policy_never_fits_is_refused_not_skipped() -> None:
+    # exclusive: a 30 Gbps job never fits a 25 Gbps link, so "big" could never start;
+    # the run refuses it (issue 41: it was skipped, and the means left it out without
+    # a word).  Under default, which does not reserve bandwidth, it runs.
     jobs = [sim_job("big", rate=30.0, spread=True), sim_job("a", arrival_s=0.1)]
-    res = run(sim_of([2, 2]), jobs, "exclusive")
-    big, a = res.jobs["big"], res.jobs["a"]
-    assert big.start_ms is None and big.end_ms is None and big.jct_ms is None
-    assert big.durations_ms.size == 0 and math.isnan(big.per_1000_s)
-    assert a.accepted_on_arrival
-    assert_ms(a.durations_ms, [100.0] * 5)
-    assert_ms(a.end_ms, 600.0)
-    assert_ms(res.tct_ms, 600.0)
-    assert res.acceptance == 0.5
+    with pytest.raises(ValueError, match=r"^jobs: 1 job\(s\) can never be placed under "
+                                         r"'exclusive', even on the empty cluster \('big'\)"):
+        run(sim_of([2, 2]), jobs, "exclusive")
+    res = run(sim_of([2, 2]), jobs, "default")
+    assert all(j.end_ms is not None for j in res.jobs.values())
 
 
 # ---------------------------------------------------------------- conservation

@@ -766,5 +766,6 @@ def test_a_task_calling_sys_exit_is_a_failed_task(mode, tmp_path, monkeypatch,
                                            "and error in sweep-ex.csv)"
     rows = {r["policy"]: r for r in json.loads((tmp_path / "r" / "sweep-ex.json")
                                                .read_text())}
-    assert rows["exitmod:Exits"]["error"] == "RuntimeError: the task raised SystemExit(3)"
+    assert rows["exitmod:Exits"]["error"] == ("PolicyError: policy 'exits': pre_filter "
+                                              "raised SystemExit: 3")
     assert rows["default"]["status"] == "ok"

@@ -31,12 +31,11 @@ BIN = Path(sys.executable).parent
 
 def _spec(folder: Path) -> Path:
     """A sweep over a Muri-like trace: its columns and unit in the spec, the
-    cluster's size swept, two policies, two seeds (the trace names its models, so
-    the seed moves the compute noise only)."""
+    cluster's size swept, two policies (4 tasks)."""
     write_muri_like(folder / "muri.csv", jobs=6)
     spec = {"name": "muri", "scenario": {"trace": "muri.csv", "columns": COLUMNS,
                                          "time_unit": "ms"},
-            "policies": ["default", "metronome"], "seeds": [0, 1],
+            "policies": ["default", "metronome"], "seeds": [3],
             "set": {"scenario.max_duration_s": 60},
             "grid": {"scenario.n_nodes": [2, 4]},
             "metrics": ["jct_s", "per_1000_low_s"]}
@@ -106,7 +105,7 @@ def _port_8787_free() -> bool:
 def test_a_trace_sweeps_serially_on_a_local_cluster_and_on_a_dask_scheduler(
         tmp_path: Path) -> None:
     spec = sweep.load_spec(_spec(tmp_path))
-    assert len(spec.tasks) == 8 and spec.groups == ("muri",)
+    assert len(spec.tasks) == 4 and spec.groups == ("muri",)
     assert {t.scenario.time_unit for t in spec.tasks} == {"ms"}
     serial = _values(sweep.run_tasks(spec.tasks, serial=True))
     # the local cluster's HTTP routes take a free port: 8787 taken is no warning
@@ -145,7 +144,7 @@ def test_the_command_sweeps_a_trace_and_writes_its_table(tmp_path: Path) -> None
     main(["sweep", str(path), "--serial", "--no-cache", "--no-plots", "--out",
           str(tmp_path / "r")])
     rows = json.loads((tmp_path / "r" / "sweep-muri.json").read_text())
-    assert len(rows) == 8 and {r["status"] for r in rows} == {"ok"}
+    assert len(rows) == 4 and {r["status"] for r in rows} == {"ok"}
     assert {r["scenario.n_nodes"] for r in rows} == {2, 4}
 
 
@@ -179,7 +178,6 @@ SILENT = "it sent nothing in 5 s, a Dask scheduler speaks first"
 
 @pytest.mark.parametrize("handler, why", [
     (http.server.SimpleHTTPRequestHandler, SILENT),  # a web server, as the dashboard
-    (_Quiet, SILENT),
     (_Banner, "it answered 'SSH-2.0-', not a Dask handshake"),
 ])
 def test_an_address_that_is_no_dask_scheduler_is_one_error_in_seconds(
@@ -204,3 +202,17 @@ def test_an_address_that_is_no_dask_scheduler_is_one_error_in_seconds(
                    "dashboard)"], err
     assert took < 60  # the imports and the 5 s wait, on a loaded machine
     assert not (tmp_path / "r").exists()
+
+
+def test_a_silent_service_is_no_scheduler_after_the_handshake_wait(monkeypatch) -> None:
+    from tdmcore.sim.sweep import execute
+
+    monkeypatch.setattr(execute, "HANDSHAKE_TIMEOUT_S", 0.5)
+    with _serving(_Quiet) as address:
+        start = time.monotonic()
+        with pytest.raises(ValueError, match=r"^scheduler: tcp://127\.0\.0\.1:\d+ is not a "
+                                             r"Dask scheduler \(it sent nothing in 0\.5 s"):
+            check_scheduler(address)
+        assert time.monotonic() - start < 10
+    with pytest.raises(ValueError, match=r"^scheduler: cannot reach tcp://127\.0\.0\.1:"):
+        check_scheduler(f"tcp://127.0.0.1:{_free_port()}")  # nothing listens there

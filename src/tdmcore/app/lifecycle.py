@@ -17,8 +17,6 @@ import sys
 import threading
 from typing import Any
 
-import click
-
 __all__ = ["EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "PipeSafeStdout",
            "Terminated", "main"]
 
@@ -41,7 +39,7 @@ def _import_cli() -> Any:
     if own:
         signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
     try:
-        from .cli import cli
+        from .cli import cli  # click, rich, numpy, the simulator: about a second
     finally:
         if own:
             signal.signal(signal.SIGINT, previous)
@@ -131,6 +129,8 @@ def main(argv: list[str] | None = None) -> None:
     if cli is None:
         print("Error: interrupted", file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
+    import click  # after the commands: Ctrl-C during this import is noted too
+
     from ..framework import PolicyError
 
     real_stdout = sys.stdout
