@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from tdmcore.app.cli import cli
-from tdmcore.app.commands.simulate import _warn_unfinished
+from tdmcore.app.simulate_output import _warn_unfinished
 from tdmcore.app.common import configure_logging as _configure_logging
 from tdmcore.app.lifecycle import main
 
