@@ -15,9 +15,9 @@ import pytest
 from click.testing import CliRunner
 
 from tdmcore.app.cli import cli
-from tdmcore.app.simulate_output import _warn_unfinished
 from tdmcore.app.common import configure_logging as _configure_logging
 from tdmcore.app.lifecycle import main
+from tdmcore.app.simulate_output import _warn_unfinished
 
 SNAPSHOT = "metronome-snapshots"
 
