@@ -1,10 +1,10 @@
 """What a long or interrupted command says, and the smaller messages of issue 41:
-progress a log can show, Ctrl-C during the imports, a policy's sys.exit, option
-names and exit codes, YAML 1.2 numbers, an incompatible link, the first compile."""
+progress a log can show, Ctrl-C during the imports and while the kernels compile,
+a policy's sys.exit, option names and exit codes, YAML 1.2 numbers, an incompatible
+link."""
 
 from __future__ import annotations
 
-import logging
 import subprocess
 import sys
 import textwrap
@@ -154,39 +154,6 @@ def test_yaml_reads_exponent_numbers_as_numbers(tmp_path: Path) -> None:
     path = tmp_path / "s.yaml"
     path.write_text(text, "utf-8")
     assert 2.0 in {j.arrival_s for j in load_scenario_file(path).jobs}
-
-
-# ---------------------------------------------------------- the first compilation
-def test_the_first_kernel_compile_says_so_once(monkeypatch) -> None:
-    # issue 41: the first library call compiled for ~55 s without a word.  Numba's
-    # compile event (a real compilation only, never a cache hit) is sent here as
-    # Numba sends it, for a tdmcore kernel and for someone else's function.
-    from numba.core import event
-
-    from tdmcore._kernels import _jit
-    from tdmcore._kernels.rotation_search import search_rotations_kernel
-
-    records: list[str] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            records.append(f"{record.levelname}: {record.getMessage()}")
-
-    handler = Keep()
-    _jit.compile_log.addHandler(handler)
-    monkeypatch.setattr(_jit._FirstCompile, "said", False)
-    monkeypatch.setattr(_jit.compile_log, "level", logging.NOTSET)  # the CLI quiets it
-    try:
-        theirs = type("D", (), {"py_func": lambda: None})()
-        event.start_event("numba:compile", data={"dispatcher": theirs})
-        assert records == []
-        for _ in range(2):
-            event.start_event("numba:compile", data={"dispatcher": search_rotations_kernel})
-    finally:
-        _jit.compile_log.removeHandler(handler)
-    assert records == ["WARNING: tdmcore: compiling the kernels on their first use (about "
-                       "a minute on 2 cores; they are cached on disk, so later runs start "
-                       "at once)"]
 
 
 def test_ctrl_c_swallowed_while_the_kernels_compile_is_delivered_again() -> None:
