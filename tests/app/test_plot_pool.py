@@ -89,3 +89,47 @@ def test_disabled_pool_draws_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_bad_input(make: Any, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         make()
+
+
+# Ctrl-C, or SIGTERM through the command line's own handler, right after the fork of
+# the workers and before the thread that manages them starts: raised there, the
+# workers were left waiting for work and the interpreter waited for them at exit
+# for ever (the signal test of tests/app/test_cli_daily.py timed out so under load).
+_SIGNAL_IN_THE_FORK = """
+import os, signal, sys
+import concurrent.futures.process as cfp
+from tdmcore.app.signals import Terminated, raise_terminated
+from tdmcore.app.plot_pool import PlotPool
+
+sig = signal.Signals[sys.argv[1]]
+if sig == signal.SIGTERM:
+    signal.signal(sig, raise_terminated)
+start = cfp._ExecutorManagerThread.start
+def signal_then_start(self):
+    os.kill(os.getpid(), sig)
+    return start(self)
+cfp._ExecutorManagerThread.start = signal_then_start
+try:
+    with PlotPool(workers=2) as pool:
+        print("entered", flush=True)
+except (KeyboardInterrupt, Terminated) as exc:
+    print(type(exc).__name__, flush=True)
+"""
+
+
+@pytest.mark.skipif(not FORK, reason="the pool forks its workers")
+@pytest.mark.parametrize(("sig", "raised"), [("SIGINT", "KeyboardInterrupt"),
+                                             ("SIGTERM", "Terminated")])
+def test_a_signal_while_the_workers_fork_stops_them(sig: str, raised: str) -> None:
+    import subprocess
+    import sys
+
+    from tests.processes import alive_in_group, reaped
+
+    proc = subprocess.Popen([sys.executable, "-c", _SIGNAL_IN_THE_FORK, sig], text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    with reaped(proc):
+        out, err = proc.communicate(timeout=120)  # for ever before the fix
+        assert proc.returncode == 0 and out == f"{raised}\n", err
+        assert alive_in_group(proc.pid) == []  # the workers went with it

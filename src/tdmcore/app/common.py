@@ -12,7 +12,6 @@ import contextlib
 import logging
 import math
 import os
-import signal
 import sys
 import threading
 import time
@@ -91,18 +90,14 @@ def example_path() -> Path:
 
 @contextlib.contextmanager
 def compiling_kernels(console: Console) -> Iterator[None]:
-    """Say that the kernels are loading when that takes a while, and keep Ctrl-C.
+    """Say that the kernels are loading when that takes a while.
 
     Numba compiles the kernels the first time they run after an install (30-90 s
     on 2 cores) and caches them on disk; later runs load them in well under a
     second, before anything is said.  On a terminal a spinner appears after the
     first of :data:`COMPILE_NOTICE_S` ("loading", true either way); elsewhere
-    (pipes, CI logs) one line after the second.
-
-    Ctrl-C while Numba compiles may land in a callback of its compiler, which
-    swallows the ``KeyboardInterrupt`` (Python only prints "Exception ignored");
-    so an interrupt is delivered again every half second until the block ends,
-    and raised at its end if it never got through.
+    (pipes, CI logs) one line after the second.  (Ctrl-C while Numba compiles may
+    land in a callback of its compiler: :func:`tdmcore.app.signals.redelivered`.)
     """
     delay = COMPILE_NOTICE_S[0] if console.is_terminal else COMPILE_NOTICE_S[1]
     if console.is_terminal:
@@ -115,57 +110,14 @@ def compiling_kernels(console: Console) -> Iterator[None]:
             "tdmcore: loading the compiled kernels (compiling them the first time only, "
             "30-90 s) ...", file=sys.stderr, flush=True))
     notice.daemon = True
-    keeper = _InterruptKeeper()
     notice.start()
     try:
-        with keeper:
-            yield
+        yield
     finally:
         notice.cancel()
         notice.join()
         if status is not None:
             status.stop()
-    if keeper.interrupted:  # swallowed every time: the block ended without it
-        raise KeyboardInterrupt
-
-
-class _InterruptKeeper:
-    """While in the block, Ctrl-C raises KeyboardInterrupt and is delivered again
-    every 0.5 s until the block ends (a callback may swallow it once).  Only over
-    Python's default handler in the main thread; any other disposition (ignored,
-    an embedding program's own) is left alone."""
-
-    def __init__(self) -> None:
-        self.interrupted = False
-        self._done = threading.Event()
-        self._again: threading.Thread | None = None
-        self._previous: Any = None
-
-    def _redeliver(self) -> None:
-        while not self._done.wait(0.5):
-            os.kill(os.getpid(), signal.SIGINT)
-
-    def _on_sigint(self, signum: int, frame: object) -> None:
-        if self._done.is_set():
-            return  # a re-delivery that raced the block's end: already raised
-        if not self.interrupted:
-            self.interrupted = True
-            self._again = threading.Thread(target=self._redeliver, daemon=True)
-            self._again.start()
-        raise KeyboardInterrupt
-
-    def __enter__(self) -> _InterruptKeeper:
-        if threading.current_thread() is threading.main_thread() \
-                and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        if self._again is not None:
-            self._again.join()  # no re-delivery after the handler is put back
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
 
 
 class LineProgress:

@@ -3,7 +3,8 @@
 :func:`main` is the console script.  It imports the commands
 (:mod:`tdmcore.app.cli`) with Ctrl-C noted rather than raised, so that an interrupt
 during the imports ends the command as any other does; turns SIGTERM into an
-unwinding exception; keeps stdout safe from a reader that goes away (``| head``);
+unwinding exception (:mod:`tdmcore.app.signals`), raised again where a callback
+swallowed it; keeps stdout safe from a reader that goes away (``| head``);
 and maps every way a command ends to one ``Error:`` line and an exit status.
 """
 
@@ -16,6 +17,8 @@ import signal
 import sys
 import threading
 from typing import Any
+
+from .signals import Terminated, raise_terminated, redelivered
 
 __all__ = ["EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "PipeSafeStdout",
            "Terminated", "main"]
@@ -95,15 +98,6 @@ class PipeSafeStdout(io.TextIOBase):
         return str(getattr(self._stream, "encoding", "utf-8"))
 
 
-class Terminated(BaseException):
-    """SIGTERM arrived: the command unwinds as after Ctrl-C (a ``BaseException``, so
-    no ``except Exception`` on the way takes it for an error of its own)."""
-
-
-def _raise_terminated(signum: int, frame: object) -> None:
-    raise Terminated
-
-
 def _catch_sigterm() -> bool:
     """Turn SIGTERM into :class:`Terminated` while the command runs (main thread
     only, and only over the default disposition: an embedding program's own handler
@@ -111,7 +105,7 @@ def _catch_sigterm() -> bool:
     if threading.current_thread() is not threading.main_thread() \
             or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return False
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    signal.signal(signal.SIGTERM, raise_terminated)
     return True
 
 
@@ -137,7 +131,8 @@ def main(argv: list[str] | None = None) -> None:
     sys.stdout = PipeSafeStdout(real_stdout)
     restore_sigterm = _catch_sigterm()
     try:
-        cli.main(args=argv, prog_name="tdmcore", standalone_mode=False)
+        with redelivered():  # a signal a callback swallowed (Numba's, llvmlite's)
+            cli.main(args=argv, prog_name="tdmcore", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:  # bare `tdmcore`: the help
         click.echo(exc.ctx.get_help() if exc.ctx is not None else cli.get_help(
             click.Context(cli, info_name="tdmcore")))

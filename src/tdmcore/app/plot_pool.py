@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from .signals import held
+
 __all__ = ["PlotPool"]
 
 _Task = tuple[str, tuple[Any, ...], dict[str, Any]]
@@ -87,10 +89,18 @@ class PlotPool:
             raise ValueError(f"workers: expected at least 1, got {n}")
         self._n = n
         if self.enabled and n > 1 and "fork" in multiprocessing.get_all_start_methods():
-            self._pool = ProcessPoolExecutor(
-                n, mp_context=multiprocessing.get_context("fork"), initializer=_worker_start)
-            # the first submit forks every worker now, before the caller starts threads
-            self._warmup = self._pool.submit(_noop)
+            try:
+                with held():  # a signal in the fork would leave workers no one stops
+                    pool = ProcessPoolExecutor(
+                        n, mp_context=multiprocessing.get_context("fork"),
+                        initializer=_worker_start)
+                    # the first submit forks every worker now, before the caller
+                    # starts threads
+                    self._warmup = pool.submit(_noop)
+                    self._pool = pool  # whole
+            except BaseException:  # Ctrl-C or SIGTERM, held until the pool was whole
+                self.close()
+                raise
 
     @property
     def parallel(self) -> bool:
