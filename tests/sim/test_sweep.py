@@ -177,7 +177,9 @@ def test_an_existing_scheduler_is_used_after_a_version_check(monkeypatch) -> Non
     spec = sweep.parse_spec({**SMALL, "groups": ["S2"], "seeds": [0]})
     serial = sweep.run_tasks(spec.tasks, serial=True)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None, silence_logs=logging.CRITICAL) as cluster:
+                      dashboard_address=None,  # its routes on a free port: no warning
+                      scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                      silence_logs=logging.CRITICAL) as cluster:
         remote = sweep.run_tasks(spec.tasks, scheduler=cluster.scheduler_address)
         assert _deterministic(remote) == _deterministic(serial)
         monkeypatch.setattr(execute, "tdmcore_version", lambda: "0.0.0-other")
