@@ -62,6 +62,14 @@ def redelivered() -> Iterator[None]:
     other goes on to the hook in place before.
     """
     previous = sys.unraisablehook
+    lock = threading.Lock()
+    pending: list[threading.Timer] = []
+    ended = False
+
+    def again(signum: int) -> None:
+        with lock:  # never after the block: its handler may be gone by then
+            if not ended:
+                os.kill(os.getpid(), signum)
 
     def hook(unraisable: Any) -> None:
         for signum, (exc_type, handler) in _UNWINDING.items():
@@ -69,9 +77,10 @@ def redelivered() -> Iterator[None]:
                     and signal.getsignal(signum) is handler:
                 # sent from a thread a moment later: sent from here, the handler
                 # would raise inside this hook, swallowed in turn
-                again = threading.Timer(_AGAIN_S, os.kill, (os.getpid(), signum))
-                again.daemon = True
-                again.start()
+                timer = threading.Timer(_AGAIN_S, again, (signum,))
+                timer.daemon = True
+                pending.append(timer)
+                timer.start()
                 return
         previous(unraisable)
 
@@ -79,6 +88,13 @@ def redelivered() -> Iterator[None]:
     try:
         yield
     finally:
+        # A signal sent again after the block ends would find the interpreter
+        # exiting with the default disposition back and kill it (exit -2, not 130)
+        # once the command had already answered the first.
+        with lock:
+            ended = True
+        for timer in pending:
+            timer.cancel()
         sys.unraisablehook = previous
 
 
