@@ -486,7 +486,7 @@ class Pipeline:
             return FilterOutcome([], {**unknown, **{n: reason for n in known}}), None
         # the whole gang fits: the trial becomes the state, each member holds its node
         # (its claim), as schedule_gang commits a gang
-        state.__dict__.update(trial.__dict__)
+        state.restore_from(trial)
         for member, node, result in plan:
             self._hold(_key_of(member), member, gkey, state, node, result, now)
         self.gangs.admit(gkey, key, now)
@@ -901,7 +901,7 @@ class Pipeline:
     def _reserve_gang(self, state: ClusterState, trial: ClusterState, gang: GangDecision,
                       pod_jsons: Sequence[Mapping[str, Any]]) -> list[str]:
         """Under the locks: the trial becomes the state, every member is assumed."""
-        state.__dict__.update(trial.__dict__)
+        state.restore_from(trial)
         self._decided.clear()
         by_node: dict[int, list[ReserveResult]] = {}
         for d, pod_json in zip(gang.decisions, pod_jsons, strict=True):

@@ -374,7 +374,7 @@ class Scheduler:
                 self._check_reserve(state, pod, decision.node, reserve)
         except Exception:
             if saved is not None:
-                state.__dict__.update(saved.__dict__)
+                state.restore_from(saved)
             raise
         return Decision(Status.SUCCESS, pod.name, node=decision.node,
                         node_name=decision.node_name, scores=decision.scores,
@@ -415,7 +415,7 @@ class Scheduler:
             if decision.status is not Status.SUCCESS:
                 return GangDecision(decision.status, tuple(decisions),
                                     f"gang rejected at {pod.name}: {decision.message}")
-        state.__dict__.update(trial.__dict__)
+        state.restore_from(trial)
         return GangDecision(Status.SUCCESS, tuple(decisions))
 
     def schedule_workload(self, state: ClusterState, jobs: Sequence[Sequence[Pod]]

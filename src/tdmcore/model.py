@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -479,6 +479,24 @@ class ClusterState(ValueEquality):
             link_rows=[list(x) for x in self.link_rows],
             complete_jobs=set(self.complete_jobs),
         )
+
+    def restore_from(self, other: ClusterState) -> None:
+        """Make this state ``other``, in place: the one way a tentative copy commits
+        (a gang placed on a :meth:`copy`, an elastic plan applied to one) and a saved
+        copy rolls a failed change back.
+
+        This object stays the one its holders know (a scheduler's model, a
+        simulator's cluster); it takes over ``other``'s bookkeeping, so ``other``, a
+        state of the same cluster made by :meth:`copy`, must not be used afterwards.
+        """
+        if not isinstance(other, ClusterState):
+            raise ValueError(f"other: expected a tdmcore.model.ClusterState, got "
+                             f"{type(other).__name__}")
+        if other.cluster is not self.cluster:
+            raise ValueError("other: a state of another cluster (restore_from takes a "
+                             "copy of this state)")
+        for f in fields(self):
+            setattr(self, f.name, getattr(other, f.name))
 
     # ---------------------------------------------------------------- mutations
     def check_pod(self, pod: Pod) -> None:

@@ -89,7 +89,7 @@ def apply_plan(state: ClusterState, plan: Plan) -> None:
     except ValueError as exc:
         raise ValueError(f"plan: {plan.action} of {plan.job!r} cannot be applied: {exc}") \
             from None
-    state.__dict__.update(trial.__dict__)
+    state.restore_from(trial)
 
 
 @dataclass(frozen=True)
