@@ -36,9 +36,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from tdmcore.framework import (
+    UNRESOLVABLE,
     CycleState,
     Decision,
     GangDecision,
+    Reason,
     ReserveResult,
     Scheduler,
     Status,
@@ -59,6 +61,11 @@ from .records import node_status, write_status
 __all__ = ["BindError", "FilterOutcome", "Pipeline", "PodRefused", "extender_score"]
 
 log = logging.getLogger(__name__)
+
+#: The bridge's words for the framework's reasons (Kubernetes' resource names).
+_WORDS: dict[int, str] = {Reason.GPU: f"Insufficient {api.GPU_RESOURCE}"}
+#: Rules about the pod's job, whose rejections say where its pods are.
+_ABOUT_THE_JOB = Reason.DEPENDENCY_LOOP | Reason.ANTI_AFFINITY
 
 
 class BindError(RuntimeError):
@@ -347,8 +354,8 @@ class Pipeline:
                 else:
                     rejected.append((name, i))
             if rejected:
-                reasons = self._why(state, pod, [i for _, i in rejected], decision, cycle)
-                for (name, _), (reason, final) in zip(rejected, reasons, strict=True):
+                for (name, _), (reason, final) in zip(rejected, self._reasons(
+                        state, pod, [i for _, i in rejected], decision, cycle), strict=True):
                     (unresolvable if final else failed)[name] = reason
             index = state.cluster.node_index
             at = [index[n] for n in keep]
@@ -403,7 +410,7 @@ class Pipeline:
                state: ClusterState, cycle: CycleState, node: int, now: float) -> None:
         """Reserve the pod on ``node`` (Reserve, assume) until its bind (the locks are
         held)."""
-        self._hold(key, pod_json, gkey, state, node, self.policy.reserve(state, cycle, node),
+        self._hold(key, pod_json, gkey, state, node, self.scheduler.reserve(state, cycle, node),
                    now)
 
     def _hold(self, key: str, pod_json: Mapping[str, Any], gkey: str | None,
@@ -474,7 +481,7 @@ class Pipeline:
                 why = "no node kube-scheduler offered has room for the next one"
                 break
             node = self._pick_among(cycle, ok)
-            plan.append((member, node, self.policy.reserve(trial, cycle, node)))
+            plan.append((member, node, self.scheduler.reserve(trial, cycle, node)))
         if len(plan) < need:
             reason = (f"tdmcore/{self.policy_name}: gang {gkey} does not fit: {len(plan)} of "
                       f"the {need} members it needs have a node at once ({why})")
@@ -528,38 +535,29 @@ class Pipeline:
                     f"pods")
         return ""
 
-    def _why(self, state: ClusterState, pod: Pod, nodes: Sequence[int], decision: Decision,
-             cycle: CycleState) -> list[tuple[str, bool]]:
-        """A reason per node of ``nodes``; ``True`` when preemption cannot help (link
-        capacity).  A node with the room and the link for the pod was rejected by the
-        policy's own rule: the reasons its Filter recorded (``cycle.reasons``) other
-        than room and link say which (a dependency loop, an anti-affinity), and which
-        of the pod's job's pods are placed where (the rule is about them)."""
+    def _reasons(self, state: ClusterState, pod: Pod, nodes: Sequence[int],
+                 decision: Decision, cycle: CycleState) -> list[tuple[str, bool]]:
+        """The reason per node of ``nodes`` its Filter gave
+        (:class:`~tdmcore.framework.Reason`, in the framework's words but for the
+        GPU's resource name); ``True`` when preemption cannot help (link rate,
+        :data:`~tdmcore.framework.UNRESOLVABLE`).  A rule about the pod's job (a
+        dependency loop, an anti-affinity) says where the job's pods are placed."""
         prefix = f"tdmcore/{self.policy_name}: "
-        at = np.asarray(nodes, dtype=np.int64)
-        short = [(name, (need > free[at] + 1e-9).tolist()) for name, need, free in (
-            ("cpu", pod.cpu, state.free_cpu), ("memory", pod.mem_gib, state.free_mem),
-            (api.GPU_RESOURCE, pod.gpu, state.free_gpu))]
-        link = state.cluster.link_gbps[at]
-        too_narrow = (pod.bandwidth_gbps > link).tolist()
-        lacking_at = [[name for name, flags in short if flags[k]] for k in range(len(nodes))]
-        own = [r for r in cycle.reasons if not r.startswith("Insufficient")]
-        policy = prefix + (" or ".join(own) if own else decision.message
-                           or "rejected by the policy's Filter")
-        placed = state.job_pods(pod.job)
-        if own and placed:
-            on = ", ".join(sorted({state.cluster.nodes[p.node].name for p in placed}))
-            policy += (f" (its job {pod.job} has {len(placed)} pod(s) placed, on {on}: a "
-                       f"job is placed whole only as a PodGroup)")
+        if cycle.codes is None:  # PreFilter refused the pod: its message, everywhere
+            return [(prefix + decision.message, False)] * len(nodes)
+        codes = cycle.codes[np.asarray(nodes, dtype=np.int64)].tolist()
+        hint = ""
+        if any(code & _ABOUT_THE_JOB for code in codes):
+            placed = state.job_pods(pod.job)
+            if placed:
+                on = ", ".join(sorted({state.cluster.nodes[p.node].name for p in placed}))
+                hint = (f" (its job {pod.job} has {len(placed)} pod(s) placed, on {on}: a "
+                        f"job is placed whole only as a PodGroup)")
         out = []
-        for k, lacking in enumerate(lacking_at):
-            if lacking:
-                out.append((prefix + "Insufficient " + ", ".join(lacking), False))
-            elif too_narrow[k]:
-                out.append((prefix + f"link {link[k]:g} Gbps < the pod's "
-                            f"{pod.bandwidth_gbps:g} Gbps (Eq. 14)", True))
-            else:
-                out.append((policy, False))
+        for code in codes:
+            text = prefix + self.scheduler.describe(code, _WORDS)
+            out.append((text + hint if code & _ABOUT_THE_JOB else text,
+                        not code & ~UNRESOLVABLE))
         return out
 
     def prioritize(self, pod_json: Mapping[str, Any], node_names: Sequence[str]
@@ -648,7 +646,7 @@ class Pipeline:
                 if cycle.feasible is None or not cycle.feasible[index]:
                     raise BindError(f"node {node!r} no longer passes tdmcore's Filter for "
                                     f"{key}", "no_longer_fits")
-                result = self.policy.reserve(state, cycle, index)  # assume
+                result = self.scheduler.reserve(state, cycle, index)  # assume
                 self._decided.clear()
                 self._mark_bound(key, pod_json, node)
                 self._unconfirmed.add(key)

@@ -64,6 +64,7 @@ def test_the_named_arrows_are_forbidden() -> None:
         assert layer in c["core"]["forbidden_modules"]
     assert "k8s_bridge" in c["sim"]["forbidden_modules"]
     assert "tdmcore.sim" in c["bridge"]["forbidden_modules"]
+    assert "tdmcore.metronome" in c["framework"]["forbidden_modules"]
     assert {"tdmcore", "numpy", "numba", "scipy", "kubernetes"} <= set(
         c["hook"]["forbidden_modules"])  # type: ignore[arg-type]
     assert all(contract["type"] == "forbidden" for contract in c.values())
@@ -109,6 +110,9 @@ PLANTED = [
     ("src/tdmcore/_kernels/circle.py", "from tdmcore.model import Cluster", ("kernels",)),
     ("src/tdmcore/metronome/link.py", "from tdmcore.sim import cluster", ("core", "bridge")),
     ("src/tdmcore/__init__.py", "from tdmcore.app import cli", ("api",)),
+    # the framework names no policy, not even for a type (issue 39)
+    ("src/tdmcore/framework.py", "from tdmcore.metronome.link import LinkPlan",
+     ("framework",)),
     ("src/tdmcore/sim/report.py", "import k8s_bridge.kube", ("sim",)),
     ("k8s_bridge/records.py", "from tdmcore.sim.scenarios import Scenario", ("bridge",)),
     # the hook imports api: numpy there reaches the training pods through it

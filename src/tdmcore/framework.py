@@ -24,14 +24,21 @@ and :meth:`~Scheduler.schedule_workload`):
 * a policy that is not tdmcore's own and breaks its contract (raises, ``sys.exit``
   included, or returns what its extension point may not) raises
   :class:`PolicyError`, a :class:`ValueError` naming the policy.
+
+The framework knows no policy: Filter answers a :class:`Reason` per node (the
+framework owns the codes and their texts, so every front door says the same),
+a policy keeps what its extension points share under its name in
+:attr:`CycleState.data`, and :meth:`Scheduler.reserve` is the one entry that places
+a pod and hands back the policy's :class:`ReserveResult`, whose
+:attr:`~ReserveResult.extension` is the policy's own, opaque here.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -39,9 +46,6 @@ from numpy.typing import NDArray
 from ._equality import ValueEquality
 from .model import ClusterState, Pod
 from .snapshot import Snapshot
-
-if TYPE_CHECKING:
-    from .metronome.link import LinkPlan
 
 __all__ = [
     "EXTENSION_POINTS",
@@ -51,11 +55,18 @@ __all__ = [
     "GangDecision",
     "Policy",
     "PolicyError",
+    "REASON_TEXTS",
+    "Reason",
     "ReserveResult",
     "Scheduler",
     "Status",
+    "UNRESOLVABLE",
     "check_policy",
+    "count_reasons",
+    "describe",
 ]
+
+_T = TypeVar("_T")
 
 
 #: How gangs that cannot be placed wait, in the simulator (``run_cluster(queue=...)``)
@@ -74,26 +85,110 @@ class Status(enum.Enum):
     ERROR = "Error"
 
 
+class Reason(enum.IntFlag):
+    """Why Filter rejects a node: per node, the flags of the first rule the node
+    fails (kube-scheduler's order: a rule sees only the nodes the earlier ones
+    kept; NodeResourcesFit names every resource short), ``FITS`` (0) when it passes.
+
+    The framework owns the codes and their texts (:data:`REASON_TEXTS`,
+    :func:`describe`), so the simulator's message and the Kubernetes bridge's
+    per-node reasons say the same.  ``POLICY`` and the bits above it are a policy's
+    own rules, named by its optional ``reason_names`` mapping (code -> text).
+    """
+
+    FITS = 0
+    CPU = 1
+    MEMORY = 2
+    GPU = 4
+    LINK = 8  # the host link is slower than the pod's rate (Eq. 14)
+    BANDWIDTH = 16  # the link's free bandwidth is short (bandwidth as a resource)
+    ANTI_AFFINITY = 32  # a pod of the job is on the node (required anti-affinity)
+    DEPENDENCY_LOOP = 64  # a cycle in the affinity graph (spec §6)
+    GANG = 128  # the pod's gang is incomplete or does not fit whole (Eqs. 11-12)
+    POLICY = 256  # the policy's own rule (and every higher bit)
+
+
+#: The text of each framework reason (one owner: :func:`describe` reads it).
+REASON_TEXTS: dict[int, str] = {
+    Reason.CPU: "Insufficient cpu",
+    Reason.MEMORY: "Insufficient memory",
+    Reason.GPU: "Insufficient gpu",
+    Reason.LINK: "link slower than the pod's bandwidth (Eq. 14)",
+    Reason.BANDWIDTH: "Insufficient link bandwidth",
+    Reason.ANTI_AFFINITY: "a pod of its job is on the node (anti-affinity)",
+    Reason.DEPENDENCY_LOOP: "Dependency loop in the affinity graph",
+    Reason.GANG: "its gang does not fit whole",
+    Reason.POLICY: "rejected by the policy's Filter",
+}
+
+#: The reasons no eviction can cure (kube-scheduler's FailedAndUnresolvableNodes).
+UNRESOLVABLE = Reason.LINK
+
+
+def _bits(code: int) -> list[int]:
+    out, bit, rest = [], 1, int(code)
+    while rest:
+        if rest & 1:
+            out.append(bit)
+        rest >>= 1
+        bit <<= 1
+    return out
+
+
+def describe(code: int, names: Mapping[int, str] | None = None) -> str:
+    """The reasons of one node's ``code`` (:class:`Reason` flags), joined by ", ":
+    ``names`` first (a policy's own rules, a front door's words), then
+    :data:`REASON_TEXTS`; an unnamed policy bit reads as ``POLICY``'s text with its
+    code."""
+    names = names or {}
+    return ", ".join(names.get(bit) or REASON_TEXTS.get(bit)
+                     or f"{REASON_TEXTS[Reason.POLICY]} (reason {bit:#x})"
+                     for bit in _bits(code))
+
+
+def count_reasons(codes: NDArray[np.int64], names: Mapping[int, str] | None = None
+                  ) -> dict[str, int]:
+    """How many nodes each reason rejected (a node counts under each of its
+    flags), in code order: the simulator's "0/4 nodes are available: ..."."""
+    values, counts = np.unique(np.asarray(codes, dtype=np.int64), return_counts=True)
+    per_bit: dict[int, int] = {}
+    for value, count in zip(values.tolist(), counts.tolist(), strict=True):
+        for bit in _bits(value):
+            per_bit[bit] = per_bit.get(bit, 0) + count
+    return {describe(bit, names): per_bit[bit] for bit in sorted(per_bit)}
+
+
 @dataclass(eq=False)
 class CycleState(ValueEquality):
-    """What one scheduling cycle computes and caches between extension points."""
+    """What one scheduling cycle computes and caches between extension points.
+
+    The framework's fields are the same for every policy; what a policy's own
+    extension points share (Metronome's latencies and EarlyReturn nodes, say) is
+    kept in :attr:`data` under the policy's name (:meth:`data_of`).
+    """
 
     pod: Pod
     snapshot: Snapshot
-    latency: NDArray[np.float64] | None = None  # Delta_n (PreFilter)
-    feasible: NDArray[np.bool_] | None = None  # Filter
-    reasons: dict[str, int] = field(default_factory=dict)  # nodes dropped, by reason
+    codes: NDArray[np.int64] | None = None  # Filter: a Reason per node, 0 = fits
+    feasible: NDArray[np.bool_] | None = None  # Filter: codes == 0
     raw_scores: NDArray[np.float64] | None = None  # Score
-    early: NDArray[np.bool_] | None = None  # EarlyReturn per node (Metronome)
-    adds: NDArray[np.bool_] | None = None  # the pod adds a row to the node's link
     scores: NDArray[np.float64] | None = None  # NormalizeScore
     finalists: NDArray[np.bool_] | None = None  # nodes NormalizeScore lets win (None: all)
-    max_score: float = 0.0
+    data: dict[str, Any] = field(default_factory=dict)  # per policy, by its name
+
+    def data_of(self, owner: str, make: Callable[[], _T]) -> _T:
+        """The cycle data of the policy named ``owner``, made by ``make`` on first
+        use."""
+        value = self.data.get(owner)
+        if value is None:
+            value = self.data[owner] = make()
+        return value
 
 
 @dataclass(frozen=True)
 class ReserveResult:
-    """What Reserve hands to the controller (Alg. 1 lines 30-40).
+    """What Reserve hands on (to the controller, the simulator, the bridge's
+    records; Alg. 1 lines 30-40).
 
     Attributes
     ----------
@@ -108,24 +203,36 @@ class ReserveResult:
     link_pods : tuple of str
         The rows of the node's link after the Reserve: one pod per job whose
         traffic crosses it, in deploy order (``state.link_rows[node]``).
-    rotations : dict of str to int
-        Rotation per *job* on the node's link (bins), keyed by job name, when one
-        was computed: a job is one row of the link, whatever pods of it the node
-        holds (``shifts_ms`` is per pod: each pod of a job gets its job's shift).
-    base_period_ms : float
-        The link's base period ``T`` (0 when no rotation was computed).
-    plan : LinkPlan or None
-        The link plan the rotations come from (Metronome), so that the controller
-        need not plan the link again.
+    extension : object
+        The policy's own result, opaque to the framework (None: nothing more);
+        e.g. Metronome's :class:`~tdmcore.metronome.policies.metronome.LinkReservation`
+        (the rotations, base period and link plan it computed).  A policy that
+        computes rotations or a link plan gives them attributes ``rotations``
+        (dict of job to bins), ``base_period_ms`` and ``plan``, read by
+        :attr:`rotations`, :attr:`base_period_ms` and :attr:`plan`.
     """
 
     node: int
     shifts_ms: dict[str, float]
     skip_phase_three: bool
     link_pods: tuple[str, ...]
-    rotations: dict[str, int] = field(default_factory=dict)
-    base_period_ms: float = 0.0
-    plan: LinkPlan | None = field(default=None, compare=False, repr=False)
+    extension: Any = None
+
+    @property
+    def rotations(self) -> dict[str, int]:
+        """The extension's rotation per job (bins); empty when it computed none."""
+        return dict(getattr(self.extension, "rotations", None) or {})
+
+    @property
+    def base_period_ms(self) -> float:
+        """The extension's base period ``T`` of the link (0: none computed)."""
+        return float(getattr(self.extension, "base_period_ms", 0.0) or 0.0)
+
+    @property
+    def plan(self) -> Any:
+        """The extension's link plan (None: none), so that a controller need not
+        plan the link again."""
+        return getattr(self.extension, "plan", None)
 
 
 @dataclass(frozen=True, eq=False)
@@ -165,13 +272,21 @@ class GangDecision:
 
 
 class Policy(Protocol):
-    """The extension points a scheduling policy provides."""
+    """The extension points a scheduling policy provides.
+
+    ``filter`` answers one :class:`Reason` per node (integers, 0: the node fits).
+    **Compatibility rule:** a boolean mask is accepted as before: ``True`` fits,
+    ``False`` is :attr:`Reason.POLICY`, "rejected by the policy's Filter" (or the
+    policy's ``reason_names[Reason.POLICY]``).  A policy may name its own rules,
+    ``Reason.POLICY`` and higher bits, in an optional ``reason_names`` mapping.
+    """
 
     name: str
 
     def pre_filter(self, state: ClusterState, cycle: CycleState) -> Status: ...
 
-    def filter(self, state: ClusterState, cycle: CycleState) -> NDArray[np.bool_]: ...
+    def filter(self, state: ClusterState, cycle: CycleState
+               ) -> NDArray[np.int64] | NDArray[np.bool_]: ...
 
     def score(self, state: ClusterState, cycle: CycleState) -> NDArray[np.float64]: ...
 
@@ -202,7 +317,29 @@ def check_policy(policy: object, name: str = "policy") -> Policy:
         raise ValueError(f"{name}: expected a policy (tdmcore.framework.Policy: a name and "
                          f"{', '.join(EXTENSION_POINTS)}), got {type(policy).__name__} "
                          f"with {what}")
+    reason_names(policy, name)
     return policy  # type: ignore[return-value]
+
+
+def reason_names(policy: object, name: str = "policy") -> dict[int, str]:
+    """The policy's names of its own rules (``reason_names``: a single bit from
+    :attr:`Reason.POLICY` up -> a non-empty text), or a ValueError naming ``name``."""
+    given = getattr(policy, "reason_names", None)
+    if given is None:
+        return {}
+    if not isinstance(given, Mapping):
+        raise ValueError(f"{name}.reason_names: expected a mapping of reason code to text, "
+                         f"got {type(given).__name__}")
+    out = {}
+    for code, text in given.items():
+        if isinstance(code, bool) or not isinstance(code, int) or code < Reason.POLICY \
+                or code & (code - 1):
+            raise ValueError(f"{name}.reason_names: {code!r} is not a policy's own reason "
+                             f"(one bit, {int(Reason.POLICY)} or higher)")
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"{name}.reason_names[{code}]: expected a non-empty string")
+        out[int(code)] = text
+    return out
 
 
 class PolicyError(ValueError):
@@ -260,6 +397,29 @@ class Scheduler:
     def __init__(self, policy: Policy) -> None:
         self.policy = check_policy(policy)
         self._user = _user_policy(policy)
+        #: the policy's names of its own rules (:func:`describe` reads them first)
+        self.reason_names = reason_names(policy)
+
+    def describe(self, code: int, names: Mapping[int, str] | None = None) -> str:
+        """One node's reasons in words (:func:`describe`): ``names`` (a front door's
+        words), then the policy's own, then the framework's."""
+        return describe(code, {**self.reason_names, **(names or {})})
+
+    def _codes(self, value: Any, n: int) -> NDArray[np.int64]:
+        """Filter's answer as one :class:`Reason` per node: integers as they are, a
+        boolean mask by the compatibility rule (False: ``Reason.POLICY``); a
+        :class:`PolicyError` for a user's policy that answers anything else."""
+        arr = np.asarray(value) if isinstance(value, np.ndarray | list | tuple) else None
+        if arr is not None and arr.shape == (n,):
+            if arr.dtype == np.bool_:
+                return np.where(arr, 0, int(Reason.POLICY)).astype(np.int64)
+            if arr.dtype.kind in "iu" and (not self._user or not (arr < 0).any()):
+                return arr.astype(np.int64, copy=False)
+        what = f"shape {arr.shape}, dtype {arr.dtype}" if arr is not None \
+            else type(value).__name__
+        raise PolicyError(f"policy {self.policy.name!r}: filter must return {n} reason "
+                          f"codes (one non-negative integer per node, 0: fits) or {n} "
+                          f"booleans, got {what}")
 
     def _call(self, point: str, *args: Any) -> Any:
         """``policy.point(*args)``; what a policy not of tdmcore's own raises becomes a
@@ -327,10 +487,12 @@ class Scheduler:
                 raise PolicyError(f"policy {self.policy.name!r}: pre_filter must return a "
                                   f"tdmcore.framework.Status, got {type(status).__name__}")
             return Decision(status, pod.name, message="PreFilter rejected the pod"), cycle
-        feasible = self._per_node("filter", self._call("filter", state, cycle), n, "b")
-        cycle.feasible = feasible
+        codes = self._codes(self._call("filter", state, cycle), n)
+        feasible = codes == 0
+        cycle.codes, cycle.feasible = codes, feasible
         if not feasible.any():
-            why = ", ".join(f"{count} {reason}" for reason, count in cycle.reasons.items())
+            why = ", ".join(f"{count} {reason}" for reason, count
+                            in count_reasons(codes, self.reason_names).items())
             return Decision(Status.UNSCHEDULABLE, pod.name,
                             message=f"0/{len(feasible)} nodes are available: {why}"), cycle
         cycle.raw_scores = self._per_node("score", self._call("score", state, cycle), n, "f")
@@ -361,21 +523,51 @@ class Scheduler:
         policy's Reserve that fails (or answers wrongly) leaves ``state`` as it was."""
         return self._schedule(state, pod, rollback=self._user)
 
-    def _schedule(self, state: ClusterState, pod: Pod, rollback: bool) -> Decision:
-        decision, cycle = self.decide(state, pod)
-        if decision.status is not Status.SUCCESS or decision.node is None:
-            return decision
+    def reserve(self, state: ClusterState, cycle: CycleState, node: int) -> ReserveResult:
+        """Reserve: place ``cycle``'s pod on ``node`` in ``state`` and return the
+        policy's :class:`ReserveResult` (its extension included).  The one entry
+        every front door uses (the simulator through :meth:`schedule`, the
+        Kubernetes bridge at bind and for a claim).
+
+        ``cycle`` is :meth:`decide`'s for ``state`` as it is now, and ``node`` a node
+        its Filter passed; else a ValueError naming the argument, and nothing
+        changes.  A user's policy whose Reserve fails (or answers wrongly) leaves
+        ``state`` as it was and raises :class:`PolicyError`.
+        """
+        return self._reserve(state, cycle, node, rollback=self._user)
+
+    def _reserve(self, state: ClusterState, cycle: CycleState, node: int,
+                 rollback: bool) -> ReserveResult:
+        if not isinstance(cycle, CycleState):
+            raise ValueError(f"cycle: expected a tdmcore.framework.CycleState, got "
+                             f"{type(cycle).__name__}")
+        if not cycle.snapshot.matches(state):
+            raise ValueError("cycle: decided on another state, or on this one before it "
+                             "changed (decide again)")
+        if cycle.feasible is None or isinstance(node, bool) \
+                or not isinstance(node, int | np.integer) \
+                or not 0 <= node < len(cycle.feasible) or not cycle.feasible[node]:
+            raise ValueError(f"node: {node!r} is not a node Filter passed for pod "
+                             f"{cycle.pod.name!r} in this cycle")
+        node = int(node)
         # a user's reserve that fails after changing the state leaves it as it was:
         # the gang path's rule (a copy); a gang's trial copy is already one
         saved = state.copy() if rollback else None
         try:
-            reserve = self._call("reserve", state, cycle, decision.node)
+            result: ReserveResult = self._call("reserve", state, cycle, node)
             if self._user:
-                self._check_reserve(state, pod, decision.node, reserve)
+                self._check_reserve(state, cycle.pod, node, result)
         except Exception:
             if saved is not None:
                 state.restore_from(saved)
             raise
+        return result
+
+    def _schedule(self, state: ClusterState, pod: Pod, rollback: bool) -> Decision:
+        decision, cycle = self.decide(state, pod)
+        if decision.status is not Status.SUCCESS or decision.node is None:
+            return decision
+        reserve = self._reserve(state, cycle, decision.node, rollback)
         return Decision(Status.SUCCESS, pod.name, node=decision.node,
                         node_name=decision.node_name, scores=decision.scores,
                         raw_scores=decision.raw_scores, reserve=reserve)

@@ -296,27 +296,29 @@ def test_base_period_of_an_uncontended_link_with_several_jobs():
 def test_a_job_without_a_podgroup_rejected_by_the_policys_rule_is_told_why():
     # An operator's find (issue 40): a job of two pods without a PodGroup, one pod
     # bound, the other rejected everywhere; the node with room said only "rejected by
-    # the policy's Filter".  It is the dependency-loop rule (job j would cross the
-    # links of n0 and n1, which job k crosses too), about the job's placed pod.  Duty
-    # 0.6 at 15 Gbps on 25: no plan is perfect on either link, so the cycle's offsets
-    # cannot agree (spec §6, revised 2026-11-28; at duty 0.3 one plan fits both and
-    # the cycle is kept).
-    t = {"j": K.job_labels("j"), "k": K.job_labels("k")}
+    # the policy's Filter".  It is the dependency-loop rule: j-1 on n1 would close the
+    # paper's triangle j-n0-k-n2-m-n1-j, whose links carry three different pairs
+    # (spec §6, revised 2026-11-28: refused), about the job's placed pod.  The reason
+    # is the one Filter gave per node (issue 39), not re-derived by the bridge.
+    t = {j: K.job_labels(j) for j in "jkm"}
     objs = ([K.node(n) for n in NODES]
-            + [K.podbandwidth(j, period=100, duty=0.6, gbps=15,
-                              match={"training.kubeflow.org/job-name": j}) for j in "jk"]
+            + [K.podbandwidth(j, period=100, duty=0.3, gbps=15,
+                              match={"training.kubeflow.org/job-name": j}) for j in "jkm"]
             + [K.pod("k-0", gpu=3, labels=t["k"], node="n0", phase="Running"),
-               K.pod("k-1", gpu=3, labels=t["k"], node="n1", phase="Running"),
-               K.pod("x", gpu=8, node="n2", phase="Running"),
                K.pod("j-0", gpu=3, labels=t["j"], node="n0", phase="Running"),
+               K.pod("x", gpu=2, node="n0", phase="Running"),
+               K.pod("k-1", gpu=3, labels=t["k"], node="n2", phase="Running"),
+               K.pod("m-0", gpu=3, labels=t["m"], node="n2", phase="Running"),
+               K.pod("y", gpu=2, node="n2", phase="Running"),
+               K.pod("m-1", gpu=3, labels=t["m"], node="n1", phase="Running"),
                K.pod("j-1", gpu=3, labels=t["j"])])
     with cluster(objs) as (fake, kube, model, informers):
         pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
         outcome = pipeline.filter(fake.get("v1", "Pod", "j-1", "default"), NODES)
         assert outcome.nodes == []
         reasons = {**outcome.failed, **outcome.unresolvable}
-        assert "Insufficient" in reasons["n0"] and "Insufficient" in reasons["n2"]
-        assert "rejected by the policy's Filter" not in reasons["n1"]
+        assert reasons["n0"] == reasons["n2"] == "tdmcore/metronome: Insufficient nvidia.com/gpu"
+        assert set(outcome.failed) == set(NODES)  # preemption may help
         assert reasons["n1"] == (
             "tdmcore/metronome: Dependency loop in the affinity graph (its job default/j "
             "has 1 pod(s) placed, on n0: a job is placed whole only as a PodGroup)")

@@ -110,9 +110,9 @@ def test_second_pod_of_a_job_scores_100_on_its_own_node() -> None:
     policy.pre_filter(state, cycle)
     cycle.feasible = np.ones(2, dtype=bool)
     scores = policy.score(state, cycle)
-    assert scores[0] == 100.0 and cycle.early[0]
+    assert scores[0] == 100.0 and policy.data(cycle).early[0]
     # n1: x's row and a's new row, two 50 % arcs: also perfect, but searched
-    assert scores[1] == 100.0 and not cycle.early[1]
+    assert scores[1] == 100.0 and not policy.data(cycle).early[1]
     decision = Scheduler(policy).schedule(state, waiting)
     assert decision.node == 0  # tau[n0, n0] = 1: beside its sibling
     assert state.link_rows[0] == ["x-0", "a-0"]

@@ -11,7 +11,7 @@ import itertools
 import numpy as np
 import pytest
 
-from tdmcore.framework import CycleState, Scheduler, Status
+from tdmcore.framework import CycleState, Reason, Scheduler, Status, count_reasons
 from tdmcore.metronome.affinity import (
     AffinityGraph,
     adjacency,
@@ -85,10 +85,10 @@ def test_filter_resources_and_bandwidth() -> None:
     policy = MetronomePolicy()
     cycle = cycle_for(state, pod("a-0", "a"))
     policy.pre_filter(state, cycle)
-    feasible = policy.filter(state, cycle)
-    assert feasible.tolist() == [True, False, True, False]
-    assert cycle.reasons == {"Insufficient resources": 1,
-                             "Insufficient link bandwidth (Eq. 14)": 1}
+    codes = policy.filter(state, cycle)
+    assert codes.tolist() == [0, Reason.GPU, 0, Reason.LINK]
+    assert count_reasons(codes) == {"Insufficient gpu": 1,
+                                    "link slower than the pod's bandwidth (Eq. 14)": 1}
 
 
 def test_filter_drops_a_placement_that_closes_a_loop() -> None:
@@ -113,8 +113,7 @@ def test_filter_drops_a_placement_that_closes_a_loop() -> None:
     # links carry three different pairs: refused.  e closes b-e-c-f-b, whose links
     # both carry b and c (a hangs off e alone), and three VGG19 arcs of 14.4 bins
     # fit apart on e with b and c where f has them: kept.
-    assert policy.filter(state, cycle).tolist() == [True, True, False, True]
-    assert cycle.reasons["Dependency loop in the affinity graph"] == 1
+    assert policy.filter(state, cycle).tolist() == [0, 0, Reason.DEPENDENCY_LOOP, 0]
     assert [_rejects_loop(state, (pod("c-1", "c"), n)) for n in range(4)] == \
         [False, False, True, False]
 
@@ -145,7 +144,7 @@ def test_a_cycle_of_links_with_one_common_perfect_plan_is_accepted() -> None:
     cycle = cycle_for(state, waiting)
     policy = MetronomePolicy()
     policy.pre_filter(state, cycle)
-    assert policy.filter(state, cycle).tolist() == [True, True, True]
+    assert policy.filter(state, cycle).tolist() == [0, 0, 0]
     assert not _rejects_loop(state, (waiting, 1))
     # and the controller applies one plan to both links: the same relative shift
     state.place(waiting, 1)
@@ -167,8 +166,7 @@ def test_a_cycle_whose_link_plans_disagree_is_rejected() -> None:
     cycle = cycle_for(state, waiting)
     policy = MetronomePolicy()
     policy.pre_filter(state, cycle)
-    assert policy.filter(state, cycle).tolist() == [True, False, True]
-    assert cycle.reasons == {"Dependency loop in the affinity graph": 1}
+    assert policy.filter(state, cycle).tolist() == [0, Reason.DEPENDENCY_LOOP, 0]
     assert _rejects_loop(state, (waiting, 1))
 
 
@@ -193,7 +191,7 @@ def test_a_gang_half_placed_on_two_shared_links_keeps_its_offsets_consistent() -
         waiting = pod(name, "c", vgg)
         cycle = cycle_for(state, waiting)
         policy.pre_filter(state, cycle)
-        feasible = policy.filter(state, cycle)
+        feasible = policy.filter(state, cycle) == 0
         assert feasible[node] and not _rejects_loop(state, (waiting, node))
         state.place(waiting, node)
     ctl = Controller(state)
@@ -247,7 +245,7 @@ def test_loop_filter_matches_the_brute_force_loop_rule() -> None:
         cycle = cycle_for(state, waiting)
         policy = MetronomePolicy(MetronomeConfig(bins=LOOP_BINS))
         policy.pre_filter(state, cycle)
-        feasible = policy.filter(state, cycle)
+        feasible = policy.filter(state, cycle) == 0
         for n in range(n_nodes):
             assert feasible[n] == (not _rejects_loop(state, (waiting, n), LOOP_BINS)), \
                 (n, w, list(state.placed))
@@ -314,13 +312,13 @@ def test_score_lowcomm_early_return_and_search() -> None:
     #        25 Gbps excess -> score = 100 (1 - 7.2 x 25 / (25 x 72)) = 90
     assert scores[0] == 100.0 and scores[1] == 100.0
     assert scores[2] == pytest.approx(90.0, abs=1e-9)
-    assert cycle.early.tolist()[:3] == [False, False, False]
+    assert policy.data(cycle).early.tolist()[:3] == [False, False, False]
     # EarlyReturn: 5 Gbps pod next to the 5 Gbps pod fits (10 <= 25)
     cycle = cycle_for(state, pod("q-0", "q", pattern=TrafficPattern(100, 0.5, 5.0)))
     policy.pre_filter(state, cycle)
     cycle.feasible = np.array([True, True, True, True])
     policy.score(state, cycle)
-    assert cycle.early.tolist() == [False, True, False, True]
+    assert policy.data(cycle).early.tolist() == [False, True, False, True]
     # LowComm: 100 everywhere, no rotation
     cycle = cycle_for(state, pod("l-0", "l", pattern=None))
     cycle.feasible = np.ones(4, dtype=bool)
@@ -347,7 +345,7 @@ def test_node_scores_equal_plan_link_on_random_clusters() -> None:
             pods.append(LinkPod("waiting", w.period_ms, w.duty_cycle, w.bandwidth_gbps,
                                 waiting.priority, waiting.job))
             if sum(p.bandwidth_gbps for p in pods) <= 25.0:
-                assert scores[n] == 100.0 and cycle.early[n]
+                assert scores[n] == 100.0 and policy.data(cycle).early[n]
                 continue
             assert scores[n] == pytest.approx(plan_link(pods, 25.0).result.score, abs=1e-9)
 
@@ -366,7 +364,7 @@ def test_normalize_unique_max_wins_and_ties_use_latency() -> None:
     policy = MetronomePolicy()
     state = ClusterState(paper_testbed())
     cycle = cycle_for(state, pod("a-0", "a"))
-    cycle.latency = np.array([5.0, 1.0, 1.0, 3.0])
+    policy.data(cycle).latency = np.array([5.0, 1.0, 1.0, 3.0])
     cycle.feasible = np.ones(4, dtype=bool)
     cycle.raw_scores = np.array([100.0, 90.0, 95.0, 50.0])
     out = policy.normalize_score(state, cycle)
@@ -582,7 +580,7 @@ def test_exclusive_rejects_sharing() -> None:
         is Status.SUCCESS
     result = sched.schedule_gang(state, [pod("b-0", "b")])
     assert result.status is Status.UNSCHEDULABLE
-    assert "Insufficient bandwidth" in result.message
+    assert "Insufficient link bandwidth" in result.message
 
 
 def test_diktyo_packs_dependent_pods_close() -> None:

@@ -12,31 +12,27 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from ...framework import CycleState, ReserveResult, Status
+from ...framework import CycleState, Reason, ReserveResult, Status
 from ...model import ClusterState
 
 NAME = "default"
 _EPS = 1e-9
 
 
-def resource_fit(state: ClusterState, cycle: CycleState) -> NDArray[np.bool_]:
-    """Nodes with enough free CPU, memory and GPU for the pod (Eq. 13), and, for a
-    pod with ``spread`` (required pod anti-affinity on its job), without a pod of
-    its job (InterPodAffinity's Filter)."""
+def resource_fit(state: ClusterState, cycle: CycleState) -> NDArray[np.int64]:
+    """A :class:`~tdmcore.framework.Reason` per node: the resources short for the
+    pod (CPU, memory, GPU; Eq. 13, NodeResourcesFit names each), else, for a pod
+    with ``spread`` (required pod anti-affinity on its job), ``ANTI_AFFINITY`` on
+    the nodes with a pod of its job (InterPodAffinity's Filter); 0: it fits."""
     pod, snap = cycle.pod, cycle.snapshot
-    fits = ((snap.free_cpu + _EPS >= pod.cpu) & (snap.free_mem + _EPS >= pod.mem_gib)
-            & (snap.free_gpu + _EPS >= pod.gpu))
-    dropped = int((~fits).sum())
-    if dropped:
-        cycle.reasons["Insufficient resources"] = dropped
+    codes = (np.where(snap.free_cpu + _EPS >= pod.cpu, 0, int(Reason.CPU))
+             | np.where(snap.free_mem + _EPS >= pod.mem_gib, 0, int(Reason.MEMORY))
+             | np.where(snap.free_gpu + _EPS >= pod.gpu, 0, int(Reason.GPU))).astype(np.int64)
     if pod.spread:
-        taken = np.zeros(fits.shape[0], dtype=np.bool_)
+        taken = np.zeros(codes.shape[0], dtype=np.bool_)
         taken[[p.node for p in state.job_pods(pod.job)]] = True
-        dropped = int((fits & taken).sum())
-        if dropped:
-            cycle.reasons["A pod of the job is on the node (anti-affinity)"] = dropped
-        fits &= ~taken
-    return fits
+        codes[taken & (codes == 0)] = Reason.ANTI_AFFINITY
+    return codes
 
 
 def _used_shares(state: ClusterState, cycle: CycleState) -> NDArray[np.float64]:
@@ -75,7 +71,7 @@ class DefaultPolicy:
     def pre_filter(self, state: ClusterState, cycle: CycleState) -> Status:
         return Status.SUCCESS
 
-    def filter(self, state: ClusterState, cycle: CycleState) -> NDArray[np.bool_]:
+    def filter(self, state: ClusterState, cycle: CycleState) -> NDArray[np.int64]:
         return resource_fit(state, cycle)
 
     def score(self, state: ClusterState, cycle: CycleState) -> NDArray[np.float64]:

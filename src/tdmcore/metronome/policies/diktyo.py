@@ -51,12 +51,12 @@ class DiktyoPolicy(DefaultPolicy):
     name = NAME
 
     def pre_filter(self, state: ClusterState, cycle: CycleState) -> Status:
-        cycle.latency = network_cost(state, cycle)
+        cycle.data[self.name] = network_cost(state, cycle)  # this policy's cycle data
         return Status.SUCCESS
 
     def score(self, state: ClusterState, cycle: CycleState) -> NDArray[np.float64]:
         assert cycle.feasible is not None
-        cost, feasible = cycle.latency, cycle.feasible
+        cost, feasible = cycle.data.get(self.name), cycle.feasible
         if cost is None:
             network = np.full(feasible.shape, 100.0)
         else:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from ...framework import CycleState
+from ...framework import CycleState, Reason
 from ...model import ClusterState
 from .default import DefaultPolicy, resource_fit
 
@@ -23,11 +23,9 @@ NAME = "exclusive"
 class ExclusivePolicy(DefaultPolicy):
     name = NAME
 
-    def filter(self, state: ClusterState, cycle: CycleState) -> NDArray[np.bool_]:
-        fits = resource_fit(state, cycle)
+    def filter(self, state: ClusterState, cycle: CycleState) -> NDArray[np.int64]:
+        codes = resource_fit(state, cycle)
         snap = cycle.snapshot
         free_bw = snap.sum_bw + state.waiting_link_gbps(cycle.pod) <= snap.capacity + 1e-9
-        dropped = int((fits & ~free_bw).sum())
-        if dropped:
-            cycle.reasons["Insufficient bandwidth"] = dropped
-        return np.asarray(fits & free_bw)
+        codes[~free_bw & (codes == 0)] = Reason.BANDWIDTH
+        return codes

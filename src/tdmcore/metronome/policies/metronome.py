@@ -7,7 +7,7 @@ all nodes; the Score phase runs one compiled call for all candidate nodes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 
 from ... import _validation as v
 from ..._kernels.node_score import ScoreSettings, WaitingPod, score_nodes_kernel
-from ...framework import CycleState, ReserveResult, Status
+from ...framework import CycleState, Reason, ReserveResult, Status
 from ...model import ClusterState, Pod
 from ..affinity import AffinityGraph, cyclic_blocks, loop_free_nodes
 from ..base_period import check_settings
@@ -58,6 +58,40 @@ class MetronomeConfig:
         object.__setattr__(self, "max_multiple", m_max)
         for name in ("phase_three", "monitor", "exact_scores"):
             v.boolean(name, getattr(self, name))
+
+
+@dataclass
+class MetronomeCycle:
+    """What Metronome's extension points share in one cycle, kept in
+    :attr:`CycleState.data <tdmcore.framework.CycleState.data>` under the policy's
+    name."""
+
+    latency: NDArray[np.float64] | None = None  # Delta_n (PreFilter)
+    adds: NDArray[np.bool_] | None = None  # the pod adds a row to the node's link
+    early: NDArray[np.bool_] | None = None  # EarlyReturn per node (Score)
+    max_score: float = 0.0  # NormalizeScore's maximum raw score
+
+
+@dataclass(frozen=True)
+class LinkReservation:
+    """Metronome's :attr:`ReserveResult.extension
+    <tdmcore.framework.ReserveResult.extension>`: what Reserve computed for the
+    node's link (Alg. 1 lines 33-36).
+
+    Attributes
+    ----------
+    rotations : dict of str to int
+        Rotation per job on the link (bins).
+    base_period_ms : float
+        The link's base period ``T``.
+    plan : LinkPlan
+        The link plan the rotations come from, so that the controller need not
+        plan the link again.
+    """
+
+    rotations: dict[str, int]
+    base_period_ms: float
+    plan: LinkPlan = field(compare=False, repr=False)
 
 
 def dependency_nodes(state: ClusterState, pod: Pod) -> list[int]:
@@ -109,20 +143,23 @@ class MetronomePolicy:
         self.config = config or MetronomeConfig()
         self.name = name
 
+    def data(self, cycle: CycleState) -> MetronomeCycle:
+        """This policy's data of ``cycle`` (under its name)."""
+        return cycle.data_of(self.name, MetronomeCycle)
+
     # PreFilter (lines 1-3) ------------------------------------------------------
     def pre_filter(self, state: ClusterState, cycle: CycleState) -> Status:
-        cycle.latency = latency_scores(state, cycle.pod)
+        self.data(cycle).latency = latency_scores(state, cycle.pod)
         return Status.SUCCESS
 
     # Filter (lines 4-13) --------------------------------------------------------
-    def filter(self, state: ClusterState, cycle: CycleState) -> NDArray[np.bool_]:
+    def filter(self, state: ClusterState, cycle: CycleState) -> NDArray[np.int64]:
+        """A :class:`~tdmcore.framework.Reason` per node: resources (Eq. 13), then
+        the link's rate (Eq. 14), then the dependency loop (spec §6)."""
         pod, snap = cycle.pod, cycle.snapshot
-        feasible = resource_fit(state, cycle)
-        bw_ok = snap.capacity >= pod.bandwidth_gbps  # Eq. (14)
-        dropped = int((feasible & ~bw_ok).sum())
-        if dropped:
-            cycle.reasons["Insufficient link bandwidth (Eq. 14)"] = dropped
-        feasible &= bw_ok
+        codes = resource_fit(state, cycle)
+        codes[(snap.capacity < pod.bandwidth_gbps) & (codes == 0)] = Reason.LINK  # Eq. (14)
+        feasible = codes == 0
         if not pod.low_comm and feasible.any():
             graph = AffinityGraph.of(snap)
             candidates = np.flatnonzero(feasible).astype(np.int64)
@@ -141,11 +178,8 @@ class MetronomePolicy:
                 edges = {(int(j), int(m)) for j, m in graph.edges.tolist()}
                 for n in closing:
                     no_loop[n] = self._offsets_agree(state, cycle, edges, int(n))
-            dropped = int((feasible & ~no_loop).sum())
-            if dropped:
-                cycle.reasons["Dependency loop in the affinity graph"] = dropped
-            feasible &= no_loop
-        return np.asarray(feasible)
+            codes[feasible & ~no_loop] = Reason.DEPENDENCY_LOOP
+        return codes
 
     def _offsets_agree(self, state: ClusterState, cycle: CycleState,
                        edges: set[tuple[int, int]], node: int) -> bool:
@@ -184,16 +218,16 @@ class MetronomePolicy:
                 return False
         return True
 
-    @staticmethod
-    def _adds(state: ClusterState, cycle: CycleState) -> NDArray[np.bool_]:
+    def _adds(self, state: ClusterState, cycle: CycleState) -> NDArray[np.bool_]:
         """Per node: would the waiting pod add a row to that node's link?
 
         :meth:`ClusterState.waiting_link_gbps` decides (one pod's demand per job
         and link; a job completed wholly on one node is LowComm), once per cycle.
         """
-        if cycle.adds is None:
-            cycle.adds = np.asarray(state.waiting_link_gbps(cycle.pod) > 0.0)
-        return cycle.adds
+        data = self.data(cycle)
+        if data.adds is None:
+            data.adds = np.asarray(state.waiting_link_gbps(cycle.pod) > 0.0)
+        return data.adds
 
     # Score (lines 14-16) --------------------------------------------------------
     def score(self, state: ClusterState, cycle: CycleState) -> NDArray[np.float64]:
@@ -214,7 +248,7 @@ class MetronomePolicy:
         if pod.low_comm:  # LowComm: 100, no rotation (EarlyReturn)
             scores[cycle.feasible] = 100.0
             early[cycle.feasible] = True
-            cycle.early = early
+            self.data(cycle).early = early
             return scores
         pattern = pod.pattern
         assert pattern is not None
@@ -224,8 +258,9 @@ class MetronomePolicy:
         if not cfg.exact_scores:
             # NormalizeScore's preference among perfect nodes: best Eq. (19) latency
             # score first, then node order (a stable sort keeps node order).
-            assert cycle.latency is not None
-            preference = normalized_latency(cycle.latency)[candidates]
+            latency = self.data(cycle).latency
+            assert latency is not None
+            preference = normalized_latency(latency)[candidates]
             candidates = candidates[np.argsort(-preference, kind="stable")]
         pod_row = WaitingPod(pattern.period_ms, pattern.duty_cycle, pattern.bandwidth_gbps,
                              pod.priority, state.next_order)
@@ -233,21 +268,22 @@ class MetronomePolicy:
                                  PERFECT_RTOL, cfg.exact_scores)
         score_nodes_kernel(candidates, snap.pod_table(), self._adds(state, cycle), pod_row,
                            settings, scores, perfect, early)
-        cycle.early = early
+        self.data(cycle).early = early
         return scores
 
     # NormalizeScore (lines 17-29) -----------------------------------------------
     def normalize_score(self, state: ClusterState, cycle: CycleState) -> NDArray[np.float64]:
         assert cycle.raw_scores is not None and cycle.feasible is not None
-        assert cycle.latency is not None
+        data = self.data(cycle)
+        assert data.latency is not None
         raw, feasible = cycle.raw_scores, cycle.feasible
         best = float(raw[feasible].max())
-        cycle.max_score = best
+        data.max_score = best
         at_max = feasible & (raw >= best - SCORE_TIE_PER_BIN / self.config.bins)
         cycle.finalists = at_max  # only a node at the maximum may win
         if int(at_max.sum()) == 1:
             return np.where(at_max, raw, np.where(feasible, np.maximum(raw, 0.0), 0.0))
-        latency = normalized_latency(cycle.latency)
+        latency = normalized_latency(data.latency)
         if cycle.pod.low_comm:
             latency = 100.0 - latency
         return np.asarray(np.where(at_max, latency, 0.0), dtype=np.float64)
@@ -256,20 +292,20 @@ class MetronomePolicy:
     def reserve(self, state: ClusterState, cycle: CycleState, node: int) -> ReserveResult:
         pod = cycle.pod
         state.place(pod, node)
-        early = pod.low_comm or bool(cycle.early is not None and cycle.early[node])
+        data = self.data(cycle)
+        early = pod.low_comm or bool(data.early is not None and data.early[node])
         link_names = tuple(state.link_rows[node])  # one pod per job crossing the link
         # **[decision]** Algorithm 1's "n* then has exactly 2 pods" counts the link's
         # rows: one per job crossing it (spec §2, revised), so a LowComm pod or a
         # job's second pod on n*, which put nothing more on the link, do not count.
-        perfect_max = cycle.max_score >= 100.0 - SCORE_TIE_PER_BIN / self.config.bins
+        perfect_max = data.max_score >= 100.0 - SCORE_TIE_PER_BIN / self.config.bins
         skip = early or not perfect_max or len(link_names) == 2
         if early:
             return ReserveResult(node, {}, True, link_names)
         plan = link_plan(state, node, self.config, mode="first")
         state.set_shifts(plan.shifts_ms)
         return ReserveResult(node, dict(plan.shifts_ms), skip, link_names,
-                             rotations=plan.job_rotations, base_period_ms=plan.base.period_ms,
-                             plan=plan)
+                             LinkReservation(plan.job_rotations, plan.base.period_ms, plan))
 
 
 def job_rank(state: ClusterState, job: str, waiting: Pod | None = None) -> tuple[int, int]:
