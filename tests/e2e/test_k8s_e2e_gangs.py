@@ -268,18 +268,19 @@ def test_a_job_without_a_podgroup_left_half_placed_is_told_why(
         env: Env, extender: Component, space: tuple[str, list[str]]) -> None:
     """A job of two pods without a PodGroup, one pod placed, the other rejected
     everywhere: its event said "rejected by the policy's Filter" on the node with room;
-    it names the rule (a dependency loop: job j would cross the links of two nodes job k
-    crosses too), where the job's pod is, and that a PodGroup places a job whole."""
+    it names the rule Filter gave that node (a dependency loop: j-1 on the second node
+    would close the paper's triangle j-k-m over three links carrying three different
+    pairs, spec §6; the reason Filter gave that node, issue 39), where the job's pod
+    is, and that a PodGroup places a job whole."""
     ns, nodes = space
     nodes += env.nodes("half", 3)
     wait_known(extender, nodes)
     job = "training.kubeflow.org/job-name"
-    for j in "jk":
-        # duty 0.6: no plan is perfect on either link, the loop's offsets cannot
-        # agree (spec §6, revised 2026-11-28; at 0.3 one plan fits both and it is kept)
-        env.podbandwidth(ns, j, period=100.0, duty=0.6, gbps=15, match={job: j})
-    placed = [("k-0", "k", 3, nodes[0]), ("k-1", "k", 3, nodes[1]), ("x", "x", 8, nodes[2]),
-              ("j-0", "j", 3, nodes[0])]
+    for j in "jkm":
+        env.podbandwidth(ns, j, period=100.0, duty=0.3, gbps=15, match={job: j})
+    placed = [("k-0", "k", 3, nodes[0]), ("j-0", "j", 3, nodes[0]), ("x", "x", 2, nodes[0]),
+              ("k-1", "k", 3, nodes[2]), ("m-0", "m", 3, nodes[2]), ("y", "y", 2, nodes[2]),
+              ("m-1", "m", 3, nodes[1])]
     for name, j, gpu, node in placed:  # bound at creation (spec.nodeName)
         env.kube.create("Pod", {
             "apiVersion": "v1", "kind": "Pod",
@@ -296,4 +297,6 @@ def test_a_job_without_a_podgroup_left_half_placed_is_told_why(
     assert "rejected by the policy's Filter" not in said[0], said
     assert (f"Dependency loop in the affinity graph (its job {ns}/j has 1 pod(s) placed, "
             f"on {nodes[0]}: a job is placed whole only as a PodGroup)") in said[0], said
+    # the full nodes: kube-scheduler's own NodeResourcesFit, before the extender
+    assert "2 Insufficient nvidia.com/gpu" in said[0], said
     assert env.node_of(ns, "j-1") is None
