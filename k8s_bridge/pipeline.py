@@ -325,7 +325,8 @@ class Pipeline:
                     self.held_back.setdefault(gkey, set()).add(key)
                     self._gang_status(gkey, waiting)
                 known = [n for n, i in zip(node_names, idx, strict=True) if i is not None]
-                return FilterOutcome([], {**unknown, **{n: waiting for n in known}}), None
+                why = self._gang_why(waiting)
+                return FilterOutcome([], {**unknown, **{n: why for n in known}}), None
             if gkey is not None and self.gang_wait_s > 0 \
                     and self._min_member(gkey) > len(self._members(gkey)):
                 return self._admit(gkey, pod_json, state, node_names, idx, unknown, now)
@@ -483,8 +484,8 @@ class Pipeline:
             node = self._pick_among(cycle, ok)
             plan.append((member, node, self.scheduler.reserve(trial, cycle, node)))
         if len(plan) < need:
-            reason = (f"tdmcore/{self.policy_name}: gang {gkey} does not fit: {len(plan)} of "
-                      f"the {need} members it needs have a node at once ({why})")
+            reason = self._gang_why(f"gang {gkey} does not fit: {len(plan)} of the {need} "
+                                    f"members it needs have a node at once ({why})")
             self._release(self.gangs.gang_claims(gkey), "")
             backoff = self.gangs.refuse(gkey, reason, self.model.releases, now)
             self._gang_status(gkey, reason)
@@ -502,6 +503,11 @@ class Pipeline:
             log.info("gang %s admitted: %d members claimed their nodes", gkey, len(plan))
         first = state.cluster.nodes[plan[0][1]].name
         return FilterOutcome([first]), gkey
+
+    def _gang_why(self, detail: str) -> str:
+        """A gang's rejection (:attr:`Reason.GANG <tdmcore.framework.Reason.GANG>`)
+        in the framework's words, then what about the gang."""
+        return f"tdmcore/{self.policy_name}: {self.scheduler.describe(Reason.GANG)}: {detail}"
 
     def gang_shortfall(self, pod_json: Mapping[str, Any]) -> str:
         """Why a PodGroup member must wait ('' if it need not).

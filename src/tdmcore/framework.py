@@ -117,7 +117,7 @@ REASON_TEXTS: dict[int, str] = {
     Reason.BANDWIDTH: "Insufficient link bandwidth",
     Reason.ANTI_AFFINITY: "a pod of its job is on the node (anti-affinity)",
     Reason.DEPENDENCY_LOOP: "Dependency loop in the affinity graph",
-    Reason.GANG: "its gang does not fit whole",
+    Reason.GANG: "gang not placeable whole (Eqs. 11-12)",
     Reason.POLICY: "rejected by the policy's Filter",
 }
 

@@ -61,3 +61,18 @@ def test_exclusive_names_the_link_bandwidth_per_node() -> None:
         assert outcome.failed == {"n0": "tdmcore/exclusive: Insufficient link bandwidth",
                                   "n1": "tdmcore/exclusive: Insufficient link bandwidth",
                                   "n2": "tdmcore/exclusive: Insufficient nvidia.com/gpu"}
+
+
+def test_a_gang_held_back_is_told_in_the_frameworks_gang_reason() -> None:
+    # before: the bare "PodGroup default/g has 1 of minMember 2 pods", naming no rule
+    labels = {**K.job_labels("g"), "scheduling.x-k8s.io/pod-group": "g"}
+    objs = ([K.node(n) for n in NODES[:2]] + [K.podgroup("g", 2),
+            K.podbandwidth("g", period=100, duty=0.3, gbps=15,
+                           match={"training.kubeflow.org/job-name": "g"}),
+            K.pod("g-0", gpu=1, labels=labels)])
+    with cluster(objs) as (fake, kube, model, informers):
+        pipeline = Pipeline(model, "metronome", kube, gang_wait_s=20.0)
+        outcome = pipeline.filter(fake.get("v1", "Pod", "g-0", "default"), NODES[:2])
+        assert outcome.nodes == [] and outcome.failed == dict.fromkeys(
+            NODES[:2], "tdmcore/metronome: gang not placeable whole (Eqs. 11-12): PodGroup "
+                       "default/g has 1 of minMember 2 pods")
