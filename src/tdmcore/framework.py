@@ -432,20 +432,18 @@ class Scheduler:
             raise PolicyError(f"policy {self.policy.name!r}: {point} raised "
                               f"{type(exc).__name__}: {exc}") from exc
 
-    def _per_node(self, point: str, value: Any, n: int, kind: str) -> Any:
-        """``value`` as ``point``'s one value per node, or a :class:`PolicyError`
+    def _per_node(self, point: str, value: Any, n: int) -> Any:
+        """``value`` as ``point``'s one number per node, or a :class:`PolicyError`
         (checked for a user's policy only: tdmcore's own are held to it by tests)."""
         if not self._user:
             return value
         arr = np.asarray(value) if isinstance(value, np.ndarray | list | tuple) else None
-        if arr is None or arr.shape != (n,) or (kind == "b" and arr.dtype != np.bool_) \
-                or (kind == "f" and arr.dtype.kind not in "fiu"):
+        if arr is None or arr.shape != (n,) or arr.dtype.kind not in "fiu":
             what = f"shape {arr.shape}, dtype {arr.dtype}" if arr is not None \
                 else type(value).__name__
-            want = "booleans" if kind == "b" else "numbers"
             raise PolicyError(f"policy {self.policy.name!r}: {point} must return {n} "
-                              f"{want} (one per node), got {what}")
-        return arr if kind == "b" else arr.astype(np.float64, copy=False)
+                              f"numbers (one per node), got {what}")
+        return arr.astype(np.float64, copy=False)
 
     def _check_reserve(self, state: ClusterState, pod: Pod, node: int, result: Any) -> None:
         """A user's ``reserve`` must place the pod on ``node`` (``state.place``) and
@@ -495,9 +493,9 @@ class Scheduler:
                             in count_reasons(codes, self.reason_names).items())
             return Decision(Status.UNSCHEDULABLE, pod.name,
                             message=f"0/{len(feasible)} nodes are available: {why}"), cycle
-        cycle.raw_scores = self._per_node("score", self._call("score", state, cycle), n, "f")
+        cycle.raw_scores = self._per_node("score", self._call("score", state, cycle), n)
         scores = self._per_node("normalize_score", self._call("normalize_score", state, cycle),
-                                n, "f")
+                                n)
         if self._user and np.isnan(scores[feasible]).any():
             raise PolicyError(f"policy {self.policy.name!r}: normalize_score gave a "
                               "feasible node a NaN score")
