@@ -224,3 +224,12 @@ def test_a_users_failing_reserve_leaves_the_state_as_it_was() -> None:
     with pytest.raises(PolicyError, match="reserve raised RuntimeError: disk full"):
         sched.reserve(state, cycle, 0)
     assert state.node_of("a-0") is None and state.placed == {}
+
+
+def test_two_cycles_of_one_decision_are_equal_values() -> None:
+    # CycleState compares by value, the policy's data too (arrays inside)
+    state = ClusterState(_cluster())
+    sched = Scheduler(make_policy("metronome"))
+    _, one = sched.decide(state, _pod("a-0", "a"))
+    _, two = sched.decide(state, _pod("a-0", "a"))
+    assert one == two and one.data["metronome"] == two.data["metronome"]

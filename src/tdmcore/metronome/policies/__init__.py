@@ -16,7 +16,7 @@ from ...framework import Policy
 from .default import DefaultPolicy
 from .diktyo import DiktyoPolicy
 from .exclusive import ExclusivePolicy
-from .metronome import MetronomeConfig, MetronomePolicy
+from .metronome import LinkReservation, MetronomeConfig, MetronomeCycle, MetronomePolicy
 
 __all__ = [
     "POLICIES",
@@ -24,7 +24,9 @@ __all__ = [
     "DefaultPolicy",
     "DiktyoPolicy",
     "ExclusivePolicy",
+    "LinkReservation",
     "MetronomeConfig",
+    "MetronomeCycle",
     "MetronomePolicy",
     "make_policy",
 ]

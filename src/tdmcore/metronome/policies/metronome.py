@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ... import _validation as v
+from ..._equality import ValueEquality
 from ..._kernels.node_score import ScoreSettings, WaitingPod, score_nodes_kernel
 from ...framework import CycleState, Reason, ReserveResult, Status
 from ...model import ClusterState, Pod
@@ -60,8 +61,8 @@ class MetronomeConfig:
             v.boolean(name, getattr(self, name))
 
 
-@dataclass
-class MetronomeCycle:
+@dataclass(eq=False)
+class MetronomeCycle(ValueEquality):
     """What Metronome's extension points share in one cycle, kept in
     :attr:`CycleState.data <tdmcore.framework.CycleState.data>` under the policy's
     name."""
