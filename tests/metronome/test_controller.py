@@ -649,3 +649,17 @@ def test_controller_calls_with_bad_values_raise_value_error_by_name() -> None:
         with pytest.raises(ValueError, match=match):
             call()
     assert ctl.offsets_ms == offsets
+
+
+@pytest.mark.parametrize("pods", [0, 1])
+def test_plan_link_refuses_a_link_with_fewer_than_two_traffic_pods(pods: int) -> None:
+    # Before the fix the unification kernel (bounds checking off) crashed the
+    # process on an empty link and never returned on a link of one pod.
+    state = ClusterState(Cluster([Node("n0", 64, 64, 8, 25.0), Node("n1", 64, 64, 8, 25.0)]))
+    for k in range(pods):
+        state.place(Pod(f"a{k}-0", f"a{k}", pattern=VGG19), 0)
+    state.place(Pod("x-0", "x"), 0)  # no traffic: not a pod to plan
+    ctl = Controller(state)
+    with pytest.raises(ValueError, match=f"^node: link 0 carries {pods} traffic pod"):
+        ctl.plan_link(0, optimal=True)
+    assert ctl.links == {} and ctl.recalculations == 0

@@ -82,6 +82,31 @@ cdef inline double pymod(double a, double b) noexcept nogil:
     return m
 
 
+cdef inline double target_phase(double anchor_ref, double compute_ref, double offset_job,
+                                double offset_ref, double compute_job) noexcept nogil:
+    """Where a job's iterations should start (paper §III-C, "Global offset"; spec §7):
+    its reference job's latest reported comm start (``anchor_ref`` + ``compute_ref``,
+    the reference's compute time and injected idle) plus the difference of the two
+    offsets, less the job's own compute time and idle (``compute_job``): offsets place
+    comm phases and an iteration computes first.  Summed term by term in this order,
+    by the controller (:meth:`tdmcore.metronome.controller.Controller.target_phase`)
+    and the simulator's engine alike."""
+    return anchor_ref + compute_ref + offset_job - offset_ref - compute_job
+
+
+cdef inline double pause_to(double target_ms, double now_ms, double period_ms) noexcept nogil:
+    """The pause that moves a pod's next start from ``now_ms`` onto ``target_ms``
+    modulo ``period_ms`` (its phase period): ``(target - now) mod period``, the one
+    rule of a readjustment's length."""
+    return pymod(target_ms - now_ms, period_ms)
+
+
+cdef inline double next_start(double target_ms, double now_ms, double period_ms) noexcept nogil:
+    """The first start at or after ``now_ms`` on ``target_ms`` modulo ``period_ms``:
+    ``now + pause_to(target, now, period)``."""
+    return now_ms + pause_to(target_ms, now_ms, period_ms)
+
+
 cdef inline double ring_get(const double* buf, i64 size, i64 n, i64 pos, i64 k) noexcept nogil:
     """The k-th oldest of the n entries of a ring of ``size`` whose next write is at pos."""
     cdef i64 idx = (pos - n + k) % size

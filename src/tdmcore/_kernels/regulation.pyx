@@ -100,7 +100,19 @@ def bounds(double[::1] win, double[::1] own, double[::1] hist, double[::1] hown,
     return lo, hi, longest
 
 
+def target_phase_ms(double anchor_ref, double compute_ref, double offset_job,
+                    double offset_ref, double compute_job):
+    """:c:func:`target_phase`: where a job's iterations should start."""
+    return target_phase(anchor_ref, compute_ref, offset_job, offset_ref, compute_job)
+
+
 def pause_ms(double target_ms, double now_ms, double period_ms):
-    """The pause that moves a pod's next start from ``now_ms`` onto ``target_ms``
-    modulo its pattern's period: ``(target - now) mod period``."""
-    return pymod(target_ms - now_ms, period_ms)
+    """:c:func:`pause_to`: the pause that moves a pod's next start from ``now_ms``
+    onto ``target_ms`` modulo ``period_ms``: ``(target - now) mod period``."""
+    return pause_to(target_ms, now_ms, period_ms)
+
+
+def next_start_ms(double target_ms, double now_ms, double period_ms):
+    """:c:func:`next_start`: the first start at or after ``now_ms`` on
+    ``target_ms`` modulo ``period_ms``."""
+    return next_start(target_ms, now_ms, period_ms)

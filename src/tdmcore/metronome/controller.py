@@ -400,8 +400,15 @@ class Controller:
         it runs only when phase three is enabled, else the ``first`` mode does.
         A front end that rebuilds the controller from recorded state (the
         Kubernetes controller after a restart) uses this to restore each link.
+        A link with fewer than two traffic pods has nothing to plan: a ValueError
+        naming ``node`` (the unification kernel needs two patterns).
         """
         node = v.whole("node", node, 0, len(self.state.cluster) - 1)
+        v.boolean("optimal", optimal)
+        pods = len(link_pods(self.state, node))
+        if pods < 2:
+            raise ValueError(f"node: link {node} carries {pods} traffic pod(s); a plan "
+                             f"needs at least 2")
         self.links[node] = self._plan(node, self._recalc_mode(v.boolean("optimal", optimal)))
 
     def _plan(self, node: int, mode: str, reserved: LinkPlan | None = None) -> LinkPlan:
@@ -559,9 +566,9 @@ class Controller:
         # Offsets place comm phases (the traffic circle puts a unit's comm first);
         # an iteration computes first (and idles, if injected), so its start is its
         # comm start minus that.
-        comm_start = self.anchors_ms[ref] + self._compute_ms(ref) \
-            + self.offsets_ms.get(job, 0.0) - self.offsets_ms.get(ref, 0.0)
-        return comm_start - self._compute_ms(job)
+        return float(R.target_phase_ms(self.anchors_ms[ref], self._compute_ms(ref),
+                                       self.offsets_ms.get(job, 0.0),
+                                       self.offsets_ms.get(ref, 0.0), self._compute_ms(job)))
 
     def pause_ms(self, job: str, end_ms: float) -> float:
         """The pause after an iteration of ``job`` ending at ``end_ms`` that puts its

@@ -51,7 +51,8 @@ from libc.math cimport sqrt, log, cos, exp, fabs, floor, INFINITY, NAN, isnan
 
 from tdmcore._kernels.regulation cimport (
     DRIFT_UPDATE, HORIZON, LIMIT, N_COUNTERS, N_LIMITS, O_T, PAUSE, PAUSE_KEEP,
-    PAUSE_UPDATE, QUIET, WINDOW, Watch, decide, pymod, take,
+    PAUSE_UPDATE, QUIET, WINDOW, Watch, decide, next_start, pause_to, pymod, take,
+    target_phase,
 )
 
 ctypedef long long i64
@@ -101,8 +102,8 @@ cdef enum:
     F_LAST_DUR = 11    # the latest finished iteration's time and start
     F_LAST_START = 12
     F_JOB_PERIOD = 13  # the phase period: a pause is taken, and held, modulo it
-    # target phase = anchor(root) + compute(root) + offset(job) - offset(root) - compute(job),
-    # term by term in that order (Controller.target_phase)
+    # the target phase's terms besides the root's anchor (regulation.pxd's target_phase):
+    # compute(root), offset(job), offset(root), compute(job)
     F_T_CR = 14
     F_T_OJ = 15
     F_T_OR = 16
@@ -793,10 +794,10 @@ cdef void _apply(Eng* e, i64 j, double t, int outcome) noexcept nogil:
     if root >= 0:
         anchor = e.jf[JX(e, F_ANCHOR, root)]
         if anchor > -INFINITY:  # the reference has a phase
-            target = anchor + e.jf[JX(e, F_T_CR, j)] + e.jf[JX(e, F_T_OJ, j)] \
-                - e.jf[JX(e, F_T_OR, j)] - e.jf[JX(e, F_T_CJ, j)]
+            target = target_phase(anchor, e.jf[JX(e, F_T_CR, j)], e.jf[JX(e, F_T_OJ, j)],
+                                  e.jf[JX(e, F_T_OR, j)], e.jf[JX(e, F_T_CJ, j)])
     period = e.jf[JX(e, F_JOB_PERIOD, j)]
-    pause = pymod(target - t, period)
+    pause = pause_to(target, t, period)
     e.ji[JX(e, I_READJ, j)] += 1
     e.jf[JX(e, F_PAUSE_MS, j)] += pause
     e.ji[JX(e, I_PAUSED, j)] = 1
@@ -942,7 +943,7 @@ cdef int _ready(Eng* e, i64 j, double t) noexcept nogil:
         return STOP_SOLO
     start = t
     if not isnan(hold):  # a shift or a pause
-        start = t + pymod(hold - t, e.jf[JX(e, F_HOLD_PERIOD, j)])
+        start = next_start(hold, t, e.jf[JX(e, F_HOLD_PERIOD, j)])
         e.jf[JX(e, F_HOLD_PHASE, j)] = NAN
     if start > t:
         if e.ji[JX(e, I_PAUSED, j)] == 0:
@@ -1518,8 +1519,8 @@ cdef class FlowEngine:
         """The controller's view of job ``j``: whether it is monitored, whether it is
         high priority (never paused), its thresholds (``N_LIMITS`` values in
         regulation.pxd's order, or None to keep them) and its target phase: the
-        offset ``target_ms`` when ``root`` is -1; ``anchor(root) + terms[0] +
-        terms[1] - terms[2] - terms[3]`` when ``root`` is the reference job's slot;
+        offset ``target_ms`` when ``root`` is -1; regulation.pxd's
+        ``target_phase(anchor(root), *terms)`` when ``root`` is the reference job's slot;
         the controller's own (a stop before each pause) when ``root`` is -2.  A
         pause lands on the target plus a multiple of ``phase_period_ms``
         (:meth:`tdmcore.metronome.controller.Controller.phase_period_ms`)."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..._kernels import regulation as R
 from ...metronome.controller import Controller, PatternUpdate, Readjustment, Watch
 from ...model import ClusterState
 from ..engine.network import FlowEngine
@@ -208,6 +209,6 @@ class ControllerMirror:
             period = ctrl.phase_period_ms(name)
             if eng.is_waiting(j):  # not started yet: move the start
                 now = max(t, eng.next_event_ms(j))
-                eng.start_at(j, now + (target - now) % period)
+                eng.start_at(j, R.next_start_ms(target, now, period))
             else:
                 eng.hold(j, target, period)
