@@ -37,6 +37,7 @@ from typing import Any
 from werkzeug.wrappers import Request
 
 from tdmcore.metronome.controller import Controller, PatternUpdate, Readjustment
+from tdmcore.metronome.link import LinkPlan
 from tdmcore.metronome.policies import make_policy
 from tdmcore.metronome.policies.metronome import link_pods
 from tdmcore.model import ClusterState
@@ -118,6 +119,7 @@ class ControllerService:
             return old
         new = Controller.for_policy(state, self.policy)
         flags: dict[int, bool] = {}
+        plans: dict[int, LinkPlan | bool] = {}
         for node in range(len(state.cluster)):
             traffic = link_pods(state, node)
             if len(traffic) < 2:
@@ -130,17 +132,14 @@ class ControllerService:
             if plan is not None and tuple(plan.pods) == tuple(traffic) \
                     and self._flags.get(node) == flag \
                     and plan.capacity_gbps == state.cluster.link_gbps[node]:
-                new.links[node] = plan  # same pods, capacity and mode: same plan
+                plans[node] = plan  # same pods, capacity and mode: same plan
             else:
-                new.plan_link(node, optimal=flag)
+                plans[node] = flag
                 if flag:
                     self.metrics.recalculations.inc()
-        if old is not None:
-            # iteration windows and anchors survive a rebuild of the state
-            new._watch.update({p: w for p, w in old._watch.items() if p in state.placed})
-            new.anchors_ms.update({j: a for j, a in old.anchors_ms.items()
-                                   if j in state.job_members})
-        new.update_offsets()
+        # iteration windows and anchors survive a rebuild of the state
+        new.restore(plans, watches=None if old is None else old.export_watches(),
+                    anchors_ms=None if old is None else old.anchors_ms)
         self._flags = flags
         self._links = links
         self.controller = new

@@ -229,7 +229,7 @@ def test_bad_report_over_http_changes_nothing():
             status, ans = post(server.url + "/v1/report", {"namespace": "default", "pod": "b-0",
                                                            "iterations": [{"start_ms": 1}]})
             assert status == 400 and "duration_ms" in ans["Error"]
-            assert ctrl._watch == {} and service.current() is ctrl
+            assert ctrl.monitor.watches == {} and service.current() is ctrl
         finally:
             server.stop()
 
@@ -700,7 +700,7 @@ def test_a_report_from_a_clock_ahead_is_refused_and_changes_nothing():
             status, ans = post(url, {"namespace": "default", "pod": "a-1",
                                      "iterations": iterations(3, 100.0, now + 3_600_000.0)})
             assert status == 400 and "start_ms" in ans["Error"] and "clock" in ans["Error"]
-            assert ctrl.anchors_ms == {} and ctrl._watch == {}
+            assert ctrl.anchors_ms == {} and ctrl.monitor.watches == {}
             status, ans = post(url, {"namespace": "default", "pod": "a-1",
                                      "iterations": iterations(3, 100.0, now + 30_000.0)})
             assert status == 200  # within the minute's allowance

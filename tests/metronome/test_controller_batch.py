@@ -89,13 +89,13 @@ def test_the_batch_actually_triggers() -> None:
 
 def test_bad_batches_change_nothing() -> None:
     _, ctl = two_jobs()
-    before = copy.deepcopy(ctl._watch)
+    before = copy.deepcopy(ctl.monitor.watches)
     for args in ((["x"], [1.0]), ([0.0, 1.0], [1.0]), ([0.0], [0.0]), ([0.0], [1.0], [2.0])):
         with pytest.raises(ValueError, match="_ms"):
             ctl.report_iterations("b-0", *args)
     with pytest.raises(ValueError, match="pod"):
         ctl.report_iterations("nope", [0.0], [1.0])
-    assert ctl._watch.keys() == before.keys()
+    assert ctl.monitor.watches.keys() == before.keys()
 
 
 def test_set_watch_state_refuses_counters_outside_the_rings() -> None:

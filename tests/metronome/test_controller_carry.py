@@ -55,7 +55,7 @@ def test_carried_offsets_equal_the_full_update(seed: int) -> None:
                     node = state.placed[pod].node
                     state.remove(pod)
                     if full:
-                        ctl._synced = None  # the full recomputation, every time
+                        ctl.planner.synced = None  # the full recomputation, every time
                     ctl.on_removed(node, job)
             continue
         pods = _gang(rng, i, n_nodes)
@@ -65,7 +65,7 @@ def test_carried_offsets_equal_the_full_update(seed: int) -> None:
             outcomes.append(decision.status)
             if decision.status is Status.SUCCESS:
                 if full:
-                    ctl._synced = None
+                    ctl.planner.synced = None
                 ctl.on_reserve_gang([d.reserve for d in decision.decisions
                                      if d.reserve is not None])
         assert outcomes[0] is outcomes[1]
@@ -91,13 +91,13 @@ def test_both_shortcuts_are_taken_on_a_mixed_sequence() -> None:
         decision = sched.schedule_gang(state, pods)
         assert decision.status is Status.SUCCESS
         reserves = [d.reserve for d in decision.decisions if d.reserve is not None]
-        taken["gang"] += ctl._placement_keeps_offsets(reserves)
+        taken["gang"] += ctl.planner.placement_keeps_offsets(reserves, ctl.roots)
         ctl.on_reserve_gang(reserves)
     assert len({state.placed[p].node for p in state.job_members["b"]}) == 1
     for pod in list(state.job_members["a"]):
         node = state.placed[pod].node
         state.remove(pod)
-        taken["removal"] += ctl._removal_keeps_offsets(node, "a")
+        taken["removal"] += ctl.planner.removal_keeps_offsets(node, "a", ctl.roots)
         ctl.on_removed(node, "a")
     assert taken == {"gang": 1, "removal": 2}
 
@@ -108,7 +108,7 @@ def _place_all(sides: list, gangs: list[list[Pod]]) -> None:
             decision = sched.schedule_gang(state, pods)
             assert decision.status is Status.SUCCESS
             if full:
-                ctl._synced = None
+                ctl.planner.synced = None
             ctl.on_reserve_gang([d.reserve for d in decision.decisions
                                  if d.reserve is not None])
 
@@ -118,7 +118,7 @@ def _remove(sides: list, pod: str) -> None:
         node, job = state.placed[pod].node, state.placed[pod].pod.job
         state.remove(pod)
         if full:
-            ctl._synced = None
+            ctl.planner.synced = None
         ctl.on_removed(node, job)
 
 

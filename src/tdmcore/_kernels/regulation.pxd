@@ -185,7 +185,7 @@ cdef inline i64 uncontended(Watch* x, const i64* rules, double d, double o,
 cdef inline double remeasured_period(Watch* x, const i64* rules, bint drift, double d,
                                      double o, double* scratch) noexcept nogil:
     """The period re-measured from the histories with this report pushed
-    (Controller._update_pattern), as the paper profiles a pod, "in an environment
+    (Monitor._update_pattern), as the paper profiles a pod, "in an environment
     without contention" (spec §7, revised 2026-11-28): after a drift, and after
     repeated readjustments when no iteration of the history was uncontended, the
     median own part less the idle plus the pattern's comm time; after repeated
@@ -237,7 +237,7 @@ cdef inline int decide(Watch* x, const i64* rules, double d, double o, bint high
                        double* scratch) noexcept nogil:
     """What the report ``(d, o)`` (iteration time, own part) leads to; changes nothing.
 
-    Controller.report_iteration's rule: the report joins the window of iteration
+    Monitor.report_iteration's rule: the report joins the window of iteration
     times and of own parts (a full window drops its oldest); more than ``O_T`` slow
     iterations (``> SLOW``) pause a pod that is not ``high``, and ``LIMIT``
     readjustments within ``HORIZON`` reports make it re-measure its pattern;

@@ -6,8 +6,8 @@ iteration times and own parts), ``hist`` and ``hown`` (``horizon`` doubles: thei
 histories), ``marks`` (``horizon + 1`` report indices) and ``counters``
 (``N_COUNTERS`` integers, zero for an empty watch); ``limits`` holds the pod's
 ``N_LIMITS`` thresholds and ``rules`` the ``N_RULES`` settings, in the orders of
-the enums below.  Nothing is validated here: the controller
-(:mod:`tdmcore.metronome.controller`) builds these arrays itself.
+the enums below.  Nothing is validated here: the controller's monitor
+(:mod:`tdmcore.metronome.control.monitor`) builds these arrays itself.
 """
 
 from libc.math cimport NAN

@@ -33,25 +33,25 @@ def load_monitor_params(engine: FlowEngine, j: int, ctrl: Controller, name: str,
     its regulation thresholds (:meth:`Controller.thresholds`; ``idle`` is
     :meth:`Controller.idle_map` when the caller has it), whether it is high
     priority (``high``: :meth:`Controller.high_jobs`), and the terms of its target
-    phase (:meth:`Controller.target_phase`: the reference job's slot in ``slot_of``
-    and the offsets; a reference outside the engine leaves the pause to the
-    controller).
+    phase (:meth:`Controller.target_terms`, the alignment's one table: the
+    reference job's slot in ``slot_of`` and the terms the engine adds up with
+    ``regulation.pxd``'s ``target_phase``; a reference outside the engine leaves
+    the pause to the controller).
     """
     limits = ctrl.thresholds(name, None if idle is None else idle.get(name, 0.0))
-    # target_phase: anchor(ref) + compute(ref) + off(job) - off(ref) - compute(job)
-    ref = ctrl.reference(name)
-    off = ctrl.offsets_ms
-    slot, terms = -1, None  # target_phase None: the offset itself
-    if ref is not None:
-        if ref in slot_of:
-            slot = slot_of[ref]
-            terms = (ctrl._compute_ms(ref), off.get(name, 0.0), off.get(ref, 0.0),
-                     ctrl._compute_ms(name))
+    found = ctrl.target_terms(name)
+    slot, terms = -1, None  # no reference: the target is the offset itself
+    if found is not None:
+        if found.reference in slot_of:
+            slot = slot_of[found.reference]
+            terms = (found.compute_ref_ms, found.offset_job_ms, found.offset_ref_ms,
+                     found.compute_job_ms)
         else:  # the reference runs outside the engine: the controller computes the target
             slot = -2
     engine.set_regulation(j, monitor and limits is not None, name in high,
-                          None if limits is None else limits.as_limits(), off.get(name, 0.0),
-                          ctrl.phase_period_ms(name), slot, terms)
+                          None if limits is None else limits.as_limits(),
+                          ctrl.offsets_ms.get(name, 0.0), ctrl.phase_period_ms(name), slot,
+                          terms)
 
 
 class ControllerMirror:
@@ -75,10 +75,8 @@ class ControllerMirror:
     def _left(self, name: str, j: int) -> None:
         eng = self.book.engine
         if self.monitor:
-            self.controller.set_watch_state(self.pod(name), Watch(*eng.watch(j)))
-        if eng.anchor(j) > -np.inf:
-            self.controller.anchors_ms[name] = max(
-                eng.anchor(j), self.controller.anchors_ms.get(name, -np.inf))
+            self.controller.absorb_watch(self.pod(name), Watch(*eng.watch(j)))
+        self.controller.advance_anchor(name, eng.anchor(j))
 
     def pod(self, name: str) -> str:
         """The pod that reports for job ``name``."""
@@ -87,10 +85,8 @@ class ControllerMirror:
     # ------------------------------------------------------------ engine <- controller
     def load_watch(self, name: str) -> None:
         """The engine takes the controller's regulation windows of ``name``."""
-        watch = self.controller.watch_state(self.pod(name))
-        if watch is None:
-            watch = Watch.empty(self.controller.config)
-        self.book.engine.set_watch(self.book.slot[name], *watch)
+        self.book.engine.set_watch(self.book.slot[name],
+                                   *self.controller.export_watch(self.pod(name)))
 
     def load_params(self, name: str, j: int, high: set[str],
                     idle: dict[str, float] | None = None) -> None:
@@ -109,11 +105,8 @@ class ControllerMirror:
     # ------------------------------------------------------------ engine -> controller
     def sync_anchors(self) -> None:
         """The controller's anchors from the engine (every reported iteration start)."""
-        anchors = self.controller.anchors_ms
         for name, j in self.book.slot.items():
-            a = self.book.engine.anchor(j)
-            if a > anchors.get(name, -np.inf):
-                anchors[name] = a
+            self.controller.advance_anchor(name, self.book.engine.anchor(j))
 
     def refresh_anchor(self, job: str, t: float) -> None:
         """Before ``job`` is aligned: if its reference job runs in closed form, give
@@ -124,8 +117,7 @@ class ControllerMirror:
             return
         last = self.skip.last_start(ref, t)
         if last is not None:
-            self.controller.anchors_ms[ref] = max(last, self.controller.anchors_ms.get(
-                ref, -np.inf))
+            self.controller.advance_anchor(ref, last)
 
     def report(self, j: int, t: float) -> None:
         """The engine stopped before job slot ``j``'s report: the controller takes it
@@ -136,7 +128,7 @@ class ControllerMirror:
         pod = self.pod(name)
         self.sync_anchors()
         self.refresh_anchor(name, t)
-        ctrl.set_watch_state(pod, Watch(*eng.watch(j)))
+        ctrl.absorb_watch(pod, Watch(*eng.watch(j)))
         before = dict(ctrl.offsets_ms)
         start, duration, own = eng.last_report(j)
         # the agent measures the comm phase (with the latency tail): what is not its own

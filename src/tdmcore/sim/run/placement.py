@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..._kernels import regulation as R
 from ...framework import Scheduler, Status
 from ...metronome.controller import Controller
 from ...metronome.link import LinkPlan
@@ -217,8 +218,8 @@ class Placement:
             self.mirror.refresh_anchor(job.name, t)
             target = ctrl.target_phase(job.name)
             if target is not None:
-                start = t + (target - t) % ctrl.phase_period_ms(job.name)
-            ctrl.anchors_ms.setdefault(job.name, start)  # phase before 1st report
+                start = R.next_start_ms(target, t, ctrl.phase_period_ms(job.name))
+            ctrl.advance_anchor(job.name, start, first=True)  # phase before 1st report
         if not networked:
             skip.start_local(job, start)
             return
