@@ -67,7 +67,10 @@ def test_the_named_arrows_are_forbidden() -> None:
     assert "tdmcore.metronome" in c["framework"]["forbidden_modules"]
     assert {"tdmcore", "numpy", "numba", "scipy", "kubernetes"} <= set(
         c["hook"]["forbidden_modules"])  # type: ignore[arg-type]
-    assert all(contract["type"] == "forbidden" for contract in c.values())
+    assert c["control"]["forbidden_modules"] == ["tdmcore.metronome.controller"]
+    assert c["control-rooms"]["type"] == "independence"
+    assert all(contract["type"] == "forbidden" for name, contract in c.items()
+               if name != "control-rooms")
 
 
 def test_the_hook_loads_nothing_its_contract_forbids() -> None:
@@ -108,13 +111,20 @@ def test_every_module_sits_in_one_layer() -> None:
 #: contracts forbid indirect imports too.
 PLANTED = [
     ("src/tdmcore/_kernels/circle.py", "from tdmcore.model import Cluster", ("kernels",)),
-    ("src/tdmcore/metronome/link.py", "from tdmcore.sim import cluster", ("core", "bridge")),
+    # ... and the controller's contracts: its rooms import link, and the simulator
+    # imports the facade, which imports every room
+    ("src/tdmcore/metronome/link.py", "from tdmcore.sim import cluster",
+     ("core", "bridge", "control", "control-rooms")),
     ("src/tdmcore/__init__.py", "from tdmcore.app import cli", ("api",)),
     # the framework names no policy, not even for a type (issue 39)
     ("src/tdmcore/framework.py", "from tdmcore.metronome.link import LinkPlan",
      ("framework",)),
     ("src/tdmcore/sim/report.py", "import k8s_bridge.kube", ("sim",)),
     ("k8s_bridge/records.py", "from tdmcore.sim.scenarios import Scenario", ("bridge",)),
+    ("src/tdmcore/metronome/control/alignment.py", "from tdmcore.metronome import controller",
+     ("control", "control-rooms")),
+    ("src/tdmcore/metronome/control/monitor.py", "from .alignment import align",
+     ("control-rooms",)),
     # the hook imports api: numpy there reaches the training pods through it
     ("k8s_bridge/api.py", "import numpy", ("hook",)),
 ]
