@@ -209,7 +209,10 @@ class ReserveResult:
         (the rotations, base period and link plan it computed).  A policy that
         computes rotations or a link plan gives them attributes ``rotations``
         (dict of job to bins), ``base_period_ms`` and ``plan``, read by
-        :attr:`rotations`, :attr:`base_period_ms` and :attr:`plan`.
+        :attr:`rotations`, :attr:`base_period_ms` and :attr:`plan`.  The
+        rotations are per *job* on the node's link, keyed by job name: a job is one
+        row of the link, whatever pods of it the node holds (``shifts_ms`` is per
+        pod: each pod of a job gets its job's shift).
     """
 
     node: int
