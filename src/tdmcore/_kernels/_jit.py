@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from numba import njit
+from numba import njit, types
 
 JIT_OPTIONS: dict[str, Any] = {
     "cache": True,
@@ -21,9 +21,34 @@ JIT_OPTIONS: dict[str, Any] = {
 }
 
 
+def _plain_calls(dispatcher: Any) -> Any:
+    """Type every call to ``dispatcher`` from another kernel with plain argument types.
+
+    Numba types a constant argument of a call between two kernels as a literal
+    (``Literal[int](0)``, ``Literal[bool](True)``) and compiles a specialisation of
+    the callee for it, beside the one for the same call with a variable, and beside
+    the one a Python call compiles: the rotation search was compiled three times
+    over (its ``mode`` a literal in the Score kernel, ``find_perfect`` literal True
+    and False), some 15 s of a cold start.  No kernel here branches on a literal
+    type, so the callee is compiled for the plain types (``int64``, ``bool``) and a
+    constant is converted to them at the call, as a Python call's would be.
+    """
+    typed = getattr(dispatcher, "get_call_template", None)
+    if typed is None:  # NUMBA_DISABLE_JIT=1: njit returned the Python function
+        return dispatcher
+
+    def get_call_template(args: tuple[Any, ...], kws: dict[str, Any]) -> Any:
+        return typed(tuple(types.unliteral(a) for a in args),
+                     {name: types.unliteral(a) for name, a in kws.items()})
+
+    dispatcher.get_call_template = get_call_template
+    return dispatcher
+
+
 def jit(func: Any) -> Any:
-    """Compile ``func`` with the project's Numba options."""
-    return njit(**JIT_OPTIONS)(func)
+    """Compile ``func`` with the project's Numba options, once per plain signature
+    (:func:`_plain_calls`)."""
+    return _plain_calls(njit(**JIT_OPTIONS)(func))
 
 
 def jit_inline(func: Any) -> Any:

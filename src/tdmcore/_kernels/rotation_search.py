@@ -265,7 +265,7 @@ def search_rotations_kernel(
     tol_psi: float,
     margin: float,
     best_rot: np.ndarray,
-    perfect_only: bool = False,
+    perfect_only: bool,
 ) -> tuple[bool, float, int]:
     """Search rotations; write the chosen vector into ``best_rot``.
 

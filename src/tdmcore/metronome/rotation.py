@@ -200,7 +200,7 @@ def search_rotations(
     rotations = np.zeros(k, dtype=np.int64)
     perfect, psi, evaluated = search_rotations_kernel(
         arr, cap, lim, _MODES[mode], flat_mids, mid_offsets, contend,
-        tol_excess, PSI_ATOL_BINS, margin, rotations,
+        tol_excess, PSI_ATOL_BINS, margin, rotations, False,
     )
     exc, _ = excess_and_carried(arr, rotations, cap)
     result_psi: float | None = None

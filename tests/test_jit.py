@@ -1,0 +1,71 @@
+"""The compiled kernels' first run: each kernel compiled once per process.
+
+Numba compiles a kernel once per argument-type signature.  A constant passed from
+one kernel to another used to be typed as a literal (``Literal[int](0)``), so the
+rotation search was compiled three times over in a cold start of the README's
+command (docs/benchmarks.md, "The first run").  The check runs in a child process
+with an empty cache (a kernel loaded from the cache brings its callees' code along,
+so only a compile shows which signatures the calls between kernels ask for): the
+README's command's policies on the snapshots, and the public search in both modes
+with and without a perfect rotation.  Compiling takes 20-30 s: ``slow``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SIGNATURES = """
+import importlib, json, pkgutil
+import tdmcore
+import tdmcore._kernels as kernels
+from benchmarks.asv_bench.instances import heavy_link
+from tdmcore.sim.cluster import warm_up
+from tdmcore.sim.scenarios import metronome_snapshots
+
+for scenario in metronome_snapshots().values():
+    for policy in ("metronome", "diktyo", "ideal"):
+        warm_up(scenario.sim, scenario.jobs, policy)
+for seed in (0, 18):  # 18 has a perfect rotation, 0 has none (phase B)
+    inst = heavy_link(4, 72, seed)
+    for mode in ("first", "optimal"):
+        tdmcore.search_rotations(inst.demand, inst.capacity_gbps, inst.limits, mode=mode,
+                                 mids=inst.mids)
+counts = {}
+for info in pkgutil.iter_modules(kernels.__path__):
+    module = importlib.import_module(f"tdmcore._kernels.{info.name}")
+    for name, obj in vars(module).items():
+        if getattr(getattr(obj, "py_func", None), "__module__", None) == module.__name__:
+            counts[f"{info.name}.{name}"] = [str(s) for s in obj.signatures]
+print(json.dumps(counts))
+"""
+
+
+def _child(script: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full = dict(os.environ, **env)
+    full["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-c", script], env=full, capture_output=True,
+                          text=True, timeout=900, check=False)
+
+
+NO_JIT = pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1",
+                            reason="nothing is compiled")
+
+
+@pytest.mark.slow
+@NO_JIT
+def test_every_kernel_is_compiled_for_one_signature(tmp_path: Path) -> None:
+    out = _child(SIGNATURES, NUMBA_CACHE_DIR=str(tmp_path))
+    assert out.returncode == 0, out.stderr[-2000:]
+    counts = json.loads(out.stdout.strip().splitlines()[-1])
+    assert counts["rotation_search.search_rotations_kernel"], "the workload ran no search"
+    assert counts["lowest_excess.lowest_excess"], "the workload ran no phase B"
+    twice = {name: sigs for name, sigs in counts.items() if len(sigs) > 1}
+    assert not twice, f"compiled more than once: {twice}"
