@@ -60,5 +60,10 @@ def jit_inline(func: Any) -> Any:
     return), which costs more than the helper's body; ``inline="always"`` merges the
     helper into its caller's Numba IR before compilation instead.  Arithmetic and its
     order are unchanged, so results stay bit for bit the same.
+
+    Also for a step called from one kernel only (the Score kernel's per-node
+    step): a compiled kernel links in the machine code of every kernel it calls
+    and optimises all of it again, so each level of calls between kernels
+    compiles the code below it once more at a cold start.
     """
     return njit(inline="always", **JIT_OPTIONS)(func)

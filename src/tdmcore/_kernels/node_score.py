@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._jit import jit
+from ._jit import jit, jit_inline
 from .base_period import STEP_INCOMPATIBLE, unify_kernel
 from .circle import draw_circle, excess_and_carried, reference_first, strict_ranks
 from .rotation_search import MODE_FIRST, search_rotations_kernel
@@ -80,7 +80,7 @@ SCORE_UNKNOWN = -1.0  # "below the maximum": not computed (pass 1 found a perfec
 INCOMPATIBLE_MAX_SCORE = 100.0 - 1e-6
 
 
-@jit
+@jit_inline
 def _node_rows(
     lo: int, hi: int, period: np.ndarray, duty: np.ndarray, bandwidth: np.ndarray,
     priority: np.ndarray, order: np.ndarray,
@@ -136,7 +136,7 @@ def _node_rows(
     return rows, limits, step != STEP_INCOMPATIBLE
 
 
-@jit
+@jit_inline
 def _score_node(
     n: int, node_ptr: np.ndarray, period: np.ndarray, duty: np.ndarray,
     bandwidth: np.ndarray, priority: np.ndarray, order: np.ndarray,

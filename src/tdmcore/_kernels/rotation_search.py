@@ -239,20 +239,6 @@ def _first_interval_middle(
 
 
 @jit
-def _phase_b(
-    demand: np.ndarray, capacity: float, limits: np.ndarray, supp_ptr: np.ndarray,
-    supp_idx: np.ndarray, supp_val: np.ndarray, rem: np.ndarray, tol_excess: float,
-    margin: float, best_rot: np.ndarray, perfect: np.ndarray, evaluated: int,
-) -> tuple[bool, float, int]:
-    """Phase B: the highest score, ties first in enumeration order."""
-    for i in range(best_rot.shape[0]):
-        best_rot[i] = 0
-    _, count = lowest_excess(demand, capacity, limits, supp_ptr, supp_idx, supp_val, rem,
-                             tol_excess, margin, best_rot, False, perfect)
-    return False, np.inf, evaluated + count
-
-
-@jit
 def search_rotations_kernel(
     demand: np.ndarray,
     capacity: float,
@@ -427,5 +413,9 @@ def search_rotations_kernel(
                 break
     if found or perfect_only:
         return found, best_psi, evaluated
-    return _phase_b(demand, capacity, limits, supp_ptr, supp_all_idx, supp_all_val, rem,
-                    tol_excess, margin, best_rot, perfect, evaluated)
+    # ---------------- phase B: the highest score, ties first in enumeration order
+    for i in range(k):
+        best_rot[i] = 0
+    _, count = lowest_excess(demand, capacity, limits, supp_ptr, supp_all_idx, supp_all_val, rem,
+                             tol_excess, margin, best_rot, False, perfect)
+    return False, np.inf, evaluated + count
