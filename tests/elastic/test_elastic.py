@@ -618,32 +618,85 @@ def test_kod2_weight_of_a_free_job_is_one() -> None:
 
 
 @pytest.mark.parametrize(
-    ("waiting", "starts"),
+    "waiting",
     [
-        # l: min 1 -> 0.99520 < running h's 0.99834: waits though 6 GPUs are free
-        (job("l", workers=1), False),
-        # e: same shape as h -> equal weight: admitted (weight >= the largest running)
-        (job("e", workers=2), True),
-        # s: small worker, 0.99966 > h's: admitted
-        (job("s", workers=1, worker=SMALL), True),
+        # l: min 1 -> 0.99520 < running h's 0.99834: 6 GPUs are free, it fits: starts
+        # (until 2026-11-28 it waited behind h; elastic.md, revised)
+        job("l", workers=1),
+        # e: same shape as h -> equal weight
+        job("e", workers=2),
+        # s: small worker, 0.99966 > h's
+        job("s", workers=1, worker=SMALL),
     ],
 )
-def test_kod2_lower_weight_waits(waiting: ElasticJob, starts: bool) -> None:
+def test_kod2_admits_a_job_that_fits_whatever_its_weight(waiting: ElasticJob) -> None:
     h = job("h", workers=2)  # min = max = 2: no scale-out
     view = view_of(nodes(8.0), [h, waiting], {"h": {"ps": [0], "w": [0, 0]}}, now=10.0,
                    waiting=(waiting.name,))
     plans = decide(Kod2Policy(), view)
-    assert [(p.job, p.action) for p in plans] == ([(waiting.name, "start")] if starts else [])
-    if starts:  # with min_workers
-        assert len(plans[0].add) == 1 + waiting.min_workers
+    assert [(p.job, p.action) for p in plans] == [(waiting.name, "start")]
+    assert len(plans[0].add) == 1 + waiting.min_workers  # with min_workers
 
 
-def test_kod2_admits_the_largest_weight_first() -> None:
-    # nothing runs: m (0.99834) goes first although l (0.99520) arrived first; then l's
-    # weight is below the running m's: it waits (Alg. 1 lines 5-17)
+def test_kod2_admits_in_descending_weight() -> None:
+    # nothing runs; both fit on 8 GPUs: m (0.99834) goes first although l (0.99520)
+    # arrived first, and l starts too, lighter than the running m
     low, m = job("l", workers=1, arrival=0.0), job("m", workers=2, arrival=1.0)
     view = view_of(nodes(8.0), [low, m], {}, now=1.0, waiting=("l", "m"))
-    assert [(p.job, p.action) for p in decide(Kod2Policy(), view)] == [("m", "start")]
+    assert [(p.job, p.action) for p in decide(Kod2Policy(), view)] == [("m", "start"),
+                                                                      ("l", "start")]
+
+
+def test_kod2_a_lighter_job_that_fits_starts_while_a_heavier_one_waits() -> None:
+    # 3 GPUs: h (0.99834, min = max = 2) holds 2.  big (small workers, min 2:
+    # w' = 2 / (3/32 + 12/128) = 10.7 -> 0.99998) needs 2 and cannot scale in h (no
+    # surplus); l (0.99520) needs 1 and fits: it starts (before 2026-11-28 the
+    # heaviest waiting job blocked it)
+    h = job("h", workers=2)
+    big = job("big", workers=2, worker=SMALL, arrival=1.0)
+    low = job("l", workers=1, arrival=2.0)
+    view = view_of(nodes(3.0), [h, big, low], {"h": {"ps": [0], "w": [0, 0]}}, now=10.0,
+                   waiting=("big", "l"))
+    pol = Kod2Policy()
+    plans = decide(pol, view)
+    assert pol.weight("big") > pol.weight("h") > pol.weight("l")
+    assert [(p.job, p.action) for p in plans] == [("l", "start")]
+
+
+def test_kod2_only_the_heaviest_job_that_does_not_fit_scales_in() -> None:
+    # 2 GPUs held by lo (0.96083, 2 workers, min 1: surplus 1).  big (0.99999, min 3)
+    # is the heaviest waiting job and does not fit even with lo's surplus: its
+    # scale-in fails; l (0.99520, min 1) could have lo's surplus worker, but weight
+    # gives scale-in only to the heaviest waiting job that does not fit: nothing
+    lo = job("lo", workers=2, lo=1, hi=2, worker=LARGE)
+    big = job("big", workers=3, worker=SMALL, arrival=1.0)
+    low = job("l", workers=1, arrival=2.0)
+    view = view_of(nodes(2.0), [lo, big, low], {"lo": {"ps": [0], "w": [0, 0]}}, now=10.0,
+                   waiting=("big", "l"))
+    pol = Kod2Policy()
+    assert decide(pol, view) == []
+    assert pol.weight("big") > pol.weight("l") > pol.weight("lo")
+    # without big, l is the heaviest waiting job that does not fit: it scales lo in
+    view = view_of(nodes(2.0), [lo, low], {"lo": {"ps": [0], "w": [0, 0]}}, now=10.0,
+                   waiting=("l",))
+    assert summary(decide(Kod2Policy(), view)) == [
+        ("lo", "scale_down", [], ["lo-worker-1"]),
+        ("l", "start", [("l-ps-0", 0), ("l-worker-0", 0)], [])]
+
+
+def test_kod2_a_heavier_job_scales_in_before_a_lighter_one_takes_the_free_room() -> None:
+    # 4 GPUs: lo (0.96083, 3 workers, min 1) holds 3, 1 is free.  n (0.99966, min 2)
+    # goes first: it does not fit, scales lo in by one worker and takes 2 GPUs; then
+    # l (0.99520, min 1) does not fit and, now the heaviest waiting job that does
+    # not fit, scales lo in once more
+    lo = job("lo", workers=3, lo=1, hi=3, worker=LARGE)
+    n = job("n", workers=2, worker=SMALL, arrival=2.0)
+    low = job("l", workers=1, arrival=1.0)
+    view = view_of(nodes(4.0), [lo, n, low], {"lo": {"ps": [0], "w": [0, 0, 0]}}, now=10.0,
+                   waiting=("l", "n"))
+    assert [(p.job, p.action, list(p.remove)) for p in decide(Kod2Policy(), view)] == [
+        ("lo", "scale_down", ["lo-worker-2"]), ("n", "start", []),
+        ("lo", "scale_down", ["lo-worker-1"]), ("l", "start", [])]
 
 
 SCALE_IN = [
@@ -726,20 +779,23 @@ def test_kod2_scale_in_fails_as_a_whole() -> None:
 @pytest.mark.parametrize(
     ("now", "starts"),
     [
-        # Alg. 1 lines 27-29.  l arrived at 0 and waits behind h (lower weight);
+        # Alg. 1 lines 27-29.  h (0.99834) holds all 4 GPUs, 2 above its minimum; l
+        # (0.99520) arrived at 0, does not fit and may not scale in the heavier h.
         # STARVELIMIT 300 s:
         (300.0, False),   # waited exactly 300 s: not longer than the limit
-        (300.5, True),    # starving: weight max(h's 0.99834, 0.99520) + 1 > h's -> starts
+        (300.5, True),    # starving: weight max(h's 0.99834, 0.99520) + 1 > h's: h's
+                          # highest worker goes, l starts
     ],
 )
 def test_kod2_starvation_raises_the_weight(now: float, starts: bool) -> None:
-    h = job("h", workers=2)
+    h = job("h", workers=4, lo=2, hi=4)
     l_ = job("l", workers=1)
-    view = view_of(nodes(8.0), [h, l_], {"h": {"ps": [0], "w": [0, 0]}}, now=now,
+    view = view_of(nodes(4.0), [h, l_], {"h": {"ps": [0], "w": [0, 0, 0, 0]}}, now=now,
                    waiting=("l",), since={"l": 0.0})
     pol = Kod2Policy(starve_limit_s=300.0)
     plans = decide(pol, view)
-    assert [(p.job, p.action) for p in plans] == ([("l", "start")] if starts else [])
+    assert [(p.job, p.action) for p in plans] == (
+        [("h", "scale_down"), ("l", "start")] if starts else [])
     base = kod2_weight(l_, 32.0, 128.0)
     top = kod2_weight(h, 32.0, 128.0)  # the largest running weight
     assert pol.weight("l") == pytest.approx(max(top, base) + 1.0 if starts else base)
@@ -872,17 +928,21 @@ def test_weighted_starts_only_the_head_after_a_scale_down() -> None:
 
 
 def test_kod2_keeps_a_starved_job_above_every_running_job_at_every_decision() -> None:
-    # c and d starve together and are raised alike; c starts, d does not fit. Later g
-    # starves too. Before (a review, 2026-11-24), d's raise was set once, so g was
-    # raised above it, started first and then blocked it; now d is raised again above
-    # the running c and keeps its place (g, equal, comes after it in arrival order)
-    r = job("r", workers=2)  # min = max = 2: nothing to scale in
-    c = job("c", workers=1, arrival=0.0)
+    # r (0.99520) holds all 4 GPUs, 3 above its minimum.  c (0.96083) and d (min 3,
+    # 0.97560) starve together at 310 and are raised alike (1.99520); c goes first
+    # (arrival), scales r in and starts; d does not fit and r's 2 surplus workers
+    # cannot make room for its 3.  At 330 g starves too.  Before (a review,
+    # 2026-11-24) d's raise was set once, so g was raised above it (2.99520), went
+    # first and scaled r in for itself, blocking d; now d is raised again above the
+    # running c, keeps its place (g, equal, comes after it in arrival order), and
+    # its failed scale-in leaves g none this round
+    r = job("r", workers=4, lo=1, hi=4)
+    c = job("c", workers=1, worker=LARGE, arrival=0.0)
     d = job("d", workers=3, worker=LARGE, arrival=1.0)
     g = job("g", workers=1, worker=LARGE, arrival=20.0)
     jobs = {j.name: j for j in (r, c, d, g)}
     state = ClusterState(nodes(4.0))
-    for pod in (r.ps_pod(0), r.worker_pod(0), r.worker_pod(1)):
+    for pod in (r.ps_pod(0), *(r.worker_pod(i) for i in range(4))):
         state.place(pod, 0)
     policy = Kod2Policy()
     policy.reset(jobs)

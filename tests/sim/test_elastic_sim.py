@@ -441,15 +441,17 @@ def test_kod2_with_a_finite_starve_limit_starts_every_job(limit: float, seed: in
 @pytest.mark.parametrize(("limit", "start"), [(100.0, 105.0), (300.0, 315.0)])
 def test_kod2_starving_job_starts_at_the_first_sync_after_the_limit(limit: float,
                                                                    start: float) -> None:
-    # h (min 2, weight 0.99834) runs from 0; l (min 1, 0.99520) arrives at 1 and waits
-    # behind it though 5 GPUs are free; after `limit` s it starves: first sync with
-    # now - 1 > limit among 0, 15, 30, ...
-    c = gpu_cluster(1, 8.0, 32.0, 128.0, 10.0)
-    h = ElasticJob("h", "AlexNet", 0.0, 3000.0, 2, 2, 2)
+    # h (min 2, weight 0.99834) starts at 0 and scales out to all 3 GPUs; l (min 1,
+    # 0.99520) arrives at 1, does not fit and may not scale in the heavier h; after
+    # `limit` s it starves: first sync with now - 1 > limit among 0, 15, 30, ...,
+    # where it scales h in
+    c = gpu_cluster(1, 3.0, 32.0, 128.0, 10.0)
+    h = ElasticJob("h", "AlexNet", 0.0, 30000.0, 2, 3, 2)
     l_ = ElasticJob("l", "AlexNet", 1.0, 1000.0, 1, 1, 1)
     run = run_elastic(Kod2Policy(starve_limit_s=limit), c, [h, l_])
     assert run.outcomes[1].start_s == start
     assert run.outcomes[0].finish_s > start  # h still ran: the weight made l start
+    assert run.outcomes[0].rescales == 2  # out at 0, in for l
 
 
 # -- bad input ------------------------------------------------------------------------------
@@ -510,8 +512,9 @@ def test_the_run_does_not_stop_while_the_policy_will_still_act(case: str) -> Non
                 ElasticJob("b", "AlexNet", 0.5, 100.0, 2, 2, 2)]
         pol = KubeflowPolicy()
     else:
-        # a (min 8, weight 0.99946) never fits and blocks b (min 1, 0.99520) until b
-        # starves (300 s) and outweighs it; the sync of 15 s ends the run first
+        # a (min 8, weight 0.99946) never fits.  Until 2026-11-28 it blocked b (min 1,
+        # 0.99520) until b starved (300 s) and outweighed it, and the sync of 15 s
+        # ended the run first; now b fits and starts at once
         jobs = [ElasticJob("a", "AlexNet", 0.0, 100.0, 8, 8, 8),
                 ElasticJob("b", "AlexNet", 1.0, 100.0, 1, 1, 1)]
         pol = Kod2Policy()
@@ -536,18 +539,23 @@ def test_overlapping_rescales_count_the_pause_once() -> None:
 
 
 def test_kod2_starving_job_is_raised_above_every_running_job() -> None:
-    # h (0.99966) runs; s1 (0.99520) and s2 (0.96083) wait behind it, one GPU each of 8.
-    # Both starve after 300 s (sync of 315): s1 starts with 1.99520; s2 has 1.96083 <
-    # s1's kept 1.99520 and waits until s1 finishes (~1995 s) though 5 GPUs are free
-    c = gpu_cluster(1, 8.0, 32.0, 128.0, 10.0)
+    # h (0.99966) runs on all 3 GPUs by 15 s (1 worker at 0, one more per decision);
+    # s1 (0.99520) and s2 (0.96083) arrive at 100 and 101 and do not fit.  Both starve
+    # at the sync of 405 and are raised alike, above every running job (1.99966): s1
+    # scales h in and starts, then s2 does too (s1, of equal weight and earlier, is
+    # no victim; h is)
+    c = gpu_cluster(1, 3.0, 32.0, 128.0, 10.0)
     ps = TaskRequest(1, 4, 0)
-    h = ElasticJob("h", "AlexNet", 0.0, 3000.0, 1, 1, 1, worker=TaskRequest(1, 4, 1), ps=ps)
-    s1 = ElasticJob("s1", "AlexNet", 1.0, 1000.0, 1, 1, 1, worker=TaskRequest(2, 8, 1), ps=ps)
-    s2 = ElasticJob("s2", "AlexNet", 2.0, 1000.0, 1, 1, 1, worker=TaskRequest(4, 16, 1), ps=ps)
+    h = ElasticJob("h", "AlexNet", 0.0, 30000.0, 1, 3, 1, worker=TaskRequest(1, 4, 1),
+                   ps=ps)
+    s1 = ElasticJob("s1", "AlexNet", 100.0, 1000.0, 1, 1, 1, worker=TaskRequest(2, 8, 1),
+                    ps=ps)
+    s2 = ElasticJob("s2", "AlexNet", 101.0, 1000.0, 1, 1, 1, worker=TaskRequest(4, 16, 1),
+                    ps=ps)
     run = run_elastic(Kod2Policy(starve_limit_s=300.0), c, [h, s1, s2])
     starts = {o.name: o.start_s for o in run.outcomes}
-    assert starts["s1"] == 315.0
-    assert starts["s2"] == 315.0
+    assert starts["s1"] == 405.0
+    assert starts["s2"] == 405.0
 
 
 def test_mean_scaling_is_over_the_finished_jobs() -> None:

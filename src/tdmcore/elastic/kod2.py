@@ -6,17 +6,24 @@ docs/elastic.md, "KOD2" (paper the KOD2 paper, Algorithms 1-3).
   (PSs plus ``min_workers`` workers, normalised by the cluster's capacity);
   ``weight = 1 / (1 + exp(-w'))`` (**[decision]**: the paper's Eq. (1) was lost in
   extraction; this is its prose).
-- Preemptive loop (Alg. 1): the waiting job with the largest weight (ties: arrival)
-  starts with ``min_workers`` if its weight is at least the largest running weight
-  and its minimum fits; if it does not fit, **scale-in** (Alg. 2) running jobs in
-  ascending weight — skipping jobs of equal weight that arrived earlier, searching
-  the PS's node last, never a PS, never below ``min_workers`` — one worker at a time
-  until it fits; if it cannot, nothing changes and the loop stops.  A waiting job
-  with a smaller weight than a running one waits.
+- Admission and preemption (Alg. 1 and the paper's state list; **revised
+  2026-11-28**): a waiting job whose minimum (its PSs and ``min_workers`` workers)
+  fits the free resources starts at once with ``min_workers``, whatever its weight
+  ("if there are enough resources available, it is immediately enqueued in the
+  running queue").  Weight decides only preemption: the waiting jobs are taken by
+  descending weight (ties: arrival), and the heaviest one that does not fit may
+  **scale-in** (Alg. 2) running jobs of no greater weight, in ascending weight —
+  skipping jobs of equal weight that arrived earlier, searching the PS's node last,
+  never a PS, never below ``min_workers`` — one worker at a time until it fits.  If
+  it cannot, nothing is scaled in for it or for any lighter job this round; lighter
+  jobs that fit still start.  (Until 2026-11-28 a job started only if its weight
+  was at least every running job's, so a job that fit waited behind a heavier
+  running one.)
 - **Starvation**: a job that has waited longer than ``starve_limit_s``
   (**[decision]** 300 s) has its weight raised above every running job's (to the
   largest running weight plus 1: sigmoids stay below 1, so also above every job
-  that never starved); it keeps it once running.
+  that never starved), so that it goes first and may scale in any running job; it
+  keeps it once running.
 - **Scale-out** (Alg. 3): running jobs below ``max_workers``, in descending weight,
   get one more worker on each node that can host it (their own nodes first).
 - Placement: PSs and workers on the fewest nodes, PSs with their workers
@@ -112,17 +119,19 @@ class Kod2Policy:
         plans: list[Plan] = []
         waiting = list(view.waiting)
         running = list(view.running)
-        while waiting:
-            new = max(waiting, key=lambda j: (self.weight(j), -waiting.index(j)))
-            top = max((self.weight(j) for j in running), default=-math.inf)
-            if self.weight(new) < top:
-                break
+        # By descending weight, ties in arrival order.  Free resources only shrink
+        # along the pass once a scale-in has failed (none follows), so a job passed
+        # over could not start later in it: one pass decides.
+        by_weight = sorted(waiting, key=lambda j: (-self.weight(j), waiting.index(j)))
+        may_scale_in = True  # this job is the heaviest waiting one that does not fit
+        for new in by_weight:
             job = self.jobs[new]
             plan = start_plan(job, job.min_workers, job.min_workers, work)
-            if plan is None:
+            if plan is None and may_scale_in:
                 plan = self._scale_in(view, work, new, waiting, running, plans)
+                may_scale_in = plan is not None
             if plan is None:
-                break
+                continue
             commit(work, plan, plans)
             waiting.remove(new)
             running.append(new)
