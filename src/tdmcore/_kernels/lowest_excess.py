@@ -294,6 +294,13 @@ def _symmetry_shift(demand: np.ndarray, limits: np.ndarray, allowance: float) ->
 
 
 @jit_inline
+def _gcd(a: int, b: int) -> int:
+    while b:
+        a, b = b, a % b
+    return a
+
+
+@jit_inline
 def _first_twin(s: int, sym_t: int, limit: int, n_bins: int) -> int:
     """The smallest of ``(s + j t) mod limit``: the first rotation whose subtree the
     one of rotation ``s`` repeats when the circle turns by multiples of ``t``."""
@@ -377,12 +384,15 @@ def lowest_excess(
             if sym_t % limits[r] != 0:
                 sym_level = r
                 break
-    # Rows the turn moves last of all: their rotations from sym_t on repeat the first
-    # sym_t ones under every prefix, so the bounds scan only those, less the rounding.
+    # When the turn moves the last row only, its rotation s and (s + sym_t) mod L are
+    # twins under every prefix: its rotations fall into gcd(sym_t, L) classes, those
+    # of 0..gcd-1, so the bounds scan only these, less the rounding.  (Until
+    # 2026-11-28 they scanned the first sym_t rotations: beyond L when sym_t > L,
+    # entries never written, and twins of each other when sym_t does not divide L.)
     sorted_count = limits.copy()
     twin_slack = np.zeros(k)
     if sym_level == last:
-        sorted_count[last] = sym_t
+        sorted_count[last] = _gcd(sym_t, n_last)
         twin_slack[last] = 0.5 * margin
     floors = np.full(n_bins, np.inf)  # per rotation of row sym_level, under one prefix
     floor = np.inf  # of the sym_level subtree being walked
