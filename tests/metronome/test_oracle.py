@@ -241,6 +241,9 @@ wants = {}
 for k, seed in cases:
     inst = instances.make_heavy_instance(seed, k)
     wants[k, seed] = naive.search(inst.demand, inst.capacity, inst.limits).rotations
+for old, new in json.loads(sys.argv[2]):  # applied to the shipped kernel and every mutant
+    assert source.count(old) == 1, old
+    source = source.replace(old, new)
 counts = []
 for old, new in [("", "")] + json.loads(sys.argv[1]):
     assert old == "" or source.count(old) == 1, old
@@ -248,12 +251,20 @@ for old, new in [("", "")] + json.loads(sys.argv[1]):
     mutant.__package__ = "tdmcore._kernels"
     exec(compile(source.replace(old, new) if old else source, path, "exec"), mutant.__dict__)
     rotation_search.lowest_excess = mutant.lowest_excess
+    scans = mutant._window_min
+    windowed = set()
+
+    def counted(*args, key=None):
+        windowed.add(key)
+        return scans(*args)
+
     wrong = 0
     for k, seed in cases:
         inst = instances.make_heavy_instance(seed, k)
+        mutant._window_min = lambda *args, key=(k, seed): counted(*args, key=key)
         got = tdmcore.search_rotations(inst.demand, inst.capacity, inst.limits)
         wrong += tuple(got.rotations.tolist()) != wants[k, seed]
-    counts.append(wrong)
+    counts.append([wrong, len(windowed)])
 print(json.dumps(counts))
 """
 
@@ -265,13 +276,16 @@ MUTANTS = [
      "        if v >= 0.98 * cut:\n            break\n"),
     ("prefix bound 2 % high", "pruned = e_level + tail - prune >= threshold",
      "pruned = 1.02 * (e_level + tail) - prune >= threshold"),
+    ("prefix-sum increments 2 % high", "        j = total - allowance - twin_slack\n",
+     "        j = 1.02 * total - allowance - twin_slack\n"),
 ]
 
 
-def test_oracle_catches_planted_over_tight_bounds() -> None:
-    """The heavily contended family discriminates: each phase-B bound made slightly
-    too tight (pure Python, in a subprocess) gives answers the brute force refutes,
-    while the shipped kernel, run the same way, agrees everywhere."""
+def _run_mutants(mutants: list[tuple[str, str, str]], base: list[list[str]]
+                 ) -> list[list[int]]:
+    """[wrong answers, instances whose last row went through prefix sums] of the
+    shipped kernel with ``base``'s replacements, then of each mutant (pure Python,
+    in a subprocess)."""
     import json
     import os
     import subprocess
@@ -281,14 +295,31 @@ def test_oracle_catches_planted_over_tight_bounds() -> None:
     root = Path(__file__).resolve().parents[2]  # the child imports tests.*
     env = dict(os.environ, NUMBA_DISABLE_JIT="1")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH", "")]))
-    mutations = json.dumps([[old, new] for _, old, new in MUTANTS])
-    out = subprocess.run([sys.executable, "-c", MUTANT, mutations], env=env,
-                         capture_output=True, text=True, timeout=900, check=False)
+    mutations = json.dumps([[old, new] for _, old, new in mutants])
+    out = subprocess.run([sys.executable, "-c", MUTANT, mutations, json.dumps(base)],
+                         env=env, capture_output=True, text=True, timeout=900, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
-    shipped, *mutants = json.loads(out.stdout)
-    assert shipped == 0
-    for (what, _, _), wrong in zip(MUTANTS, mutants, strict=True):
-        assert wrong > 0, f"mutant '{what}' went unnoticed"
+    counts: list[list[int]] = json.loads(out.stdout)
+    return counts
+
+
+def test_oracle_catches_planted_over_tight_bounds() -> None:
+    """The heavily contended family discriminates: each phase-B bound made slightly
+    too tight (pure Python, in a subprocess) gives answers the brute force refutes,
+    while the shipped kernel, run the same way, agrees everywhere.  The prefix sums
+    of the last row's scan take over only on crowded links; here they take over
+    after a prefix's first child, on every row (WINDOW_COST 0, ADAPT_AFTER 1,
+    MIN_RUN_BINS 1), and the brute force agrees with them too."""
+    always = [["WINDOW_COST = 2.0\n", "WINDOW_COST = 0.0\n"],
+              ["ADAPT_AFTER = 4.0\n", "ADAPT_AFTER = 1.0\n"],
+              ["MIN_RUN_BINS = 4\n", "MIN_RUN_BINS = 1\n"]]
+    for base, mutants in (([], MUTANTS[:-1]), (always, MUTANTS[-1:])):
+        (shipped, windowed), *wrongs = _run_mutants(mutants, base)
+        assert shipped == 0
+        if base:
+            assert windowed >= 150, windowed  # of 240: the prefix sums were used
+        for (what, _, _), (wrong, _) in zip(mutants, wrongs, strict=True):
+            assert wrong > 0, f"mutant '{what}' went unnoticed"
 
 
 @pytest.mark.parametrize("seed", range(6))

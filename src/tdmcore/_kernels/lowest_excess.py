@@ -22,10 +22,20 @@ With ``g_y(a) = f(a + y) - f(a)``, the excess demand ``y`` adds to a bin holding
   minus the row's own excess, plus a correction on the few bins where ``P`` and
   ``x`` overlap (:func:`_joint_increment`).  That is exact in exact arithmetic,
   for ``O(1 + overlap)`` per rotation instead of a pass over the row: it bounds
-  the last two rows together, and carries each row's increments one level down.
+  the last two rows together before the child prefix is built.
+
+A prefix the walk enters gets every remaining row's increment at every rotation,
+through prefix sums over the row's runs of equal demand
+(:func:`~.partial_sums.rotation_increments`: ``O(N + L runs)`` per row instead of
+``O(L width)``).  Where the joint increments of the last row against a child cost
+more than those prefix sums would, as on crowded links where each child leaves
+dozens of candidate rotations, the scan of the child's candidates goes through the
+prefix sums instead (:func:`_window_min`), for the children of that prefix.
 
 Every bound is compared with a safety margin for rounding, so a skipped part can
-never hold a vector the scan would have kept.
+never hold a vector the scan would have kept; the prefix sums, rounded in another
+order, are lowered by a bound on that rounding first
+(:func:`~.partial_sums.increments_allowance`).
 """
 
 from __future__ import annotations
@@ -33,15 +43,26 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import jit, jit_inline
-from .partial_sums import add_rotated, excess_slack, over_capacity, rotation_excess
+from .partial_sums import (
+    add_rotated,
+    added,
+    excess_slack,
+    increments_allowance,
+    over_capacity,
+    rotation_excess,
+    rotation_increments,
+    row_runs,
+    window_prefix,
+    window_sum,
+)
 
-
-@jit_inline
-def _added(a: float, y: float, capacity: float) -> float:
-    """``g_y(a)``: the excess demand ``y`` adds to a bin already holding ``a``."""
-    v = a + y - capacity
-    w = a - capacity
-    return (v if v > 0.0 else 0.0) - (w if w > 0.0 else 0.0)
+#: a row's window value needs a run of at least this many bins (row_runs)
+MIN_RUN_BINS = 4
+#: children of one prefix seen before the last row's scan may change method
+ADAPT_AFTER = 4.0
+#: what the prefix sums of _window_min cost per child, in bins of joint increments
+#: per bin of the circle (measured: about 2)
+WINDOW_COST = 2.0
 
 
 @jit_inline
@@ -64,27 +85,6 @@ def _sort_indices(keys: np.ndarray, n: int, order: np.ndarray) -> None:
         gap //= 3
 
 
-@jit
-def _pair_increments(
-    demand: np.ndarray, capacity: float, supp_ptr: np.ndarray, supp_idx: np.ndarray,
-    supp_val: np.ndarray, over: np.ndarray,
-) -> np.ndarray:
-    """``pair[j, r, d]`` (``1 <= j < r``): the excess row ``r`` adds to row ``j`` alone
-    when rotated ``d`` bins further than row ``j``.  Row 0 is every prefix's root, never
-    the row that joins one, so ``pair[0]`` is never read (left 0)."""
-    k, n_bins = demand.shape
-    pair = np.zeros((k, k, n_bins))
-    for j in range(1, k - 1):
-        over_capacity(demand[j], capacity, over)
-        for r in range(j + 1, k):
-            lo = supp_ptr[r]
-            hi = supp_ptr[r + 1]
-            for d in range(n_bins):
-                pair[j, r, d] = rotation_excess(demand[j], over, 0.0, supp_idx[lo:hi],
-                                                supp_val[lo:hi], d, capacity, np.inf)
-    return pair
-
-
 @jit_inline
 def _overlap(
     prefix_row: np.ndarray, idx: np.ndarray, val: np.ndarray, shift: int,
@@ -93,7 +93,7 @@ def _overlap(
     """The bins where both the prefix and a row (support ``idx``, ``val``) rotated by
     ``shift`` are non-zero (``ov_bin``), with the row's demand there (``ov_val``).
 
-    Sets ``ov_state = [1, count, slope]`` with ``slope = sum min(P_b, x_b)`` over
+    Sets ``ov_state[:3] = [1, count, slope]`` with ``slope = sum min(P_b, x_b)`` over
     those bins, which bounds the overlap correction of :func:`_joint_increment`
     from below (negated): per bin it is ``g(P + x) - g(P) - g(x) + g(0)``, where
     ``g(P + x) >= g(P)`` and ``g(x) - g(0) <= x`` (and symmetrically).
@@ -144,57 +144,11 @@ def _joint_increment(
         if y > 0.0:
             p_b = prefix_row[b]
             x_b = ov_val[o]
-            u += (_added(p_b + x_b, y, capacity) - _added(p_b, y, capacity)
-                  - _added(x_b, y, capacity) + _added(0.0, y, capacity))
+            u += (added(p_b + x_b, y, capacity) - added(p_b, y, capacity)
+                  - added(x_b, y, capacity) + added(0.0, y, capacity))
     if w > v:
         v = w
     return u if u > v else v
-
-
-@jit
-def _direct_increments(
-    demand: np.ndarray, prefix_row: np.ndarray, over: np.ndarray, supp_ptr: np.ndarray,
-    supp_idx: np.ndarray, supp_val: np.ndarray, limits: np.ndarray, sorted_count: np.ndarray,
-    capacity: float, incs: np.ndarray, order: np.ndarray,
-) -> None:
-    """``incs[0, r, s]``: the excess row ``r >= 1`` adds to the reference row at
-    rotation ``s``, by a pass over its non-zero bins; ``order[0, r]`` sorts the
-    first ``sorted_count[r]`` of them."""
-    for r in range(1, demand.shape[0]):
-        lo = supp_ptr[r]
-        hi = supp_ptr[r + 1]
-        out = incs[0, r]
-        for s in range(limits[r]):
-            out[s] = rotation_excess(prefix_row, over, 0.0, supp_idx[lo:hi], supp_val[lo:hi],
-                                     s, capacity, np.inf)
-        _sort_indices(out, sorted_count[r], order[0, r])
-
-
-@jit
-def _derived_increments(
-    level: int, shift: int, parent: int, demand: np.ndarray, limits: np.ndarray,
-    sorted_count: np.ndarray, twin_slack: np.ndarray, incs: np.ndarray, order: np.ndarray,
-    pair: np.ndarray, alone: np.ndarray, prefix_row: np.ndarray, ov_bin: np.ndarray,
-    ov_val: np.ndarray, n_overlap: int, capacity: float,
-) -> float:
-    """``incs[level]`` and ``order[level]`` (the first ``sorted_count[r]`` rotations)
-    from ``incs[parent]`` once row ``level`` joins at rotation ``shift``
-    (:func:`_joint_increment` per rotation); returns a bound on
-    ``sum_r min_s incs[level, r]`` (``twin_slack``: see :func:`_joint_min`)."""
-    n_bins = demand.shape[1]
-    total = 0.0
-    for r in range(level + 1, demand.shape[0]):
-        row = demand[r]
-        out = incs[level, r]
-        for s in range(limits[r]):
-            d = s - shift
-            if d < 0:
-                d += n_bins
-            out[s] = _joint_increment(incs[parent, r, s], pair[level, r, d], alone[r], row, s,
-                                      prefix_row, ov_bin, ov_val, n_overlap, capacity)
-        _sort_indices(out, sorted_count[r], order[level, r])
-        total += out[order[level, r, 0]] - twin_slack[r]
-    return total
 
 
 @jit_inline
@@ -215,7 +169,8 @@ def _joint_min(
     ``any_below`` it also stops at the first value below ``need`` (the caller then
     only learns that it cannot prune).  The overlap (:func:`_overlap`) is found on
     first use, and the exact joint value computed only where the cheaper bounds
-    leave a chance.  Only the first ``sorted_count`` rotations are visited: the
+    leave a chance, and its work (bins) added to ``ov_state[3]``.  Only the first
+    ``sorted_count`` rotations are visited: the
     others repeat them up to ``twin_slack`` (the symmetry of :func:`lowest_excess`,
     when row ``r`` is the last and the only one it moves), by which the minimum is
     lowered.
@@ -241,6 +196,7 @@ def _joint_min(
                      ov_state)
         if v + w - alone[r] - ov_state[2] >= cut:
             continue
+        ov_state[3] += 2.0 + ov_state[1]  # the work of a joint increment, in bins
         j = _joint_increment(v, w, alone[r], row, s, prefix_row, ov_bin, ov_val,
                              int(ov_state[1]), capacity)
         if j < best:
@@ -250,6 +206,70 @@ def _joint_min(
                     break
                 cut = best
     return best - twin_slack
+
+
+@jit
+def _window_min(
+    shift: int, parent: int, demand: np.ndarray, supp_ptr: np.ndarray, supp_idx: np.ndarray,
+    supp_val: np.ndarray, incs: np.ndarray, order: np.ndarray, pair: np.ndarray,
+    alone: np.ndarray, prefix: np.ndarray, capacity: float, need: float,
+    sorted_count: int, twin_slack: float, value: np.ndarray, win_ptr: np.ndarray,
+    win_start: np.ndarray, win_len: np.ndarray, one_ptr: np.ndarray, one_idx: np.ndarray,
+    one_val: np.ndarray, cum: np.ndarray, allowance: float, stats: np.ndarray,
+) -> float:
+    """:func:`_joint_min` of the last row once row ``top`` joins prefix ``parent`` at
+    ``shift`` (with ``any_below``), each candidate's increment through prefix sums
+    of what the last row's window value adds to each bin of the child prefix
+    (built into ``prefix[top]``) instead of a joint increment.
+
+    The candidates, their order and the cheap bounds that rule rotations out are
+    :func:`_joint_min`'s; ``stats[1]`` gains what their joint increments would
+    have cost (bins).
+    """
+    k, n_bins = demand.shape
+    last = k - 1
+    top = last - 1
+    lo = supp_ptr[top]
+    hi = supp_ptr[top + 1]
+    parent_row = prefix[parent]
+    slope = 0.0
+    overlap = 0
+    for t in range(lo, hi):
+        b = supp_idx[t] + shift
+        if b >= n_bins:
+            b -= n_bins
+        p_b = parent_row[b]
+        if p_b > 0.0:
+            x_b = supp_val[t]
+            overlap += 1
+            slope += p_b if p_b < x_b else x_b
+    child = prefix[top]
+    add_rotated(parent_row, demand[top], shift, child)
+    window_prefix(child, value[last], capacity, cum)
+    for t in range(sorted_count):
+        s = order[parent, last, t]
+        v = incs[parent, last, s]
+        if v >= need:
+            break
+        d = s - shift
+        if d < 0:
+            d += n_bins
+        w = pair[top, last, d]
+        if w >= need or v + w - alone[last] - slope >= need:
+            continue
+        stats[1] += 2.0 + overlap
+        total = 0.0
+        for q in range(win_ptr[last], win_ptr[k]):
+            total += window_sum(cum, win_start[q], win_len[q], s)
+        for q in range(one_ptr[last], one_ptr[k]):
+            b = one_idx[q] + s
+            if b >= n_bins:
+                b -= n_bins
+            total += added(child[b], one_val[q], capacity)
+        j = total - allowance - twin_slack
+        if j < need:
+            return j
+    return need
 
 
 @jit
@@ -356,17 +376,29 @@ def lowest_excess(
     last_idx = supp_idx[supp_ptr[last]:supp_ptr[k]]
     last_val = supp_val[supp_ptr[last]:supp_ptr[k]]
     over = np.empty(n_bins)
-    pair = _pair_increments(demand, capacity, supp_ptr, supp_idx, supp_val, over)
     alone = np.zeros(k)
     for r in range(k):
         alone[r] = over_capacity(demand[r], capacity, over)
+    value, win_ptr, win_start, win_len, one_ptr, one_idx, one_val = row_runs(
+        demand, MIN_RUN_BINS)
+    allowance = increments_allowance(demand, rem[0], capacity)
+    cum = np.empty(n_bins + 1)
+    # pair[j, r, d] (1 <= j < r): the excess row r adds to row j alone when rotated d
+    # bins further than row j.  Row 0 is every prefix's root, never the row that joins
+    # one, so pair[0] is never read (left 0).
+    pair = np.zeros((k, k, n_bins))
+    for j in range(1, k - 1):
+        for r in range(j + 1, k):
+            rotation_increments(demand[j], capacity, r, n_bins, value, win_ptr, win_start,
+                                win_len, one_ptr, one_idx, one_val, cum, allowance,
+                                pair[j, r])
     # incs[l, r, s]: what row r adds at rotation s to prefix l; order[l, r] sorts them.
     incs = np.empty((k, k, n_bins))
     order = np.empty((k, k, n_bins), dtype=np.int64)
     # the overlap of the current child with its parent prefix (_overlap)
     ov_bin = np.empty(n_bins, dtype=np.int64)
     ov_val = np.empty(n_bins)
-    ov_state = np.zeros(3)
+    ov_state = np.zeros(4)
     prefix = np.empty((k, n_bins))
     exc = np.zeros(k)
     rot = np.zeros(k, dtype=np.int64)
@@ -394,6 +426,11 @@ def lowest_excess(
     if sym_level == last:
         sorted_count[last] = _gcd(sym_t, n_last)
         twin_slack[last] = 0.5 * margin
+    # The children of the current prefix of level top - 1: how many, what their last
+    # row's candidates cost (or would have cost) in joint increments, and whether
+    # prefix sums (_window_min) take them instead.
+    stats = np.zeros(3)
+    window_cost = WINDOW_COST * n_bins if win_ptr[k] > win_ptr[last] else np.inf
     floors = np.full(n_bins, np.inf)  # per rotation of row sym_level, under one prefix
     floor = np.inf  # of the sym_level subtree being walked
     best_e = np.inf
@@ -403,8 +440,10 @@ def lowest_excess(
     exc[0] = over_capacity(prefix[0], capacity, over)
     level = 0
     if top > 0:
-        _direct_increments(demand, prefix[0], over, supp_ptr, supp_idx, supp_val, limits,
-                           sorted_count, capacity, incs, order)
+        for r in range(1, k):
+            rotation_increments(prefix[0], capacity, r, limits[r], value, win_ptr, win_start,
+                                win_len, one_ptr, one_idx, one_val, cum, allowance, incs[0, r])
+            _sort_indices(incs[0, r], sorted_count[r], order[0, r])
         level = 1
         rot[1] = -1
     while True:
@@ -437,15 +476,34 @@ def lowest_excess(
                 pruned = cheap >= need
             if not pruned:
                 ov_state[0] = 0.0
-                tail = 0.0
-                for r in range(level + 1, k):
-                    tail += _joint_min(level, s, parent, r, demand, supp_ptr, supp_idx,
-                                       supp_val, limits, incs, order, pair, alone,
-                                       prefix[parent], ov_bin, ov_val, ov_state, capacity,
-                                       need - tail, level == top, sorted_count[r],
-                                       twin_slack[r])
-                    if tail >= need:
-                        break
+                ov_state[3] = 0.0
+                if level == top and stats[2] > 0.0:
+                    tail = _window_min(s, parent, demand, supp_ptr, supp_idx, supp_val, incs,
+                                       order, pair, alone, prefix, capacity, need,
+                                       sorted_count[last], twin_slack[last], value, win_ptr,
+                                       win_start, win_len, one_ptr, one_idx, one_val, cum,
+                                       allowance, stats)
+                else:
+                    tail = 0.0
+                    for r in range(level + 1, k):
+                        tail += _joint_min(level, s, parent, r, demand, supp_ptr, supp_idx,
+                                           supp_val, limits, incs, order, pair, alone,
+                                           prefix[parent], ov_bin, ov_val, ov_state,
+                                           capacity, need - tail, level == top,
+                                           sorted_count[r], twin_slack[r])
+                        if tail >= need:
+                            break
+                    stats[1] += ov_state[3]
+                if level == top:
+                    # The children of one prefix leave alike many candidates: after a
+                    # few, the last row goes through whichever costs less for them,
+                    # joint increments (work in bins, stats[1]) or prefix sums.
+                    stats[0] += 1.0
+                    if stats[0] >= ADAPT_AFTER and (stats[2] > 0.0) != (
+                            stats[1] > stats[0] * window_cost):
+                        stats[2] = 1.0 - stats[2]
+                        stats[0] = 0.0
+                        stats[1] = 0.0
                 pruned = tail >= need
             if not pruned:
                 add_rotated(prefix[parent], demand[level], s, prefix[level])
@@ -458,14 +516,19 @@ def lowest_excess(
                              supp_val[supp_ptr[level]:supp_ptr[level + 1]], s, ov_bin, ov_val,
                              ov_state)
                 if level < top:
-                    tail = _derived_increments(level, s, parent, demand, limits, sorted_count,
-                                               twin_slack, incs, order, pair, alone,
-                                               prefix[parent], ov_bin, ov_val,
-                                               int(ov_state[1]), capacity)
+                    tail = 0.0
+                    for r in range(level + 1, k):
+                        rotation_increments(prefix[level], capacity, r, limits[r], value,
+                                            win_ptr, win_start, win_len, one_ptr, one_idx,
+                                            one_val, cum, allowance, incs[level, r])
+                        _sort_indices(incs[level, r], sorted_count[r], order[level, r])
+                        tail += incs[level, r, order[level, r, 0]] - twin_slack[r]
                     pruned = e_level + tail - prune >= threshold
                     if not pruned:
                         level += 1
                         rot[level] = -1
+                        if level == top:
+                            stats[:] = 0.0
                         if level == sym_level:
                             floors[:] = np.inf
                         continue
