@@ -151,6 +151,26 @@ def _joint_increment(
     return u if u > v else v
 
 
+@jit
+def _prefix_increments(
+    level: int, prefix_row: np.ndarray, capacity: float, limits: np.ndarray,
+    sorted_count: np.ndarray, twin_slack: np.ndarray, value: np.ndarray,
+    win_ptr: np.ndarray, win_start: np.ndarray, win_len: np.ndarray, one_ptr: np.ndarray,
+    one_idx: np.ndarray, one_val: np.ndarray, cum: np.ndarray, allowance: float,
+    incs: np.ndarray, order: np.ndarray,
+) -> float:
+    """``incs[level, r]`` (what each row ``r > level`` adds at every rotation to the
+    prefix) and ``order[level, r]`` (its first ``sorted_count[r]`` rotations sorted
+    by it); returns ``sum_r min_s incs[level, r]`` less ``twin_slack``."""
+    tail = 0.0
+    for r in range(level + 1, limits.shape[0]):
+        rotation_increments(prefix_row, capacity, r, limits[r], value, win_ptr, win_start,
+                            win_len, one_ptr, one_idx, one_val, cum, allowance, incs[level, r])
+        _sort_indices(incs[level, r], sorted_count[r], order[level, r])
+        tail += incs[level, r, order[level, r, 0]] - twin_slack[r]
+    return tail
+
+
 @jit_inline
 def _joint_min(
     level: int, shift: int, parent: int, r: int, demand: np.ndarray, supp_ptr: np.ndarray,
@@ -440,10 +460,9 @@ def lowest_excess(
     exc[0] = over_capacity(prefix[0], capacity, over)
     level = 0
     if top > 0:
-        for r in range(1, k):
-            rotation_increments(prefix[0], capacity, r, limits[r], value, win_ptr, win_start,
-                                win_len, one_ptr, one_idx, one_val, cum, allowance, incs[0, r])
-            _sort_indices(incs[0, r], sorted_count[r], order[0, r])
+        _prefix_increments(0, prefix[0], capacity, limits, sorted_count, twin_slack, value,
+                           win_ptr, win_start, win_len, one_ptr, one_idx, one_val, cum,
+                           allowance, incs, order)
         level = 1
         rot[1] = -1
     while True:
@@ -516,13 +535,10 @@ def lowest_excess(
                              supp_val[supp_ptr[level]:supp_ptr[level + 1]], s, ov_bin, ov_val,
                              ov_state)
                 if level < top:
-                    tail = 0.0
-                    for r in range(level + 1, k):
-                        rotation_increments(prefix[level], capacity, r, limits[r], value,
-                                            win_ptr, win_start, win_len, one_ptr, one_idx,
-                                            one_val, cum, allowance, incs[level, r])
-                        _sort_indices(incs[level, r], sorted_count[r], order[level, r])
-                        tail += incs[level, r, order[level, r, 0]] - twin_slack[r]
+                    tail = _prefix_increments(level, prefix[level], capacity, limits,
+                                              sorted_count, twin_slack, value, win_ptr,
+                                              win_start, win_len, one_ptr, one_idx, one_val,
+                                              cum, allowance, incs, order)
                     pruned = e_level + tail - prune >= threshold
                     if not pruned:
                         level += 1

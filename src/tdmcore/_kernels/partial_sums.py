@@ -176,7 +176,7 @@ def window_sum(cum: np.ndarray, start: int, length: int, shift: int) -> float:
     return cum[n_bins] - cum[st] + cum[end - n_bins]
 
 
-@jit_inline
+@jit
 def rotation_increments(
     prefix_row: np.ndarray, capacity: float, r: int, limit: int, value: np.ndarray,
     win_ptr: np.ndarray, win_start: np.ndarray, win_len: np.ndarray, one_ptr: np.ndarray,
