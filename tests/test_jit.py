@@ -48,11 +48,11 @@ print(json.dumps(counts))
 """
 
 
-def _child(script: str, **env: str) -> subprocess.CompletedProcess[str]:
+def _child(script: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     full = dict(os.environ, **env)
     full["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), full.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-c", script], env=full, capture_output=True,
-                          text=True, timeout=900, check=False)
+    return subprocess.run([sys.executable, "-c", script, *args], env=full,
+                          capture_output=True, text=True, timeout=900, check=False)
 
 
 NO_JIT = pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1",
@@ -69,3 +69,32 @@ def test_every_kernel_is_compiled_for_one_signature(tmp_path: Path) -> None:
     assert counts["lowest_excess.lowest_excess"], "the workload ran no phase B"
     twice = {name: sigs for name, sigs in counts.items() if len(sigs) > 1}
     assert not twice, f"compiled more than once: {twice}"
+
+
+FIRST_CALLS = """
+import logging, sys
+if sys.argv[1] != "none":
+    logging.basicConfig(level=sys.argv[1])
+import tdmcore
+tdmcore.discretize([400.0, 200.0], [0.2, 0.3], [25.0, 20.0], 400.0, 72)
+tdmcore.discretize([400.0], [0.2], [25.0], 400.0, 72)
+tdmcore.score([[1.0] * 72, [2.0] * 72], [0, 5], 25.0)
+"""
+
+
+@NO_JIT
+def test_the_first_compile_of_a_process_says_so_once(tmp_path: Path) -> None:
+    from tdmcore._kernels._jit import COMPILING
+
+    def run(level: str) -> list[str]:
+        out = _child(FIRST_CALLS, level, NUMBA_CACHE_DIR=str(tmp_path / level))
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stderr.splitlines()
+
+    # no logging configured (a library user): one line on stderr, however many
+    # kernels compile; the second process loads them from the cache and says nothing
+    assert run("none") == [f"tdmcore: {COMPILING}"]
+    assert run("none") == []
+    # an application that logs: an INFO record of tdmcore.kernels, nothing printed
+    assert run("INFO") == [f"INFO:tdmcore.kernels:{COMPILING}"]
+    assert run("WARNING") == []

@@ -4,13 +4,54 @@
 rely on it to stay fast); ``fastmath`` is off because the rotation search must give
 bit-for-bit reproducible sums, and its tie rules compare floats against tolerances
 (docs/traffic-circle.md).
+
+The first kernel this process compiles (a cold cache: the first run after an install
+or an upgrade) is announced once, :data:`COMPILING`: as an INFO record of the
+``tdmcore.kernels`` logger when the application has configured logging, else as one
+line on stderr, so that a library user's first call does not wait half a minute in
+silence (docs/getting-started.md).  Kernels loaded from the cache say nothing.
 """
 
 from __future__ import annotations
 
+import logging
+import sys
 from typing import Any
 
 from numba import njit, types
+from numba.core import event
+
+log = logging.getLogger("tdmcore.kernels")
+
+#: what the first compile of a process says (the command line's own status line,
+#: "loading the compiled kernels (compiling them the first time only)", matches it)
+COMPILING = ("compiling the kernels (the first time only: about 30 s on 2 cores; later "
+             "runs load them from the cache)")
+
+
+class _FirstCompile(event.Listener):  # type: ignore[misc]
+    """Announces the first compile of one of tdmcore's kernels in this process."""
+
+    def __init__(self) -> None:
+        self.said = False
+
+    def on_start(self, ev: event.Event) -> None:
+        if self.said:
+            return
+        func = getattr(ev.data.get("dispatcher"), "py_func", None)
+        if not str(getattr(func, "__module__", "")).startswith("tdmcore."):
+            return
+        self.said = True
+        if log.hasHandlers():
+            log.info(COMPILING)
+        else:  # no logging configured: a library user would otherwise see nothing
+            print(f"tdmcore: {COMPILING}", file=sys.stderr, flush=True)
+
+    def on_end(self, ev: event.Event) -> None:
+        pass
+
+
+event.register("numba:compile", _FirstCompile())
 
 JIT_OPTIONS: dict[str, Any] = {
     "cache": True,

@@ -98,6 +98,9 @@ def compiling_kernels(console: Console) -> Iterator[None]:
     first of :data:`COMPILE_NOTICE_S` ("loading", true either way); elsewhere
     (pipes, CI logs) one line after the second.  (Ctrl-C while Numba compiles may
     land in a callback of its compiler: :func:`tdmcore.app.signals.redelivered`.)
+    The kernels' own announcement of a compile
+    (:data:`tdmcore._kernels._jit.COMPILING`) is an INFO record here, since the
+    command configures logging: ``--log-level info`` shows it.
     """
     delay = COMPILE_NOTICE_S[0] if console.is_terminal else COMPILE_NOTICE_S[1]
     if console.is_terminal:
