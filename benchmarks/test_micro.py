@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 import tdmcore
-from benchmarks.asv_bench.instances import contended_link
+from benchmarks.asv_bench.bench_rotation import HEAVY_TAIL_SEEDS
+from benchmarks.asv_bench.instances import contended_link, heavy_link
 from tests.oracles import naive
 
 pytestmark = pytest.mark.benchmark
@@ -35,6 +36,29 @@ def test_search_rotations_naive_peer(benchmark, mode, k, bins):
     benchmark.pedantic(naive.search_rotations,
                        args=(inst.demand, inst.capacity_gbps, inst.limits),
                        kwargs={"mode": mode, "mids": inst.mids}, rounds=3, iterations=1)
+
+
+@pytest.mark.parametrize("mode", ["first", "optimal"])
+@pytest.mark.parametrize("seed", HEAVY_TAIL_SEEDS)
+def test_search_rotations_heavy_tail(benchmark, mode, seed):
+    """The search's tail: the slowest and the smallest speed-ups of the first 500
+    heavily contended links without a perfect rotation (k = 4, 72 bins)."""
+    inst = heavy_link(4, 72, seed)
+    want = naive.search_rotations(inst.demand, inst.capacity_gbps, inst.limits, mode=mode,
+                                  mids=inst.mids)
+    assert not want[1]  # no perfect rotation: the phase-B search
+    got = benchmark(tdmcore.search_rotations, inst.demand, inst.capacity_gbps, inst.limits,
+                    mode=mode, mids=inst.mids)
+    assert tuple(got.rotations.tolist()) == tuple(want[0])
+    assert not got.perfect
+
+
+@pytest.mark.parametrize("seed", [67, 537])
+def test_search_rotations_heavy_tail_naive_peer(benchmark, seed):
+    inst = heavy_link(4, 72, seed)
+    benchmark.pedantic(naive.search_rotations,
+                       args=(inst.demand, inst.capacity_gbps, inst.limits),
+                       kwargs={"mode": "first", "mids": inst.mids}, rounds=3, iterations=1)
 
 
 @pytest.mark.parametrize("bins", [72, 144, 360])

@@ -151,6 +151,66 @@ class HeavySearch:
     track_min_speedup.unit = "x"
 
 
+#: the search's tail (issue 42): heavy_link seeds whose time or speed-up was among
+#: the worst of the first 500 without a perfect rotation (docs/benchmarks.md)
+HEAVY_TAIL_SEEDS = (257, 537, 395, 520, 67, 71)
+
+
+class HeavySearchTail:
+    """The tail of the same family: the first 500 instances without a perfect
+    rotation (seeds 0-555), both modes, the naive peer measured beside each.
+    Tracks the worst time, the 99th percentile, the smallest speed-up and how many
+    instances miss 100x or take 1 ms or more (targets: none)."""
+
+    params = (["first", "optimal"],)
+    param_names = ["mode"]
+    timeout = 7200
+
+    def setup_cache(self):
+        return {mode: heavy_speedup(mode, n_instances=500)[0] for mode in ("first", "optimal")}
+
+    def track_worst_ms(self, rows, mode):
+        return 1e3 * max(r[1] for r in rows[mode])
+
+    track_worst_ms.unit = "ms"
+
+    def track_p99_ms(self, rows, mode):
+        return 1e3 * float(np.percentile([r[1] for r in rows[mode]], 99))
+
+    track_p99_ms.unit = "ms"
+
+    def track_min_speedup(self, rows, mode):
+        return min(r[3] for r in rows[mode])
+
+    track_min_speedup.unit = "x"
+
+    def track_below_100x(self, rows, mode):
+        return sum(r[3] < 100 for r in rows[mode])
+
+    track_below_100x.unit = "instances"
+
+    def track_at_1ms_or_more(self, rows, mode):
+        return sum(r[1] >= 1e-3 for r in rows[mode])
+
+    track_at_1ms_or_more.unit = "instances"
+
+
+class TimeHeavyTail:
+    """tdmcore alone on the tail's instances (HEAVY_TAIL_SEEDS), to follow across
+    commits."""
+
+    params = (["first", "optimal"], list(HEAVY_TAIL_SEEDS))
+    param_names = ["mode", "seed"]
+    timeout = 900
+
+    def setup(self, mode, seed):
+        self.inst = heavy_link(4, 72, seed)
+        _run(self.inst, mode)
+
+    def time_tdmcore(self, mode, seed):
+        _run(self.inst, mode)
+
+
 class TimeHeavySearch:
     """tdmcore on a heavily contended link, k = 2..6: the first seed without a
     perfect rotation where the enumeration that checks it is quick (k <= 4), seed 0
