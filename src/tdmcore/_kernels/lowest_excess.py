@@ -236,6 +236,7 @@ def _window_min(
     sorted_count: int, twin_slack: float, value: np.ndarray, win_ptr: np.ndarray,
     win_start: np.ndarray, win_len: np.ndarray, one_ptr: np.ndarray, one_idx: np.ndarray,
     one_val: np.ndarray, cum: np.ndarray, allowance: float, stats: np.ndarray,
+    ov_bin: np.ndarray, ov_val: np.ndarray, ov_state: np.ndarray,
 ) -> float:
     """:func:`_joint_min` of the last row once row ``top`` joins prefix ``parent`` at
     ``shift`` (with ``any_below``), each candidate's increment through prefix sums
@@ -249,20 +250,11 @@ def _window_min(
     k, n_bins = demand.shape
     last = k - 1
     top = last - 1
-    lo = supp_ptr[top]
-    hi = supp_ptr[top + 1]
     parent_row = prefix[parent]
-    slope = 0.0
-    overlap = 0
-    for t in range(lo, hi):
-        b = supp_idx[t] + shift
-        if b >= n_bins:
-            b -= n_bins
-        p_b = parent_row[b]
-        if p_b > 0.0:
-            x_b = supp_val[t]
-            overlap += 1
-            slope += p_b if p_b < x_b else x_b
+    _overlap(parent_row, supp_idx[supp_ptr[top]:supp_ptr[top + 1]],
+             supp_val[supp_ptr[top]:supp_ptr[top + 1]], shift, ov_bin, ov_val, ov_state)
+    slope = ov_state[2]
+    joint_cost = 2.0 + ov_state[1]
     child = prefix[top]
     add_rotated(parent_row, demand[top], shift, child)
     window_prefix(child, value[last], capacity, cum)
@@ -277,7 +269,7 @@ def _window_min(
         w = pair[top, last, d]
         if w >= need or v + w - alone[last] - slope >= need:
             continue
-        stats[1] += 2.0 + overlap
+        stats[1] += joint_cost
         total = 0.0
         for q in range(win_ptr[last], win_ptr[k]):
             total += window_sum(cum, win_start[q], win_len[q], s)
@@ -501,7 +493,7 @@ def lowest_excess(
                                        order, pair, alone, prefix, capacity, need,
                                        sorted_count[last], twin_slack[last], value, win_ptr,
                                        win_start, win_len, one_ptr, one_idx, one_val, cum,
-                                       allowance, stats)
+                                       allowance, stats, ov_bin, ov_val, ov_state)
                 else:
                     tail = 0.0
                     for r in range(level + 1, k):
