@@ -98,6 +98,7 @@ def test_controller_calls_are_allowed():
         report = [{"start_ms": 1e6 + i * 150, "duration_ms": 150.0} for i in range(10)]
         service.report("default/a-1", [r["start_ms"] for r in report],
                        [r["duration_ms"] for r in report], None)  # a pattern update
+        assert service.events is not None and service.events.flush(10.0)  # posted off-thread
         assert any(m == "POST" and "/events" in p for m, p in fake.requests)
         check(fake.requests, "tdmcore-controller", DEFAULT_SET)
         scaler = ElasticController(model, kube, "dragon")
