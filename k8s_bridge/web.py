@@ -265,6 +265,12 @@ class Server:
         self._running = True
         try:
             self._server.run()
+        except OSError as exc:
+            if not self._stopped:
+                raise
+            # stop() closed the sockets from another thread (its trigger was gone):
+            # the loop's next poll finds a closed descriptor, which ends it
+            log.debug("serving loop ended by stop(): %s", exc)
         finally:
             self._running = False
             self._loop_done.set()

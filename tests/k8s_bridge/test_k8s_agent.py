@@ -797,6 +797,24 @@ def test_stop_with_the_trigger_already_closed_still_stops() -> None:
         pass
 
 
+def test_a_loop_that_fails_under_stop_ends_quietly() -> None:
+    """When stop() had to close the sockets from its own thread, the serving loop's
+    next poll meets a closed descriptor: that OSError ends the loop without an
+    unhandled exception in the thread; before stop() it is still raised."""
+    import errno
+
+    def closed() -> None:
+        raise OSError(errno.EBADF, "Bad file descriptor")
+
+    server = Server(Agent(None).app(), "127.0.0.1", 0)
+    server._server.run = closed
+    with pytest.raises(OSError):
+        server.run()
+    server._stopped = True
+    server.run()  # no exception: stop() is under way
+    server.stop()
+
+
 # -- review: integers beyond a double, redirects ------------------------------------------
 
 
