@@ -63,6 +63,8 @@ ADAPT_AFTER = 4.0
 #: what the prefix sums of _window_min cost per child, in bins of joint increments
 #: per bin of the circle (measured: about 2)
 WINDOW_COST = 2.0
+#: passes of coordinate descent for phase B's first incumbent (lowest_excess)
+DESCENT_ROUNDS = 4
 
 
 @jit_inline
@@ -345,12 +347,17 @@ def _first_twin(s: int, sym_t: int, limit: int, n_bins: int) -> int:
 
 
 @jit
-def lowest_excess(
+def _walk(
     demand: np.ndarray, capacity: float, limits: np.ndarray, supp_ptr: np.ndarray,
     supp_idx: np.ndarray, supp_val: np.ndarray, rem: np.ndarray, tol_excess: float,
     margin: float, best_rot: np.ndarray, find_perfect: bool, perfect: np.ndarray,
-) -> tuple[bool, int]:
-    """Write into ``best_rot`` the vector the brute force's sequential scan keeps:
+    initial: float,
+) -> tuple[bool, int, float]:
+    """:func:`lowest_excess`'s walk, its incumbent's excess starting at ``initial``
+    (``inf``: none; :func:`lowest_excess` says when another start gives the same
+    answer).  Also returns the excess of the first vector it keeps (``inf``: none).
+
+    Write into ``best_rot`` the vector the brute force's sequential scan keeps:
     the first in enumeration order that no later one beats by more than
     ``tol_excess``.  Returns ``(False, evaluated)``: how many vectors had their
     excess computed.
@@ -445,7 +452,8 @@ def lowest_excess(
     window_cost = WINDOW_COST * n_bins if win_ptr[k] > win_ptr[last] else np.inf
     floors = np.full(n_bins, np.inf)  # per rotation of row sym_level, under one prefix
     floor = np.inf  # of the sym_level subtree being walked
-    best_e = np.inf
+    best_e = initial
+    first_kept = np.inf
     # e < perfect_below  <=>  e <= tol_excess
     perfect_below = np.nextafter(tol_excess, np.inf)
     evaluated = 0
@@ -587,6 +595,8 @@ def lowest_excess(
                     perfect[s] = True
                     any_perfect = True
                     continue
+                if best_e == initial:
+                    first_kept = e
                 best_e = e
                 for i in range(last):
                     best_rot[i] = rot[i]
@@ -594,7 +604,102 @@ def lowest_excess(
         if any_perfect:
             for i in range(last):
                 best_rot[i] = rot[i]
-            return True, evaluated
+            return True, evaluated, first_kept
         if level == 0:
             break
-    return False, evaluated
+    return False, evaluated, first_kept
+
+
+@jit
+def _descent(
+    demand: np.ndarray, capacity: float, limits: np.ndarray, supp_ptr: np.ndarray,
+    supp_idx: np.ndarray, supp_val: np.ndarray, rounds: int,
+) -> float:
+    """The excess of a good rotation vector, found without search: each row in turn
+    at its best rotation on the rows before it, then up to ``rounds`` passes that
+    move each row to its best rotation on all the others while that lowers the
+    excess (coordinate descent)."""
+    k, n_bins = demand.shape
+    rot = np.zeros(k, dtype=np.int64)
+    total = np.empty(n_bins)
+    over = np.empty(n_bins)
+    for b in range(n_bins):
+        total[b] = demand[0, b]
+    for r in range(1, k):
+        idx = supp_idx[supp_ptr[r]:supp_ptr[r + 1]]
+        val = supp_val[supp_ptr[r]:supp_ptr[r + 1]]
+        base = over_capacity(total, capacity, over)
+        best = np.inf
+        for s in range(limits[r]):
+            e = rotation_excess(total, over, base, idx, val, s, capacity, best)
+            if e < best:
+                best = e
+                rot[r] = s
+        add_rotated(total, demand[r], rot[r], total)
+    for _ in range(rounds):
+        moved = False
+        for r in range(1, k):
+            idx = supp_idx[supp_ptr[r]:supp_ptr[r + 1]]
+            val = supp_val[supp_ptr[r]:supp_ptr[r + 1]]
+            # the other rows, summed afresh (no rounding carried between moves)
+            for b in range(n_bins):
+                total[b] = demand[0, b]
+            for q in range(1, k):
+                if q != r:
+                    add_rotated(total, demand[q], rot[q], total)
+            base = over_capacity(total, capacity, over)
+            best = rotation_excess(total, over, base, idx, val, rot[r], capacity, np.inf)
+            for s in range(limits[r]):
+                e = rotation_excess(total, over, base, idx, val, s, capacity, best)
+                if e < best:
+                    best = e
+                    rot[r] = s
+                    moved = True
+        if not moved:
+            break
+    for b in range(n_bins):
+        total[b] = demand[0, b]
+    for r in range(1, k):
+        add_rotated(total, demand[r], rot[r], total)
+    excess, _ = excess_slack(total, capacity)
+    return excess
+
+
+@jit
+def lowest_excess(
+    demand: np.ndarray, capacity: float, limits: np.ndarray, supp_ptr: np.ndarray,
+    supp_idx: np.ndarray, supp_val: np.ndarray, rem: np.ndarray, tol_excess: float,
+    margin: float, best_rot: np.ndarray, find_perfect: bool, perfect: np.ndarray,
+) -> tuple[bool, int]:
+    """Write into ``best_rot`` the vector the brute force's sequential scan keeps:
+    the first in enumeration order that no later one beats by more than
+    ``tol_excess``; see :func:`_walk` (``find_perfect`` too).  Returns
+    ``(found, evaluated)``.
+
+    **A good incumbent first.**  The scan's incumbent starts at infinity and falls
+    as it meets better vectors, so the walk prunes little until it has met a good
+    one.  Here it starts instead just above the excess ``G`` of a good vector found
+    by coordinate descent (:func:`_descent`): the walk keeps the first vector below
+    ``T = fl(G + 4 tol - tol)`` (one exists: that vector) and then goes on as the
+    scan does.  Every vector before it lies at ``T`` or above, so the scan's
+    incumbent there is at least ``T``, or none; if the vector kept first lies below
+    ``fl(T - tol)``, the scan keeps it too, and from there on both keep the same
+    vectors (only those below ``T`` can be kept).  Otherwise (a vector within
+    ``tol`` below ``T`` comes first: rare) the walk runs again from infinity.
+    """
+    if find_perfect or demand.shape[0] < 3:
+        found, evaluated, _ = _walk(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
+                                    rem, tol_excess, margin, best_rot, find_perfect, perfect,
+                                    np.inf)
+        return found, evaluated
+    good = _descent(demand, capacity, limits, supp_ptr, supp_idx, supp_val, DESCENT_ROUNDS)
+    initial = good + 4.0 * tol_excess
+    start = initial - tol_excess
+    found, evaluated, first = _walk(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
+                                    rem, tol_excess, margin, best_rot, False, perfect,
+                                    initial)
+    if first < start - tol_excess:
+        return found, evaluated
+    found, again, _ = _walk(demand, capacity, limits, supp_ptr, supp_idx, supp_val, rem,
+                            tol_excess, margin, best_rot, False, perfect, np.inf)
+    return found, evaluated + again
