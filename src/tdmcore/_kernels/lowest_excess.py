@@ -665,6 +665,14 @@ def _descent(
     return excess
 
 
+@jit_inline
+def _certified(first: float, initial: float, tol_excess: float) -> bool:
+    """Whether a walk started from the incumbent excess ``initial`` keeps what the
+    sequential scan keeps, ``first`` being the excess of the first vector it kept
+    (:func:`lowest_excess`)."""
+    return first < (initial - tol_excess) - tol_excess
+
+
 @jit
 def lowest_excess(
     demand: np.ndarray, capacity: float, limits: np.ndarray, supp_ptr: np.ndarray,
@@ -694,11 +702,10 @@ def lowest_excess(
         return found, evaluated
     good = _descent(demand, capacity, limits, supp_ptr, supp_idx, supp_val, DESCENT_ROUNDS)
     initial = good + 4.0 * tol_excess
-    start = initial - tol_excess
     found, evaluated, first = _walk(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
                                     rem, tol_excess, margin, best_rot, False, perfect,
                                     initial)
-    if first < start - tol_excess:
+    if _certified(first, initial, tol_excess):
         return found, evaluated
     found, again, _ = _walk(demand, capacity, limits, supp_ptr, supp_idx, supp_val, rem,
                             tol_excess, margin, best_rot, False, perfect, np.inf)
