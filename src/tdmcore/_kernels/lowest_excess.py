@@ -65,6 +65,7 @@ ADAPT_AFTER = 4.0
 WINDOW_COST = 2.0
 #: passes of coordinate descent for phase B's first incumbent (lowest_excess)
 DESCENT_ROUNDS = 4
+REACH = 1.0
 
 
 @jit_inline
@@ -179,7 +180,7 @@ def _joint_min(
     supp_idx: np.ndarray, supp_val: np.ndarray, limits: np.ndarray, incs: np.ndarray,
     order: np.ndarray, pair: np.ndarray, alone: np.ndarray, prefix_row: np.ndarray,
     ov_bin: np.ndarray, ov_val: np.ndarray, ov_state: np.ndarray, capacity: float,
-    need: float, any_below: bool, sorted_count: int, twin_slack: float,
+    need: float, any_below: bool, sorted_count: int, twin_slack: float, reach: float,
 ) -> float:
     """``min_s`` of :func:`_joint_increment` for row ``r`` once row ``level`` joins the
     prefix ``parent`` at rotation ``shift``: a lower bound on the excess row ``r``
@@ -205,28 +206,36 @@ def _joint_min(
         s = order[parent, r, t]
         v = incs[parent, r, s]
         if v >= cut:
+            if any_below and v < best:
+                best = v
             break
         d = s - shift
         if d < 0:
             d += n_bins
         w = pair[level, r, d]
         if w >= cut:
+            if any_below and w < best:
+                best = w
             continue
         if ov_state[0] == 0.0:
             _overlap(prefix_row, supp_idx[supp_ptr[level]:supp_ptr[level + 1]],
                      supp_val[supp_ptr[level]:supp_ptr[level + 1]], shift, ov_bin, ov_val,
                      ov_state)
-        if v + w - alone[r] - ov_state[2] >= cut:
+        u = v + w - alone[r] - ov_state[2]
+        if u >= cut:
+            if any_below and u < best:
+                best = u
             continue
         ov_state[3] += 2.0 + ov_state[1]  # the work of a joint increment, in bins
         j = _joint_increment(v, w, alone[r], row, s, prefix_row, ov_bin, ov_val,
                              int(ov_state[1]), capacity)
         if j < best:
             best = j
-            if best < cut:
-                if any_below:
-                    break
-                cut = best
+        if any_below:
+            if j < need:
+                break
+        elif best < cut:
+            cut = best
     return best - twin_slack
 
 
@@ -238,7 +247,7 @@ def _window_min(
     sorted_count: int, twin_slack: float, value: np.ndarray, win_ptr: np.ndarray,
     win_start: np.ndarray, win_len: np.ndarray, one_ptr: np.ndarray, one_idx: np.ndarray,
     one_val: np.ndarray, cum: np.ndarray, allowance: float, stats: np.ndarray,
-    ov_bin: np.ndarray, ov_val: np.ndarray, ov_state: np.ndarray,
+    ov_bin: np.ndarray, ov_val: np.ndarray, ov_state: np.ndarray, reach: float,
 ) -> float:
     """:func:`_joint_min` of the last row once row ``top`` joins prefix ``parent`` at
     ``shift`` (with ``any_below``), each candidate's increment through prefix sums
@@ -260,18 +269,27 @@ def _window_min(
     child = prefix[top]
     add_rotated(parent_row, demand[top], shift, child)
     window_prefix(child, value[last], capacity, cum)
+    cut = need + reach
+    lowest = np.inf
     for t in range(sorted_count):
         s = order[parent, last, t]
         v = incs[parent, last, s]
-        if v >= need:
+        if v >= cut:
+            lowest = min(lowest, v - twin_slack)
             break
         d = s - shift
         if d < 0:
             d += n_bins
         w = pair[top, last, d]
-        if w >= need or v + w - alone[last] - slope >= need:
+        if w >= cut:
+            lowest = min(lowest, w - twin_slack)
             continue
-        stats[1] += joint_cost
+        u = v + w - alone[last] - slope
+        if u >= cut:
+            lowest = min(lowest, u - twin_slack)
+            continue
+        if v < need and w < need and u < need:
+            stats[1] += joint_cost
         total = 0.0
         for q in range(win_ptr[last], win_ptr[k]):
             total += window_sum(cum, win_start[q], win_len[q], s)
@@ -283,7 +301,32 @@ def _window_min(
         j = total - allowance - twin_slack
         if j < need:
             return j
-    return need
+        lowest = min(lowest, j)
+    return lowest
+
+
+@jit
+def _drops(demand: np.ndarray, supp_ptr: np.ndarray, supp_idx: np.ndarray,
+           supp_val: np.ndarray) -> np.ndarray:
+    """``drop[r, d] = sum_b max(0, x_r[b] - x_r[b - d])``: the most that turning row
+    ``r`` by ``d`` bins takes off any bin sum, hence off any excess (``f`` is monotone
+    with slope at most 1)."""
+    k, n_bins = demand.shape
+    drop = np.zeros((k, n_bins))
+    for r in range(k):
+        row = demand[r]
+        for d in range(1, n_bins):
+            total = 0.0
+            for t in range(supp_ptr[r], supp_ptr[r + 1]):
+                b = supp_idx[t]
+                src = b - d
+                if src < 0:
+                    src += n_bins
+                gap = supp_val[t] - row[src]
+                if gap > 0.0:
+                    total += gap
+            drop[r, d] = total
+    return drop
 
 
 @jit
@@ -451,6 +494,10 @@ def _walk(
     stats = np.zeros(3)
     window_cost = WINDOW_COST * n_bins if win_ptr[k] > win_ptr[last] else np.inf
     floors = np.full(n_bins, np.inf)  # per rotation of row sym_level, under one prefix
+    drop = _drops(demand, supp_ptr, supp_idx, supp_val)
+    eb_val = np.zeros(n_bins)
+    eb_from = np.full(n_bins, -1, dtype=np.int64)
+    reach = REACH * drop[max(top - 1, 0), 1] if top > 1 else 0.0
     floor = np.inf  # of the sym_level subtree being walked
     best_e = initial
     first_kept = np.inf
@@ -493,15 +540,23 @@ def _walk(
                 for r in range(level + 1, k):
                     cheap += incs[parent, r, order[parent, r, 0]] - twin_slack[r]
                 pruned = cheap >= need
+            if not pruned and level == top and top > 1:
+                origin = eb_from[s]
+                if origin >= 0:
+                    d = rot[top - 1] - origin
+                    if d < 0:
+                        d += n_bins
+                    pruned = eb_val[s] - drop[top - 1, d] - prune >= threshold
             if not pruned:
                 ov_state[0] = 0.0
                 ov_state[3] = 0.0
-                if level == top and stats[2] > 0.0:
+                windowed = level == top and stats[2] > 0.0
+                if windowed:
                     tail = _window_min(s, parent, demand, supp_ptr, supp_idx, supp_val, incs,
                                        order, pair, alone, prefix, capacity, need,
                                        sorted_count[last], twin_slack[last], value, win_ptr,
                                        win_start, win_len, one_ptr, one_idx, one_val, cum,
-                                       allowance, stats, ov_bin, ov_val, ov_state)
+                                       allowance, stats, ov_bin, ov_val, ov_state, reach)
                 else:
                     tail = 0.0
                     for r in range(level + 1, k):
@@ -509,7 +564,7 @@ def _walk(
                                            supp_val, limits, incs, order, pair, alone,
                                            prefix[parent], ov_bin, ov_val, ov_state,
                                            capacity, need - tail, level == top,
-                                           sorted_count[r], twin_slack[r])
+                                           sorted_count[r], twin_slack[r], reach)
                         if tail >= need:
                             break
                     stats[1] += ov_state[3]
@@ -524,6 +579,10 @@ def _walk(
                         stats[0] = 0.0
                         stats[1] = 0.0
                 pruned = tail >= need
+                if pruned and level == top and top > 1:
+                    # the joint increments' minimum is only known to reach need
+                    eb_val[s] = exc[parent] + incs[parent, level, s] + tail
+                    eb_from[s] = rot[top - 1]
             if not pruned:
                 add_rotated(prefix[parent], demand[level], s, prefix[level])
                 e_level, slack = excess_slack(prefix[level], capacity)
@@ -543,6 +602,8 @@ def _walk(
                     if not pruned:
                         level += 1
                         rot[level] = -1
+                        if level == top - 1:
+                            eb_from[:] = -1
                         if level == top:
                             stats[:] = 0.0
                         if level == sym_level:
