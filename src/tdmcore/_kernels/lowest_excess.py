@@ -497,7 +497,7 @@ def _walk(
     drop = _drops(demand, supp_ptr, supp_idx, supp_val)
     eb_val = np.zeros(n_bins)
     eb_from = np.full(n_bins, -1, dtype=np.int64)
-    reach = REACH * drop[max(top - 1, 0), 1] if top > 1 else 0.0
+    reach = REACH * drop[top - 1 if top > 1 else max(top, 0), 1]
     floor = np.inf  # of the sym_level subtree being walked
     best_e = initial
     first_kept = np.inf
@@ -540,13 +540,22 @@ def _walk(
                 for r in range(level + 1, k):
                     cheap += incs[parent, r, order[parent, r, 0]] - twin_slack[r]
                 pruned = cheap >= need
-            if not pruned and level == top and top > 1:
+            carried = -np.inf
+            if not pruned and level == top:
+                # What earlier children said of their subtrees, carried to this one.
+                here = rot[top - 1]
                 origin = eb_from[s]
-                if origin >= 0:
-                    d = rot[top - 1] - origin
+                if origin >= 0:  # the same child of an earlier sibling prefix
+                    d = here - origin
                     if d < 0:
                         d += n_bins
-                    pruned = eb_val[s] - drop[top - 1, d] - prune >= threshold
+                    carried = eb_val[s] - drop[top - 1, d]
+                if s > 0 and eb_from[s - 1] == here:  # the child before, one bin back
+                    carried = max(carried, eb_val[s - 1] - drop[top, 1])
+                pruned = carried - prune >= threshold
+                if pruned:
+                    eb_val[s] = carried
+                    eb_from[s] = here
             if not pruned:
                 ov_state[0] = 0.0
                 ov_state[3] = 0.0
@@ -579,9 +588,8 @@ def _walk(
                         stats[0] = 0.0
                         stats[1] = 0.0
                 pruned = tail >= need
-                if pruned and level == top and top > 1:
-                    # the joint increments' minimum is only known to reach need
-                    eb_val[s] = exc[parent] + incs[parent, level, s] + tail
+                if pruned and level == top:
+                    eb_val[s] = max(carried, exc[parent] + incs[parent, level, s] + tail)
                     eb_from[s] = rot[top - 1]
             if not pruned:
                 add_rotated(prefix[parent], demand[level], s, prefix[level])
