@@ -167,6 +167,10 @@ def heavy_table(count: int, cpu: bool = False) -> None:
               f"p1 {np.percentile(ratio, 1):.0f}x, smallest {ratio.min():.0f}x (seed {low[0]}: "
               f"{low[1] * 1e3:.3f} ms vs {low[2] * 1e3:.1f} ms); "
               f"{int((ratio < 100).sum())} below 100x", flush=True)
+        missed = [f"{seed} ({fast * 1e3:.3f} ms, {r:.0f}x)" for seed, fast, _, r in rows
+                  if r < 100 or fast >= 1e-3]
+        print(f"  missing a target (below 100x or at 1 ms or more): "
+              f"{', '.join(missed) if missed else 'none'}")
         print(f"  {'seed':>4} {'tdmcore ms':>11} {'naive ms':>9} {'ratio':>7}   (slowest five)")
         for seed, fast, peer, r in sorted(rows, key=lambda row: -row[1])[:5]:
             print(f"  {seed:>4} {fast * 1e3:>11.3f} {peer * 1e3:>9.1f} {r:>6.0f}x")
