@@ -155,7 +155,7 @@ class HeavySearch:
 
 #: the search's tail (issue 42): heavy_link seeds whose time or speed-up was among
 #: the worst of the first 500 without a perfect rotation (docs/benchmarks.md)
-HEAVY_TAIL_SEEDS = (257, 537, 395, 520, 67, 71)
+HEAVY_TAIL_SEEDS = (257, 537, 395, 520, 67, 71, 310, 151)
 
 
 class HeavySearchTail:

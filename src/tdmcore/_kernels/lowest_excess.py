@@ -32,6 +32,24 @@ more than those prefix sums would, as on crowded links where each child leaves
 dozens of candidate rotations, the scan of the child's candidates goes through the
 prefix sums instead (:func:`_window_min`), for the children of that prefix.
 
+**A good incumbent first** (:func:`lowest_excess`).  The scan's incumbent starts at
+infinity, so an ordered walk prunes little until it has met a good vector; on the
+heavily contended links about two thirds of the children came before the last
+improvement.  The walk starts instead just above the excess of a vector found by
+coordinate descent (:func:`_descent`), and a check on the first vector it keeps
+(:func:`_certified`) proves that the sequential scan keeps the same vectors from
+there on; when it cannot, the walk runs again from infinity.
+
+**Bounds carried between children.**  The last row's scan of a pruned child yields
+a lower bound on the child's whole subtree (the least of its candidates' bounds).
+``f`` is monotone with slope at most 1, so turning one row by ``d`` bins lowers any
+excess by at most that row's *drop* ``sum_b max(0, x[b] - x[b - d])``
+(:func:`_drops`): a child's bound, less the drop, bounds the same child of a
+sibling prefix (row ``top - 1`` turned) and the next child of the same prefix (row
+``top`` turned by one bin), which are pruned without a scan when that still clears
+the incumbent.  The scan reaches one row-turn's drop beyond what pruning the child
+itself needs (prefix sums only), so that its bound carries.
+
 Every bound is compared with a safety margin for rounding, so a skipped part can
 never hold a vector the scan would have kept; the prefix sums, rounded in another
 order, are lowered by a bound on that rounding first
@@ -65,6 +83,8 @@ ADAPT_AFTER = 4.0
 WINDOW_COST = 2.0
 #: passes of coordinate descent for phase B's first incumbent (lowest_excess)
 DESCENT_ROUNDS = 4
+#: how far beyond what pruning a child needs its last-row scan by prefix sums reaches,
+#: in drops of one turn of row top - 1 (so that its bound carries to the sibling)
 REACH = 1.0
 
 
@@ -180,7 +200,7 @@ def _joint_min(
     supp_idx: np.ndarray, supp_val: np.ndarray, limits: np.ndarray, incs: np.ndarray,
     order: np.ndarray, pair: np.ndarray, alone: np.ndarray, prefix_row: np.ndarray,
     ov_bin: np.ndarray, ov_val: np.ndarray, ov_state: np.ndarray, capacity: float,
-    need: float, any_below: bool, sorted_count: int, twin_slack: float, reach: float,
+    need: float, any_below: bool, sorted_count: int, twin_slack: float,
 ) -> float:
     """``min_s`` of :func:`_joint_increment` for row ``r`` once row ``level`` joins the
     prefix ``parent`` at rotation ``shift``: a lower bound on the excess row ``r``
@@ -189,8 +209,11 @@ def _joint_min(
     Rotations are visited by increasing ``incs[parent, r]``, a lower bound of each
     value, so the scan stops once that reaches the minimum found or ``need``: a
     result ``>= need`` only says the true minimum is ``>= need`` too.  With
-    ``any_below`` it also stops at the first value below ``need`` (the caller then
-    only learns that it cannot prune).  The overlap (:func:`_overlap`) is found on
+    ``any_below`` it stops at the first value below ``need`` (the caller then only
+    learns that it cannot prune) but not at the minimum found, and a result ``>=
+    need`` is a lower bound of the minimum: the least of every visited rotation's
+    value or of the cheaper bound that ruled it out, and of the value the scan
+    stopped at (it bounds the rotations not visited).  The overlap (:func:`_overlap`) is found on
     first use, and the exact joint value computed only where the cheaper bounds
     leave a chance, and its work (bins) added to ``ov_state[3]``.  Only the first
     ``sorted_count`` rotations are visited: the
@@ -255,8 +278,10 @@ def _window_min(
     (built into ``prefix[top]``) instead of a joint increment.
 
     The candidates, their order and the cheap bounds that rule rotations out are
-    :func:`_joint_min`'s; ``stats[1]`` gains what their joint increments would
-    have cost (bins).
+    :func:`_joint_min`'s, and so is the result, a lower bound of the minimum when
+    ``>= need``; the scan goes on to ``need + reach`` (:data:`REACH`) for a bound
+    that carries to other children.  ``stats[1]`` gains what the joint increments
+    of the candidates below ``need`` would have cost (bins).
     """
     k, n_bins = demand.shape
     last = k - 1
@@ -573,7 +598,7 @@ def _walk(
                                            supp_val, limits, incs, order, pair, alone,
                                            prefix[parent], ov_bin, ov_val, ov_state,
                                            capacity, need - tail, level == top,
-                                           sorted_count[r], twin_slack[r], reach)
+                                           sorted_count[r], twin_slack[r])
                         if tail >= need:
                             break
                     stats[1] += ov_state[3]
