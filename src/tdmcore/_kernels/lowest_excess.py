@@ -332,15 +332,16 @@ def _window_min(
 
 @jit
 def _drops(demand: np.ndarray, supp_ptr: np.ndarray, supp_idx: np.ndarray,
-           supp_val: np.ndarray) -> np.ndarray:
+           supp_val: np.ndarray, top: int) -> np.ndarray:
     """``drop[r, d] = sum_b max(0, x_r[b] - x_r[b - d])``: the most that turning row
     ``r`` by ``d`` bins takes off any bin sum, hence off any excess (``f`` is monotone
-    with slope at most 1)."""
+    with slope at most 1).  Only what the walk reads: row ``top - 1`` at every ``d``,
+    row ``top`` at ``d = 1`` (0 elsewhere)."""
     k, n_bins = demand.shape
     drop = np.zeros((k, n_bins))
-    for r in range(k):
+    for r in range(max(top - 1, 0), max(top, 0) + 1):
         row = demand[r]
-        for d in range(1, n_bins):
+        for d in range(1, n_bins if r < top else 2):
             total = 0.0
             for t in range(supp_ptr[r], supp_ptr[r + 1]):
                 b = supp_idx[t]
@@ -519,7 +520,7 @@ def _walk(
     stats = np.zeros(3)
     window_cost = WINDOW_COST * n_bins if win_ptr[k] > win_ptr[last] else np.inf
     floors = np.full(n_bins, np.inf)  # per rotation of row sym_level, under one prefix
-    drop = _drops(demand, supp_ptr, supp_idx, supp_val)
+    drop = _drops(demand, supp_ptr, supp_idx, supp_val, top)
     eb_val = np.zeros(n_bins)
     eb_from = np.full(n_bins, -1, dtype=np.int64)
     reach = REACH * drop[top - 1 if top > 1 else max(top, 0), 1]
