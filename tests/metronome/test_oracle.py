@@ -272,7 +272,8 @@ print(json.dumps(counts))
 MUTANTS = [
     ("joint bound 2 % high", "    return u if u > v else v\n",
      "    return 1.02 * (u if u > v else v)\n"),
-    ("sorted scan stops 2 % early, its bound not lowered", "        if v >= cut:\n            if any_below and v < best:\n",
+    ("sorted scan stops 2 % early, its bound not lowered",
+     "        if v >= cut:\n            if any_below and v < best:\n",
      "        if v >= 0.98 * cut:\n            v = cut\n            if any_below and v < best:\n"),
     ("prefix bound 2 % high", "pruned = e_level + tail - prune >= threshold",
      "pruned = 1.02 * (e_level + tail) - prune >= threshold"),
@@ -280,7 +281,8 @@ MUTANTS = [
      "carried = eb_val[s] - drop[top - 1, d]\n", "carried = eb_val[s] - 0.5 * drop[top - 1, d]\n"),
     ("the previous child's bound carried without the drop",  # half the drop: unnoticed
      "eb_val[s - 1] - drop[top, 1])", "eb_val[s - 1])"),
-    ("a subtree's bound from the joint increments 2 % high", "        if j < best:\n            best = j\n",
+    ("a subtree's bound from the joint increments 2 % high",
+     "        if j < best:\n            best = j\n",
      "        if j < best:\n            best = 1.02 * j\n"),
 ]
 #: the same, on the prefix sums of the last row's scan

@@ -50,7 +50,6 @@ def _kernel_args(demand: np.ndarray, capacity: float) -> tuple:
 
 
 def _all_excesses(demand: np.ndarray, capacity: float, limits: np.ndarray) -> np.ndarray:
-    k = demand.shape[0]
     grid = itertools.product(*[range(int(x)) for x in limits[1:]])
     return np.array([naive.excess(demand, (0, *vec), capacity) for vec in grid])
 
