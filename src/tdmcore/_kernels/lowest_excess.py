@@ -639,7 +639,8 @@ def _walk(
                         if level == top - 1:
                             eb_from[:] = -1
                         if level == top:
-                            stats[:] = 0.0
+                            stats[0] = 0.0  # the method stays the last prefix's
+                            stats[1] = 0.0
                         if level == sym_level:
                             floors[:] = np.inf
                         continue
