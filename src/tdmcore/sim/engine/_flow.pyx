@@ -267,7 +267,8 @@ cdef struct Eng:
     double* leta
     double* lcend
     double* ev_t
-    i64* ev_s
+    i64* ltree       # the links' tournament tree: ltree[1] is the link whose event is next
+    i64 lleaf        # its leaves: ltree[lleaf + lk] (a power of two, at least the links)
     double* ht
     i64* hid
     i64* hst
@@ -305,11 +306,19 @@ cdef inline i64 LX(Eng* e, int f, i64 k) noexcept nogil:
 
 
 
-# ---------------------------------------------------------------------------- heap
-# An indexed binary min-heap of the entities' pending events, ordered by (time,
-# entity): ``ht``/``hid`` hold the entries, ``hst[ent]`` the position of entity
-# ``ent`` in it (-1: no pending event).  Each entity has at most one entry, moved
-# in place when its event moves, so the heap holds only live events.
+# ---------------------------------------------------------------------------- events
+# Every entity (job slot ``j``, link ``lk`` as entity ``ns + lk``) has at most one
+# pending event, at ``ev_t[ent]`` (inf: none); they are taken in (time, entity)
+# order.  The jobs' are in an indexed binary min-heap ordered by (time, job):
+# ``ht``/``hid`` hold the entries, ``hst[j]`` the position of job ``j`` in it (-1:
+# no pending event), moved in place when its event moves.  The links' are in a
+# tournament tree (``ltree``): a leaf per link, each inner node the earlier of its
+# two children's events (the lower link on a tie), so moving a link's event
+# replays the matches on its path to the root, ``log2`` of the links long, without
+# a swap.  Most events are links' (a transfer starts or ends: their finish time
+# moves twice per transfer), and there are few links, so this is where the loop
+# spent its time in the heap.  The next event is the earlier of the heap's top and
+# the tree's root, the job on a tie (jobs' entities come first).
 cdef inline bint _less(Eng* e, i64 a, i64 b) noexcept nogil:
     return e.ht[a] < e.ht[b] or (e.ht[a] == e.ht[b] and e.hid[a] < e.hid[b])
 
@@ -352,12 +361,34 @@ cdef inline void _sift_up(Eng* e, i64 i) noexcept nogil:
             return
 
 
+cdef inline i64 _match(Eng* e, i64 a, i64 b) noexcept nogil:
+    """The winner of links ``a`` < ``b`` (-1: a leaf without a link, to the right
+    of every link): the earlier event, ``a`` on a tie."""
+    if b < 0 or e.ev_t[e.ns + a] <= e.ev_t[e.ns + b]:
+        return a
+    return b
+
+
+cdef inline void _link_event(Eng* e, i64 lk, double t) noexcept nogil:
+    """Link ``lk``'s pending event is now at ``t`` (inf: none)."""
+    cdef i64 i = (e.lleaf + lk) >> 1
+    e.ev_t[e.ns + lk] = t
+    while i >= 1:
+        e.ltree[i] = _match(e, e.ltree[2 * i], e.ltree[2 * i + 1])
+        i >>= 1
+
+
 cdef void _rebuild(Eng* e) noexcept nogil:
     cdef i64 n = 0, k, i
-    cdef i64 total = e.ns + e.nl
-    for k in range(total):
+    for k in range(e.lleaf):
+        e.ltree[e.lleaf + k] = k if k < e.nl else -1
+    i = e.lleaf - 1
+    while i >= 1:
+        e.ltree[i] = _match(e, e.ltree[2 * i], e.ltree[2 * i + 1])
+        i -= 1
+    for k in range(e.ns):
         e.hst[k] = -1
-    for k in range(total):
+    for k in range(e.ns):
         if e.ev_t[k] < INFINITY:
             e.ht[n] = e.ev_t[k]
             e.hid[n] = k
@@ -387,9 +418,14 @@ cdef inline void _remove_at(Eng* e, i64 i) noexcept nogil:
 
 cdef inline void _schedule(Eng* e, i64 ent, double t) noexcept nogil:
     """Entity ``ent``'s one pending event is now at ``t`` (inf: none)."""
-    cdef i64 i = e.hst[ent]
+    cdef i64 i
     cdef double old
-    e.ev_s[ent] += 1
+    if e.ev_t[ent] == t:  # already there (a rate change that moved nothing)
+        return
+    if ent >= e.ns:
+        _link_event(e, ent - e.ns, t)
+        return
+    i = e.hst[ent]
     e.ev_t[ent] = t
     if t == INFINITY:
         if i >= 0:
@@ -976,23 +1012,27 @@ cdef double _advance(Eng* e, double t, double until, i64* out, i64 budget) noexc
             out[0] = _STOP_BUDGET
             return t
         done += 1
-        if e.hsize[0] == 0:
+        lk = e.ltree[1]
+        te = e.ev_t[e.ns + lk] if lk >= 0 else INFINITY
+        if e.hsize[0] > 0 and e.ht[0] <= te:  # a job's event comes first (or none)
+            ent = e.hid[0]
+            te = e.ht[0]
+            lk = -1
+        if te == INFINITY:
             out[0] = STOP_IDLE
             return t
-        ent = e.hid[0]
-        te = e.ht[0]
         if te >= until:
             out[0] = STOP_TIME
             return until
-        _pop(e)
-        e.ev_t[ent] = INFINITY
         e.cfg[C_EVENTS] += 1
         t = te
-        if ent >= e.ns:  # a link: transfers complete
-            lk = ent - e.ns
+        if lk >= 0:  # a link: transfers complete
+            _link_event(e, lk, INFINITY)
             _progress(e, lk, t)
             _relink(e, lk)
             continue
+        _pop(e)
+        e.ev_t[ent] = INFINITY
         j = ent
         ph = <int>e.ji[JX(e, I_PHASE, j)]
         if ph == PHASE_WAIT:
@@ -1038,7 +1078,7 @@ cdef class FlowEngine:
     """
 
     cdef Eng e
-    cdef object jf, ji, pf, pi, lf, lptr, lpods, lact, ppos, lclear, ev_t, ev_s, ht, hid, hst
+    cdef object jf, ji, pf, pi, lf, lptr, lpods, lact, ppos, lclear, ev_t, ltree, ht, hid, hst
     cdef object hsize
     cdef object win, wino, hist, histo, readj, mon, lim, cfg, samples, scratch, scratch_f
     cdef readonly i64 n_links
@@ -1063,6 +1103,10 @@ cdef class FlowEngine:
         self.lpods = np.zeros(0, dtype=np.int64)
         self.lact = np.zeros(self.n_links, dtype=np.int64)
         self.lclear = np.full(self.n_links, -1, dtype=np.int64)
+        leaves = 1
+        while leaves < self.n_links:
+            leaves *= 2
+        self.ltree = np.full(2 * leaves, -1, dtype=np.int64)
         self.n_samples = int(samples_per_job)
         self.slots = 0
         self.free = []
@@ -1079,7 +1123,7 @@ cdef class FlowEngine:
         cdef double[:, ::1] wino = self.wino, hist = self.hist, histo = self.histo
         cdef double[:, ::1] lim = self.lim, samples = self.samples
         cdef i64[:, ::1] ji = self.ji, pi = self.pi, readj = self.readj, mon = self.mon
-        cdef i64[::1] lptr = self.lptr, lpods = self.lpods, ev_s = self.ev_s
+        cdef i64[::1] lptr = self.lptr, lpods = self.lpods, ltree = self.ltree
         cdef i64[::1] lact = self.lact, ppos = self.ppos, lclear = self.lclear
         cdef i64[::1] hid = self.hid, hst = self.hst, hsize = self.hsize, cfg = self.cfg
         cdef i64[::1] scratch = self.scratch
@@ -1115,7 +1159,8 @@ cdef class FlowEngine:
         e.leta = e.lf + L_ETA * e.nl if e.nl > 0 else NULL
         e.lcend = e.lf + L_CLEAR_END * e.nl if e.nl > 0 else NULL
         e.ev_t = &ev_t[0]
-        e.ev_s = &ev_s[0]
+        e.ltree = &ltree[0]
+        e.lleaf = ltree.shape[0] // 2
         e.ht = &ht[0]
         e.hid = &hid[0]
         e.hst = &hst[0]
@@ -1157,7 +1202,6 @@ cdef class FlowEngine:
         pi = np.zeros((N_PI, n_pods), dtype=np.int64)
         pi[P_LINK] = -1
         ev_t = np.full(n_slots + self.n_links, np.inf)
-        ev_s = np.zeros(n_slots + self.n_links, dtype=np.int64)
         if old is not None:
             s = self.slots
             jf[:, :s] = self.jf[:, :s]
@@ -1175,12 +1219,10 @@ cdef class FlowEngine:
             pi[:, :u] = self.pi[:, :u]
             old_slots = self.jf.shape[1]
             ev_t[:s] = self.ev_t[:s]
-            ev_s[:s] = self.ev_s[:s]
             ev_t[n_slots:] = self.ev_t[old_slots:]
-            ev_s[n_slots:] = self.ev_s[old_slots:]
         self.jf, self.ji, self.win, self.wino, self.hist = jf, ji, win, wino, hist
         self.histo, self.readj, self.mon, self.lim = histo, readj, mon, lim
-        self.samples, self.pf, self.pi, self.ev_t, self.ev_s = samples, pf, pi, ev_t, ev_s
+        self.samples, self.pf, self.pi, self.ev_t = samples, pf, pi, ev_t
         size = 2 * (n_slots + self.n_links) + 16
         self.ht = np.zeros(size)
         self.hid = np.zeros(size, dtype=np.int64)
