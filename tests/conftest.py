@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +20,15 @@ def pytest_configure(config: object) -> None:
     set: a ``TDMCORE_DATA`` without the data stops the run at once with the fix,
     instead of failing module by module."""
     from tdmcore.data import data_dir
+
+    # The signal tests send SIGINT to the commands they start, as a terminal's Ctrl-C
+    # does.  A suite started in the background (``nohup ... &``, a non-interactive
+    # shell's ``&``) inherits SIGINT ignored, every child with it, and Python then
+    # installs no KeyboardInterrupt handler (so a background job ignores Ctrl-C, as it
+    # should): undo it here, for this process and so for what it starts (a handler is
+    # reset to the default on exec).
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
     try:
         data_dir()
