@@ -34,8 +34,9 @@ from .partial_sums import add_rotated, excess_slack, over_capacity, rotation_exc
 
 MODE_FIRST = 0
 MODE_OPTIMAL = 1
-#: last-row sweeps of the plain phase-A walk without a perfect vector before the
-#: stronger walk of lowest_excess looks for one
+#: the work of the plain phase-A walk without a perfect vector, in last-row sweeps
+#: (bins: prefixes built and rows tried count too), before the stronger walk of
+#: lowest_excess looks for one
 PHASE_A_BUDGET = 8
 
 
@@ -152,26 +153,30 @@ def _rows_fit(
     prefix_row: np.ndarray, capacity: float, over: np.ndarray, first_row: int, k: int,
     limits: np.ndarray, supp_ptr: np.ndarray, supp_idx: np.ndarray, supp_val: np.ndarray,
     tol_excess: float, above_tol: float,
-) -> bool:
-    """Whether every row ``first_row..k-1`` alone has a perfect rotation on the prefix.
+) -> tuple[bool, int]:
+    """Whether every row ``first_row..k-1`` alone has a perfect rotation on the prefix,
+    and the work that took (bins, at most).
 
     If one has none, no completion of the prefix is perfect (adding the other
     rows never lowers excess), so phase A may prune the prefix.
     """
+    n_bins = prefix_row.shape[0]
     base = over_capacity(prefix_row, capacity, over)
+    work = n_bins
     for r in range(k - 1, first_row - 1, -1):
         lo = supp_ptr[r]
         hi = supp_ptr[r + 1]
         fits = False
         for s in range(limits[r]):
+            work += hi - lo
             e = rotation_excess(prefix_row, over, base, supp_idx[lo:hi], supp_val[lo:hi], s,
                                  capacity, above_tol)
             if e <= tol_excess:
                 fits = True
                 break
         if not fits:
-            return False
-    return True
+            return False, work
+    return True, work
 
 
 @jit_inline
@@ -322,20 +327,38 @@ def search_rotations_kernel(
     found = False
     best_psi = np.inf
     # The plain walk below usually meets a perfect vector within a few prefixes.
-    # When it has not after this many vectors, the walk of lowest_excess, with its
+    # When it has not after this much work (in bins: the last row's sweeps, but
+    # also the prefixes built and the rows tried on them, which on a crowded link
+    # can be all the plain walk does), the walk of lowest_excess, with its
     # stronger bounds, looks for the first perfect prefix: in first mode that is
     # the answer; in optimal mode, if there is one, the plain walk goes on (it
     # alone weighs Psi).  Either way it settles at once that none is perfect.
-    budget = PHASE_A_BUDGET * n_last
+    sweep = n_last * max(1, supp_ptr[k] - supp_ptr[last])
+    budget = PHASE_A_BUDGET * sweep
     checked = False
     exc0, slack0 = excess_slack(prefix[0], capacity)
-    if exc0 + max(0.0, rem[1] - slack0) <= tol_excess + margin and _rows_fit(
-            prefix[0], capacity, over, 1, k, limits, supp_ptr, supp_all_idx, supp_all_val,
-            tol_excess, above_tol):
+    fits = exc0 + max(0.0, rem[1] - slack0) <= tol_excess + margin
+    work = n_bins
+    if fits:
+        fits, work = _rows_fit(prefix[0], capacity, over, 1, k, limits, supp_ptr,
+                               supp_all_idx, supp_all_val, tol_excess, above_tol)
+    if fits:
         level = 0 if top == 0 else 1
         if top > 0:
             rot[1] = -1
         while True:
+            if not found and not checked and work >= budget:
+                checked = True
+                exists, count = lowest_excess(demand, capacity, limits, supp_ptr,
+                                              supp_all_idx, supp_all_val, rem, tol_excess,
+                                              margin, best_rot, True, perfect)
+                evaluated += count
+                if not exists:
+                    break
+                if not optimal:
+                    _first_interval_middle(perfect, n_last, middles, run_starts,
+                                           run_lengths, best_rot)
+                    return True, np.inf, evaluated
             if level > 0:
                 level, built, exc, slack = _next_prefix(level, rot, limits, prefix, demand,
                                                         capacity)
@@ -343,6 +366,7 @@ def search_rotations_kernel(
                     if level == 0:
                         break
                     continue
+                work += 2 * n_bins
                 if exc + max(0.0, rem[level + 1] - slack) > tol_excess + margin:
                     continue
                 if optimal:
@@ -356,26 +380,16 @@ def search_rotations_kernel(
                         continue
                     psi_pre[level] = psi
                 if level < top:
-                    if not _rows_fit(prefix[level], capacity, over, level + 1, k, limits,
-                                     supp_ptr, supp_all_idx, supp_all_val, tol_excess,
-                                     above_tol):
+                    fits, tried = _rows_fit(prefix[level], capacity, over, level + 1, k,
+                                            limits, supp_ptr, supp_all_idx, supp_all_val,
+                                            tol_excess, above_tol)
+                    work += tried
+                    if not fits:
                         continue
                     level += 1
                     rot[level] = -1
                     continue
             # -- level == top: every rotation of the last row, perfect or not --
-            if not found and not checked and evaluated >= budget:
-                checked = True
-                exists, count = lowest_excess(demand, capacity, limits, supp_ptr,
-                                              supp_all_idx, supp_all_val, rem, tol_excess,
-                                              margin, best_rot, True, perfect)
-                evaluated += count
-                if not exists:
-                    break
-                if not optimal:
-                    _first_interval_middle(perfect, n_last, middles, run_starts,
-                                           run_lengths, best_rot)
-                    return True, np.inf, evaluated
             p_row = prefix[top]
             base = over_capacity(p_row, capacity, over)
             any_perfect = False
@@ -386,6 +400,7 @@ def search_rotations_kernel(
                 if perfect[s]:
                     any_perfect = True
             evaluated += n_last
+            work += sweep
             if any_perfect:
                 if not optimal:
                     for i in range(last):
