@@ -251,6 +251,7 @@ for old, new in [("", "")] + json.loads(sys.argv[1]):
     mutant.__package__ = "tdmcore._kernels"
     exec(compile(source.replace(old, new) if old else source, path, "exec"), mutant.__dict__)
     rotation_search.lowest_excess = mutant.lowest_excess
+    rotation_search.perfect_or_lowest = mutant.perfect_or_lowest
     scans = mutant._window_min
     windowed = set()
 

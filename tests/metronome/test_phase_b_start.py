@@ -70,7 +70,7 @@ def test_certified_starts_keep_what_the_scan_keeps(block: int) -> None:
             for steps in (0.3, 1.1, 1.6, 2.05, 2.4, 2.9, 3.3, 4.0, 5.5):
                 initial = value + steps * tol
                 got = np.zeros(4, dtype=np.int64)
-                _, _, first = _walk(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
+                _, _, first, _ = _walk(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
                                     rem, tol, margin, got, False, perfect, initial)
                 same = tuple(got.tolist()) == want.rotations
                 if _certified(first, initial, tol):

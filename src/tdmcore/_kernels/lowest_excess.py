@@ -421,10 +421,11 @@ def _walk(
     supp_idx: np.ndarray, supp_val: np.ndarray, rem: np.ndarray, tol_excess: float,
     margin: float, best_rot: np.ndarray, find_perfect: bool, perfect: np.ndarray,
     initial: float,
-) -> tuple[bool, int, float]:
+) -> tuple[bool, int, float, float]:
     """:func:`lowest_excess`'s walk, its incumbent's excess starting at ``initial``
     (``inf``: none; :func:`lowest_excess` says when another start gives the same
-    answer).  Also returns the excess of the first vector it keeps (``inf``: none).
+    answer).  Also returns the excess of the first vector it keeps and of the last
+    (``inf``: none kept).
 
     Write into ``best_rot`` the vector the brute force's sequential scan keeps:
     the first in enumeration order that no later one beats by more than
@@ -700,10 +701,10 @@ def _walk(
         if any_perfect:
             for i in range(last):
                 best_rot[i] = rot[i]
-            return True, evaluated, first_kept
+            return True, evaluated, first_kept, best_e
         if level == 0:
             break
-    return False, evaluated, first_kept
+    return False, evaluated, first_kept, best_e if first_kept < np.inf else np.inf
 
 
 @jit
@@ -770,6 +771,26 @@ def _certified(first: float, initial: float, tol_excess: float) -> bool:
 
 
 @jit
+def _lowest_from(
+    demand: np.ndarray, capacity: float, limits: np.ndarray, supp_ptr: np.ndarray,
+    supp_idx: np.ndarray, supp_val: np.ndarray, rem: np.ndarray, tol_excess: float,
+    margin: float, best_rot: np.ndarray, perfect: np.ndarray, good: float,
+) -> tuple[int, float]:
+    """Phase B's walk started just above ``good``, the excess of some vector
+    (:func:`lowest_excess`), and again from infinity when the start is not
+    certified.  Returns ``(evaluated, excess of the vector kept)``."""
+    initial = good + 4.0 * tol_excess
+    _, evaluated, first, kept = _walk(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
+                                      rem, tol_excess, margin, best_rot, False, perfect,
+                                      initial)
+    if _certified(first, initial, tol_excess):
+        return evaluated, kept
+    _, again, _, kept = _walk(demand, capacity, limits, supp_ptr, supp_idx, supp_val, rem,
+                              tol_excess, margin, best_rot, False, perfect, np.inf)
+    return evaluated + again, kept
+
+
+@jit
 def lowest_excess(
     demand: np.ndarray, capacity: float, limits: np.ndarray, supp_ptr: np.ndarray,
     supp_idx: np.ndarray, supp_val: np.ndarray, rem: np.ndarray, tol_excess: float,
@@ -792,17 +813,55 @@ def lowest_excess(
     ``tol`` below ``T`` comes first: rare) the walk runs again from infinity.
     """
     if find_perfect or demand.shape[0] < 3:
-        found, evaluated, _ = _walk(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
-                                    rem, tol_excess, margin, best_rot, find_perfect, perfect,
-                                    np.inf)
+        found, evaluated, _, _ = _walk(demand, capacity, limits, supp_ptr, supp_idx,
+                                       supp_val, rem, tol_excess, margin, best_rot,
+                                       find_perfect, perfect, np.inf)
         return found, evaluated
     good = _descent(demand, capacity, limits, supp_ptr, supp_idx, supp_val, DESCENT_ROUNDS)
-    initial = good + 4.0 * tol_excess
-    found, evaluated, first = _walk(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
-                                    rem, tol_excess, margin, best_rot, False, perfect,
-                                    initial)
-    if _certified(first, initial, tol_excess):
-        return found, evaluated
-    found, again, _ = _walk(demand, capacity, limits, supp_ptr, supp_idx, supp_val, rem,
-                            tol_excess, margin, best_rot, False, perfect, np.inf)
-    return found, evaluated + again
+    evaluated, _ = _lowest_from(demand, capacity, limits, supp_ptr, supp_idx, supp_val, rem,
+                                tol_excess, margin, best_rot, perfect, good)
+    return False, evaluated
+
+
+@jit
+def perfect_or_lowest(
+    demand: np.ndarray, capacity: float, limits: np.ndarray, supp_ptr: np.ndarray,
+    supp_idx: np.ndarray, supp_val: np.ndarray, rem: np.ndarray, tol_excess: float,
+    margin: float, best_rot: np.ndarray, first_mode: bool, perfect: np.ndarray,
+) -> tuple[bool, int]:
+    """Whether some vector is perfect and, when none is, the vector phase B keeps:
+    both answers of :func:`lowest_excess`, for the price of one walk on a link
+    that has no perfect vector.  Returns ``(exists, evaluated)``.
+
+    ``exists`` with ``first_mode``: as :func:`lowest_excess` with ``find_perfect``
+    (the first perfect prefix in ``best_rot[:k-1]``, its perfect last-row rotations
+    in ``perfect``); without, only that one exists (``best_rot`` undefined).  Not
+    ``exists``: ``best_rot`` holds what :func:`lowest_excess` keeps without
+    ``find_perfect``.
+
+    The walk for the best vector settles the other question too.  Its sequential
+    scan keeps a vector only below the kept one's excess less ``tol``, so every
+    vector lies at or above the last kept excess ``E`` less ``tol``: when ``E >
+    2 tol`` (and a margin for rounding), none is within ``tol``, none is perfect.
+    So when coordinate descent (:func:`_descent`) meets no perfect vector, that walk
+    runs first, and the walk for the first perfect prefix only when it leaves the
+    question open; when descent meets one, a perfect vector exists.
+    """
+    if demand.shape[0] >= 3:
+        good = _descent(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
+                        DESCENT_ROUNDS)
+        if good > tol_excess:
+            evaluated, kept = _lowest_from(demand, capacity, limits, supp_ptr, supp_idx,
+                                           supp_val, rem, tol_excess, margin, best_rot,
+                                           perfect, good)
+            if kept > 2.0 * tol_excess + margin:
+                return False, evaluated
+        elif not first_mode:
+            return True, 0
+    found, evaluated = lowest_excess(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
+                                     rem, tol_excess, margin, best_rot, True, perfect)
+    if found:
+        return True, evaluated
+    _, again = lowest_excess(demand, capacity, limits, supp_ptr, supp_idx, supp_val, rem,
+                             tol_excess, margin, best_rot, False, perfect)
+    return False, evaluated + again

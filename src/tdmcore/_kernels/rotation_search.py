@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import jit, jit_inline
-from .lowest_excess import lowest_excess
+from .lowest_excess import lowest_excess, perfect_or_lowest
 from .partial_sums import add_rotated, excess_slack, over_capacity, rotation_excess
 
 MODE_FIRST = 0
@@ -332,7 +332,8 @@ def search_rotations_kernel(
     # can be all the plain walk does), the walk of lowest_excess, with its
     # stronger bounds, looks for the first perfect prefix: in first mode that is
     # the answer; in optimal mode, if there is one, the plain walk goes on (it
-    # alone weighs Psi).  Either way it settles at once that none is perfect.
+    # alone weighs Psi).  Either way it settles at once that none is perfect, and
+    # then gives phase B's answer too (perfect_or_lowest).
     sweep = n_last * max(1, supp_ptr[k] - supp_ptr[last])
     budget = PHASE_A_BUDGET * sweep
     checked = False
@@ -349,12 +350,20 @@ def search_rotations_kernel(
         while True:
             if not found and not checked and work >= budget:
                 checked = True
-                exists, count = lowest_excess(demand, capacity, limits, supp_ptr,
-                                              supp_all_idx, supp_all_val, rem, tol_excess,
-                                              margin, best_rot, True, perfect)
+                if perfect_only:
+                    exists, count = lowest_excess(demand, capacity, limits, supp_ptr,
+                                                  supp_all_idx, supp_all_val, rem, tol_excess,
+                                                  margin, best_rot, True, perfect)
+                else:  # when none is perfect, phase B's answer comes with it
+                    exists, count = perfect_or_lowest(demand, capacity, limits, supp_ptr,
+                                                      supp_all_idx, supp_all_val, rem,
+                                                      tol_excess, margin, best_rot,
+                                                      not optimal, perfect)
                 evaluated += count
                 if not exists:
-                    break
+                    if perfect_only:
+                        break
+                    return False, np.inf, evaluated
                 if not optimal:
                     _first_interval_middle(perfect, n_last, middles, run_starts,
                                            run_lengths, best_rot)
