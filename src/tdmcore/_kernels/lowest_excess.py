@@ -89,10 +89,28 @@ REACH = 1.0
 
 
 @jit_inline
-def _sort_indices(keys: np.ndarray, n: int, order: np.ndarray) -> None:
-    """``order[:n]`` = ``0..n-1`` sorted by ``keys`` ascending (Shell sort, in place)."""
+def _order_below(keys: np.ndarray, n: int, cutoff: float, order: np.ndarray) -> None:
+    """The indices ``0..n-1`` in an order that any scan by increasing key which stops
+    at the first key ``>= cut``, for a ``cut <= cutoff``, cannot tell from sorted:
+    those with a key below ``cutoff``, sorted (Shell sort), then the one with the
+    smallest key of the others.  ``order[0]`` is always an index of the smallest key.
+    """
+    m = 0
+    rest = -1
     for i in range(n):
-        order[i] = i
+        if keys[i] < cutoff:
+            order[m] = i
+            m += 1
+        elif rest < 0 or keys[i] < keys[rest]:
+            rest = i
+    _sort_indices(keys, m, order)
+    if rest >= 0:
+        order[m] = rest
+
+
+@jit_inline
+def _sort_indices(keys: np.ndarray, n: int, order: np.ndarray) -> None:
+    """``order[:n]``, indices, sorted by ``keys`` ascending (Shell sort, in place)."""
     gap = 1
     while gap < n // 3:
         gap = 3 * gap + 1
@@ -180,17 +198,39 @@ def _prefix_increments(
     sorted_count: np.ndarray, twin_slack: np.ndarray, value: np.ndarray,
     win_ptr: np.ndarray, win_start: np.ndarray, win_len: np.ndarray, one_ptr: np.ndarray,
     one_idx: np.ndarray, one_val: np.ndarray, cum: np.ndarray, allowance: float,
-    incs: np.ndarray, order: np.ndarray,
+    incs: np.ndarray, order: np.ndarray, need: float, reach: float,
 ) -> float:
     """``incs[level, r]`` (what each row ``r > level`` adds at every rotation to the
-    prefix) and ``order[level, r]`` (its first ``sorted_count[r]`` rotations sorted
-    by it); returns ``sum_r min_s incs[level, r]`` less ``twin_slack``."""
-    tail = 0.0
-    for r in range(level + 1, limits.shape[0]):
+    prefix) and ``order[level, r]`` (its first ``sorted_count[r]`` rotations by it,
+    :func:`_order_below`); returns ``sum_r min_s incs[level, r]`` less
+    ``twin_slack``.
+
+    ``need``: the most the rows after ``level`` must add for a completion to beat
+    the incumbent (the walk's threshold, less the prefix's excess, plus the
+    margin); it only falls as the walk goes on.  The children's scans of row ``r``
+    (:func:`_joint_min`, :func:`_window_min`) stop at the first increment at or
+    above what their child needs of row ``r``: at most ``need`` less the least that
+    row ``level + 1`` and the rows between add, plus ``reach`` for the last row's
+    prefix-sum scan when the children are of row ``top``.  So only increments
+    below that are sorted, and of row ``level + 1``, which no child scans, only the
+    smallest is found.
+    """
+    k = limits.shape[0]
+    for r in range(level + 1, k):
         rotation_increments(prefix_row, capacity, r, limits[r], value, win_ptr, win_start,
                             win_len, one_ptr, one_idx, one_val, cum, allowance, incs[level, r])
-        _sort_indices(incs[level, r], sorted_count[r], order[level, r])
-        tail += incs[level, r, order[level, r, 0]] - twin_slack[r]
+    tail = 0.0
+    cutoff = -np.inf  # row level + 1: only its smallest increment is read
+    for r in range(level + 1, k):
+        _order_below(incs[level, r], sorted_count[r], cutoff, order[level, r])
+        least = incs[level, r, order[level, r, 0]] - twin_slack[r]
+        tail += least
+        if r == level + 1:
+            cutoff = need - least
+        else:
+            cutoff -= least
+        if r + 1 == k - 1 and level + 1 == k - 2:
+            cutoff += reach
     return tail
 
 
@@ -534,9 +574,11 @@ def _walk(
     exc[0] = over_capacity(prefix[0], capacity, over)
     level = 0
     if top > 0:
+        threshold = perfect_below if find_perfect else best_e - tol_excess
         _prefix_increments(0, prefix[0], capacity, limits, sorted_count, twin_slack, value,
                            win_ptr, win_start, win_len, one_ptr, one_idx, one_val, cum,
-                           allowance, incs, order)
+                           allowance, incs, order, threshold + prune + margin - exc[0],
+                           reach)
         level = 1
         rot[1] = -1
     while True:
@@ -632,7 +674,8 @@ def _walk(
                     tail = _prefix_increments(level, prefix[level], capacity, limits,
                                               sorted_count, twin_slack, value, win_ptr,
                                               win_start, win_len, one_ptr, one_idx, one_val,
-                                              cum, allowance, incs, order)
+                                              cum, allowance, incs, order,
+                                              threshold + prune + margin - e_level, reach)
                     pruned = e_level + tail - prune >= threshold
                     if not pruned:
                         level += 1
