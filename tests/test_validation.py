@@ -301,3 +301,43 @@ def test_numpy_integers_are_integers_everywhere() -> None:
     assert type(job.workers) is int and type(job.iterations) is int
     with pytest.raises(ValueError, match=r"^iterations: expected an integer in \[1, "):
         SimJob("j", "ResNet50", None, workers=2, iterations=True, iteration_ms=100.0)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, -1.0, 2e6])
+def test_the_common_case_fast_path_refuses_what_the_general_path_refuses(bad: float) -> None:
+    """check_demand and the search's limits and mids take a float64 (int64) array the
+    short way (two reductions); a bad value there must meet the same refusal, with the
+    same message, as the same numbers given as lists (issue 42's fast path)."""
+    demand = np.ones((2, 8))
+    demand[1, 3] = bad
+    messages = []
+    for given in (demand, demand.tolist()):
+        with pytest.raises(ValueError, match="^demand: ") as info:
+            tdmcore.search_rotations(given, 25.0, np.array([1, 8], dtype=np.int64))
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
+    mids = [np.array([1.0]), np.array([bad])]
+    for mode in ("first", "optimal"):
+        if np.isfinite(bad):
+            continue
+        with pytest.raises(ValueError, match=r"^mids\[1\]: must be finite"):
+            tdmcore.search_rotations(np.ones((2, 8)), 25.0, [1, 8], mode=mode, mids=mids)
+    for limits in (np.array([1, 9], dtype=np.int64), np.array([1, 0], dtype=np.int64)):
+        with pytest.raises(ValueError, match="^limits: allowed rotations"):
+            tdmcore.search_rotations(np.ones((2, 8)), 25.0, limits)
+
+
+def test_first_mode_gives_psi_of_a_perfect_vector_as_optimal_mode_places_midpoints() -> None:
+    """First mode places the midpoints on the circle only for a perfect vector's Psi,
+    after the search; they must be the same midpoints, folded the same way."""
+    demand = np.zeros((2, 8))
+    demand[0, :2] = demand[1, :2] = 10.0
+    mids = [np.array([0.5 - 8.0]), np.array([0.5 + 16.0])]
+    got = tdmcore.search_rotations(demand, 25.0, [1, 8], mode="first", mids=mids)
+    assert got.perfect and got.psi is not None
+    # rows 0 and 1 do not contend (10 + 10 < 25): Psi is inf in both modes
+    want = tdmcore.search_rotations(demand, 25.0, [1, 8], mode="optimal", mids=mids)
+    assert got.psi == want.psi == float("inf")
+    demand[:, :2] = 20.0  # now they contend: the distance of the midpoints counts
+    got = tdmcore.search_rotations(demand, 25.0, [1, 8], mode="first", mids=mids)
+    assert got.perfect and got.psi == min(abs(got.rotations[1]), 8 - abs(got.rotations[1]))

@@ -32,6 +32,9 @@ PSI_ATOL_BINS = 1e-9
 CONTEND_RTOL = 1e-9
 _MODES = {"first": MODE_FIRST, "optimal": MODE_OPTIMAL}
 _INT32_MAX = int(np.iinfo(np.int32).max)
+#: what the kernel is given in first mode, which reads neither (search_rotations)
+_NO_MIDS = np.zeros(0)
+_NO_PAIRS = np.zeros((0, 0), dtype=np.bool_)
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,7 +65,10 @@ class RotationResult(ValueEquality):
 
 
 def _check_limits(limits: Any, k: int, n_bins: int) -> NDArray[np.int64]:
-    lim = v.as_int_vector("limits", limits)
+    if type(limits) is np.ndarray and limits.dtype == np.int64 and limits.shape == (k,):
+        lim = limits  # the common case: already what as_int_vector makes
+    else:
+        lim = v.as_int_vector("limits", limits)
     if lim.shape != (k,):
         raise ValueError(f"limits: expected {k} values (one per row), got {lim.shape[0]}")
     # k is small: plain Python comparisons cost less than numpy reductions here
@@ -77,20 +83,21 @@ def _check_limits(limits: Any, k: int, n_bins: int) -> NDArray[np.int64]:
     return lim
 
 
-def _check_mids(mids: Any, k: int, n_bins: int) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+def _check_mids(mids: Any, k: int) -> tuple[NDArray[np.float64], list[int]]:
+    """The midpoints, flat and finite, and each row's count (:func:`_fold_mids`
+    places them on the circle)."""
     if isinstance(mids, Sequence | np.ndarray) and not isinstance(mids, str | bytes):
         rows = list(mids)
     else:
         raise ValueError(f"mids: expected a sequence of {k} 1-D arrays, got {type(mids).__name__}")
     if len(rows) != k:
         raise ValueError(f"mids: expected {k} arrays (one per row), got {len(rows)}")
-    if all(isinstance(row, np.ndarray) and row.ndim == 1 and row.dtype.kind in "fiu"
+    if all(type(row) is np.ndarray and row.ndim == 1 and row.dtype.kind in "fiu"
            for row in rows):
         # the common case, real 1-D arrays: checked once, all rows together
         flat = np.concatenate(rows).astype(np.float64, copy=False) if rows else np.zeros(0)
         if np.isfinite(flat).all():
-            sizes = [row.size for row in rows]
-            return _fold_mids(flat, sizes, k, n_bins)
+            return flat, [row.size for row in rows]
     arrays = []
     for i, row in enumerate(rows):
         arr = np.atleast_1d(v.as_float_array(f"mids[{i}]", row))
@@ -98,7 +105,7 @@ def _check_mids(mids: Any, k: int, n_bins: int) -> tuple[NDArray[np.float64], ND
             raise ValueError(f"mids[{i}]: expected a 1-D array, got shape {arr.shape}")
         arrays.append(arr)
     flat = np.concatenate(arrays) if arrays else np.zeros(0)
-    return _fold_mids(flat, [a.size for a in arrays], k, n_bins)
+    return flat, [a.size for a in arrays]
 
 
 def _fold_mids(flat: NDArray[np.float64], sizes: list[int], k: int, n_bins: int
@@ -188,11 +195,14 @@ def search_rotations(
         raise ValueError(f"mode: expected 'first' or 'optimal', got {mode!r}")
     if mode == "optimal" and mids is None:
         raise ValueError("mids: required for mode='optimal' (midpoints of each row's comm units)")
-    if mids is not None:
-        flat_mids, mid_offsets = _check_mids(mids, k, n_bins)
+    checked_mids = _check_mids(mids, k) if mids is not None else None
+    # First mode reads the midpoints and the contending pairs only for a perfect
+    # vector's Psi, after the search: placed on the circle then, if at all.
+    if mode == "optimal" and checked_mids is not None:
+        flat_mids, mid_offsets = _fold_mids(*checked_mids, k, n_bins)
+        contend = contending_pairs(arr, cap)
     else:
-        flat_mids, mid_offsets = np.zeros(0), np.zeros(k + 1, dtype=np.int64)
-    contend = contending_pairs(arr, cap)
+        flat_mids, mid_offsets, contend = _NO_MIDS, np.zeros(k + 1, dtype=np.int64), _NO_PAIRS
     tol_excess = PERFECT_RTOL * cap
     # Rounding allowance for the pruning bounds: far above float error, far below
     # any excess difference the tie rules can see.
@@ -207,8 +217,10 @@ def search_rotations(
     if perfect:
         if mode == "optimal":
             result_psi = float(psi)
-        elif mids is not None:
-            result_psi = psi_of(rotations, flat_mids, mid_offsets, contend, n_bins)
+        elif checked_mids is not None:
+            flat_mids, mid_offsets = _fold_mids(*checked_mids, k, n_bins)
+            result_psi = psi_of(rotations, flat_mids, mid_offsets, contending_pairs(arr, cap),
+                                n_bins)
     return RotationResult(
         rotations=rotations,
         score=_score_from_excess(float(exc), cap, n_bins),

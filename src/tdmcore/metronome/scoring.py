@@ -27,6 +27,13 @@ def check_demand(demand: Any, name: str = "demand") -> NDArray[np.float64]:
     """A (k, bins) array of finite demands in [0, 10^6] Gbps (the rates' cap,
     :data:`tdmcore._validation.MAX_GBPS`) with k >= 1 and 8 <= bins <= 3,600
     (:data:`tdmcore._validation.MIN_BINS`, ``MAX_BINS``)."""
+    if (type(demand) is np.ndarray and demand.dtype == np.float64 and demand.ndim == 2
+            and demand.flags.c_contiguous and demand.shape[0] >= 1
+            and v.MIN_BINS <= demand.shape[1] <= v.MAX_BINS
+            and demand.min() >= 0.0 and demand.max() <= v.MAX_GBPS):
+        # The common case, for two reductions (a NaN fails both comparisons, an
+        # infinity one); anything else goes the long way below, which names the fault.
+        return demand
     arr = v.as_float_array(name, demand)
     if arr.ndim == 1:
         arr = arr[None, :]
