@@ -112,3 +112,40 @@ def test_the_descent_finds_a_vector_at_most_its_excess() -> None:
         assert good >= lowest - 1e-9 * capacity, seed
         at_minimum += bool(good <= lowest + 1e-9 * capacity)
     assert at_minimum >= 30
+
+
+def test_the_best_vector_walk_settles_that_none_is_perfect() -> None:
+    """perfect_or_lowest: when phase B's walk keeps a vector of excess above 2 tol,
+    no vector is perfect (every vector lies at or above the kept excess less tol).
+    Checked on near-tie links against the brute force, with the kernel's answer; the
+    band matters: "above tol" alone would call some links with a perfect vector
+    imperfect."""
+    from tdmcore._kernels.lowest_excess import _lowest_from, perfect_or_lowest
+
+    settled = wrong_with_tol = 0
+    for seed in range(400):
+        demand, capacity, limits = _near_tie_link(seed)
+        tol = PERFECT_RTOL * capacity
+        supp_ptr, supp_idx, supp_val, rem, margin = _kernel_args(demand, capacity)
+        perfect = np.zeros(int(limits[-1]), dtype=np.bool_)
+        want = naive.search(demand, capacity, limits)
+        good = _descent(demand, capacity, limits, supp_ptr, supp_idx, supp_val, 4)
+        got = np.zeros(4, dtype=np.int64)
+        _, kept = _lowest_from(demand, capacity, limits, supp_ptr, supp_idx, supp_val, rem,
+                               tol, margin, got, perfect, good)
+        lowest = _all_excesses(demand, capacity, limits).min()
+        assert lowest >= kept - tol - margin, seed
+        if kept > 2.0 * tol + margin:
+            settled += 1
+            assert not want.perfect, seed
+        elif kept > tol + margin and want.perfect:
+            wrong_with_tol += 1
+        for first_mode in (True, False):
+            got = np.zeros(4, dtype=np.int64)
+            exists, _ = perfect_or_lowest(demand, capacity, limits, supp_ptr, supp_idx,
+                                          supp_val, rem, tol, margin, got, first_mode, perfect)
+            assert exists == want.perfect, (seed, first_mode)
+            if not exists:
+                assert tuple(got.tolist()) == want.rotations, seed
+    assert settled >= 100
+    assert wrong_with_tol >= 1

@@ -21,7 +21,10 @@ never contain a vector the enumeration would have chosen.
 Two phases: (A) walk only prefixes that can hold a perfect vector (the bounds
 above, and each remaining row must alone have a perfect rotation on the prefix);
 if none does, (B) branch and bound for the highest score, ties first in
-enumeration order, with the stronger bounds of :mod:`.lowest_excess`.
+enumeration order, with the stronger bounds of :mod:`.lowest_excess`.  When phase
+A's plain walk has spent its budget without a perfect vector, the stronger walks
+take over (:func:`~.lowest_excess.perfect_or_lowest`): on a link that has none,
+phase B's walk alone settles both questions.
 """
 
 from __future__ import annotations
