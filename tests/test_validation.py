@@ -341,3 +341,26 @@ def test_first_mode_gives_psi_of_a_perfect_vector_as_optimal_mode_places_midpoin
     demand[:, :2] = 20.0  # now they contend: the distance of the midpoints counts
     got = tdmcore.search_rotations(demand, 25.0, [1, 8], mode="first", mids=mids)
     assert got.perfect and got.psi == min(abs(got.rotations[1]), 8 - abs(got.rotations[1]))
+
+
+def test_fold_mids_and_contending_are_numpys_bit_for_bit() -> None:
+    """The compiled fold of the midpoints and the contending pairs (issue 42: the
+    wrapper's numpy passes cost more than some searches) give numpy's values."""
+    from tdmcore._kernels.rotation_search import contending, fold_mids
+
+    rng = np.random.default_rng(42)
+    for n_bins in (8, 72, 360, 3600):
+        flat = np.concatenate([rng.uniform(-3 * n_bins, 3 * n_bins, 500),
+                               [-1e-300, -5e-324, -0.0, 0.0, n_bins, -n_bins, 1e300, -1e300,
+                                n_bins - 1e-13, -1e-17]])
+        want = np.mod(flat, n_bins)
+        want[want >= n_bins] = 0.0
+        assert np.array_equal(fold_mids(flat, n_bins).view(np.int64), want.view(np.int64))
+    for _ in range(200):
+        k = int(rng.integers(1, 7))
+        demand = rng.uniform(0, 20, (k, 16)) * (rng.random((k, 16)) < 0.5)
+        capacity = float(rng.uniform(5, 40))
+        peaks = demand.max(axis=1)
+        want = (peaks[:, None] + peaks[None, :]) >= capacity * (1.0 - 1e-9)
+        np.fill_diagonal(want, False)
+        assert np.array_equal(contending(demand, capacity, 1e-9), want)

@@ -43,6 +43,37 @@ MODE_OPTIMAL = 1
 PHASE_A_BUDGET = 8
 
 
+@jit
+def fold_mids(flat: np.ndarray, n_bins: int) -> np.ndarray:
+    """Midpoints (bins) folded onto the circle ``[0, n_bins)``: ``np.mod``'s value,
+    bit for bit (Python's float ``%``), and ``0`` where that is exactly ``n_bins``
+    (a tiny negative input)."""
+    out = np.empty_like(flat)
+    for i in range(flat.shape[0]):
+        m = flat[i] % n_bins
+        out[i] = 0.0 if m >= n_bins else m
+    return out
+
+
+@jit
+def contending(demand: np.ndarray, capacity: float, rtol: float) -> np.ndarray:
+    """Rows ``i != j`` whose peak demands sum to at least ``capacity (1 - rtol)``:
+    Eq. 9's contending tasks (demands >= 0)."""
+    k, n_bins = demand.shape
+    peaks = np.zeros(k)
+    for i in range(k):
+        for b in range(n_bins):
+            if demand[i, b] > peaks[i]:
+                peaks[i] = demand[i, b]
+    bound = capacity * (1.0 - rtol)
+    pairs = np.zeros((k, k), dtype=np.bool_)
+    for i in range(k):
+        for j in range(k):
+            if i != j and peaks[i] + peaks[j] >= bound:
+                pairs[i, j] = True
+    return pairs
+
+
 @jit_inline
 def pair_distance(
     mids: np.ndarray, mid_offsets: np.ndarray, i: int, rot_i: int, j: int, rot_j: int, n_bins: int

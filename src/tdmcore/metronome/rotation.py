@@ -6,6 +6,7 @@ recalculation, 3rd-stage objective Psi of Eq. 9).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -19,6 +20,8 @@ from .._kernels.circle import excess_and_carried
 from .._kernels.rotation_search import (
     MODE_FIRST,
     MODE_OPTIMAL,
+    contending,
+    fold_mids,
     pair_distance,
     search_rotations_kernel,
 )
@@ -110,21 +113,16 @@ def _check_mids(mids: Any, k: int) -> tuple[NDArray[np.float64], list[int]]:
 
 def _fold_mids(flat: NDArray[np.float64], sizes: list[int], k: int, n_bins: int
                ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
-    """Midpoints folded into ``[0, n_bins)``, flat, with each row's offsets."""
-    offsets = np.zeros(k + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    folded = np.ascontiguousarray(np.mod(flat, n_bins))
-    # np.mod can return exactly n_bins for tiny negative inputs; fold it back.
-    folded[folded >= n_bins] = 0.0
-    return folded, offsets
+    """Midpoints folded into ``[0, n_bins)`` (:func:`fold_mids`), flat, with each
+    row's offsets."""
+    offsets = np.array([0, *itertools.accumulate(sizes)], dtype=np.int64)
+    return fold_mids(np.ascontiguousarray(flat), n_bins), offsets
 
 
 def contending_pairs(demand: NDArray[np.float64], capacity_gbps: float) -> NDArray[np.bool_]:
-    """Rows i != j whose peak demands sum to >= B (1 - 1e-9) (Eq. 9's contending tasks)."""
-    peaks = demand.max(axis=1)
-    pairs = (peaks[:, None] + peaks[None, :]) >= capacity_gbps * (1.0 - CONTEND_RTOL)
-    np.fill_diagonal(pairs, False)
-    return np.ascontiguousarray(pairs)
+    """Rows i != j whose peak demands sum to >= B (1 - 1e-9) (Eq. 9's contending tasks,
+    :func:`~tdmcore._kernels.rotation_search.contending`)."""
+    return contending(demand, capacity_gbps, CONTEND_RTOL)
 
 
 def search_rotations(
