@@ -122,7 +122,8 @@ def _fold_mids(flat: NDArray[np.float64], sizes: list[int], k: int, n_bins: int
 def contending_pairs(demand: NDArray[np.float64], capacity_gbps: float) -> NDArray[np.bool_]:
     """Rows i != j whose peak demands sum to >= B (1 - 1e-9) (Eq. 9's contending tasks,
     :func:`~tdmcore._kernels.rotation_search.contending`)."""
-    return contending(demand, capacity_gbps, CONTEND_RTOL)
+    pairs: NDArray[np.bool_] = contending(demand, capacity_gbps, CONTEND_RTOL)
+    return pairs
 
 
 def search_rotations(
