@@ -285,6 +285,9 @@ MUTANTS = [
     ("a subtree's bound from the joint increments 2 % high",
      "        if j < best:\n            best = j\n",
      "        if j < best:\n            best = 1.02 * j\n"),
+    ("the overlap's correction left out",
+     "            slope += h if h > 0.0 else 0.0\n",
+     "            slope += 0.0 * h\n"),  # at half the peak's h: unnoticed
 ]
 #: the same, on the prefix sums of the last row's scan
 WINDOW_MUTANTS = [

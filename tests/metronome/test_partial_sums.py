@@ -73,3 +73,32 @@ def test_rotation_increments_bound_the_exact_increments(kind: str, seed: int) ->
             exact = _exact_increment(prefix, demand[r], s, cap)
             assert Fraction(out[s]) <= exact <= Fraction(out[s]) + 2 * Fraction(allowance), \
                 (kind, seed, r, s)
+
+
+def test_the_overlap_correction_is_bounded_by_h_at_the_peak() -> None:
+    """_overlap's slope (issue 42): on a bin where the prefix holds p and the joining
+    row x, a later row's demand y <= y_peak adds, jointly, at least what it adds to
+    each alone less h(min(p, x)), h(a) = f(a + y_peak) - f(a) - f(y_peak); checked in
+    exact rationals on random and boundary values (equalities at B included)."""
+    rng = np.random.default_rng(7)
+    cap = Fraction(25)
+
+    def f(a: Fraction) -> Fraction:
+        return max(Fraction(0), a - cap)
+
+    def g(y: Fraction, a: Fraction) -> Fraction:
+        return f(a + y) - f(a)
+
+    grid = [Fraction(v) for v in (0, 1, 5, 10, 12.5, 15, 20, 24, 25, 26, 30)]
+    values = grid + [Fraction(float(v)) for v in rng.uniform(0, 30, 40)]
+    tight = 0
+    for _ in range(20_000):
+        p, x, y_peak = (values[int(i)] for i in rng.integers(0, len(values), 3))
+        y = y_peak * Fraction(float(rng.choice([0.0, 0.3, 0.7, 1.0])))
+        correction = g(y, p + x) - g(y, p) - g(y, x) + g(y, Fraction(0))
+        a = min(p, x)
+        h = f(a + y_peak) - f(a) - f(y_peak)
+        assert h >= 0
+        assert correction >= -h, (p, x, y, y_peak)
+        tight += correction == -h and h > 0
+    assert tight > 100  # the bound is reached: no slack left to spend

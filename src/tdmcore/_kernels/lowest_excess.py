@@ -129,19 +129,25 @@ def _sort_indices(keys: np.ndarray, n: int, order: np.ndarray) -> None:
 @jit_inline
 def _overlap(
     prefix_row: np.ndarray, idx: np.ndarray, val: np.ndarray, shift: int,
-    ov_bin: np.ndarray, ov_val: np.ndarray, ov_state: np.ndarray,
+    ov_bin: np.ndarray, ov_val: np.ndarray, ov_state: np.ndarray, y_peak: float,
+    capacity: float,
 ) -> None:
     """The bins where both the prefix and a row (support ``idx``, ``val``) rotated by
     ``shift`` are non-zero (``ov_bin``), with the row's demand there (``ov_val``).
 
-    Sets ``ov_state[:3] = [1, count, slope]`` with ``slope = sum min(P_b, x_b)`` over
-    those bins, which bounds the overlap correction of :func:`_joint_increment`
-    from below (negated): per bin it is ``g(P + x) - g(P) - g(x) + g(0)``, where
-    ``g(P + x) >= g(P)`` and ``g(x) - g(0) <= x`` (and symmetrically).
+    Sets ``ov_state[:3] = [1, count, slope]``, where ``slope`` bounds the overlap
+    correction of :func:`_joint_increment` from below (negated), for any later row
+    whose demand is at most ``y_peak``: per bin the correction is ``g(P + x) - g(P)
+    - g(x) + g(0)`` with ``g = g_y``, and ``g(P + x) >= g(P)``, so it is at least
+    ``-(g(x) - g(0)) = -h_y(x)``, ``h_y(x) = f(x + y) - f(x) - f(y)``, which grows
+    with ``y`` (slope ``1[x + y > B] - 1[y > B] >= 0``): at least ``-h(x)`` with
+    ``h = h_{y_peak}``, and symmetrically ``-h(P)``.  So ``slope = sum min(h(P_b),
+    h(x_b))`` (at most ``sum min(P_b, x_b)``, since ``h(a) <= a``).
     """
     n_bins = prefix_row.shape[0]
     n = 0
     slope = 0.0
+    f_peak = y_peak - capacity if y_peak > capacity else 0.0
     for t in range(idx.shape[0]):
         b = idx[t] + shift
         if b >= n_bins:
@@ -152,7 +158,9 @@ def _overlap(
             ov_bin[n] = b
             ov_val[n] = x_b
             n += 1
-            slope += p_b if p_b < x_b else x_b
+            a = p_b if p_b < x_b else x_b  # h grows with its argument too
+            h = added(a, y_peak, capacity) - f_peak
+            slope += h if h > 0.0 else 0.0
     ov_state[0] = 1.0
     ov_state[1] = n
     ov_state[2] = slope
@@ -240,7 +248,7 @@ def _joint_min(
     supp_idx: np.ndarray, supp_val: np.ndarray, limits: np.ndarray, incs: np.ndarray,
     order: np.ndarray, pair: np.ndarray, alone: np.ndarray, prefix_row: np.ndarray,
     ov_bin: np.ndarray, ov_val: np.ndarray, ov_state: np.ndarray, capacity: float,
-    need: float, any_below: bool, sorted_count: int, twin_slack: float,
+    need: float, any_below: bool, sorted_count: int, twin_slack: float, y_peak: float,
 ) -> float:
     """``min_s`` of :func:`_joint_increment` for row ``r`` once row ``level`` joins the
     prefix ``parent`` at rotation ``shift``: a lower bound on the excess row ``r``
@@ -283,7 +291,7 @@ def _joint_min(
         if ov_state[0] == 0.0:
             _overlap(prefix_row, supp_idx[supp_ptr[level]:supp_ptr[level + 1]],
                      supp_val[supp_ptr[level]:supp_ptr[level + 1]], shift, ov_bin, ov_val,
-                     ov_state)
+                     ov_state, y_peak, capacity)
         u = v + w - alone[r] - ov_state[2]
         if u >= cut:
             if any_below and u < best:
@@ -311,6 +319,7 @@ def _window_min(
     win_start: np.ndarray, win_len: np.ndarray, one_ptr: np.ndarray, one_idx: np.ndarray,
     one_val: np.ndarray, cum: np.ndarray, allowance: float, stats: np.ndarray,
     ov_bin: np.ndarray, ov_val: np.ndarray, ov_state: np.ndarray, reach: float,
+    y_peak: float,
 ) -> float:
     """:func:`_joint_min` of the last row once row ``top`` joins prefix ``parent`` at
     ``shift`` (with ``any_below``), each candidate's increment through prefix sums
@@ -328,7 +337,8 @@ def _window_min(
     top = last - 1
     parent_row = prefix[parent]
     _overlap(parent_row, supp_idx[supp_ptr[top]:supp_ptr[top + 1]],
-             supp_val[supp_ptr[top]:supp_ptr[top + 1]], shift, ov_bin, ov_val, ov_state)
+             supp_val[supp_ptr[top]:supp_ptr[top + 1]], shift, ov_bin, ov_val, ov_state,
+             y_peak, capacity)
     slope = ov_state[2]
     joint_cost = 2.0 + ov_state[1]
     child = prefix[top]
@@ -508,6 +518,14 @@ def _walk(
     alone = np.zeros(k)
     for r in range(k):
         alone[r] = over_capacity(demand[r], capacity, over)
+    # peak_after[l]: the largest demand of the rows after row l (_overlap's y_peak)
+    peak_after = np.zeros(k)
+    for r in range(k - 1, 0, -1):
+        peak = peak_after[r]
+        for b in range(n_bins):
+            if demand[r, b] > peak:
+                peak = demand[r, b]
+        peak_after[r - 1] = peak
     value, win_ptr, win_start, win_len, one_ptr, one_idx, one_val = row_runs(
         demand, MIN_RUN_BINS)
     allowance = increments_allowance(demand, rem[0], capacity)
@@ -634,7 +652,8 @@ def _walk(
                                        order, pair, alone, prefix, capacity, need,
                                        sorted_count[last], twin_slack[last], value, win_ptr,
                                        win_start, win_len, one_ptr, one_idx, one_val, cum,
-                                       allowance, stats, ov_bin, ov_val, ov_state, reach)
+                                       allowance, stats, ov_bin, ov_val, ov_state, reach,
+                                       peak_after[top])
                 else:
                     tail = 0.0
                     for r in range(level + 1, k):
@@ -642,7 +661,7 @@ def _walk(
                                            supp_val, limits, incs, order, pair, alone,
                                            prefix[parent], ov_bin, ov_val, ov_state,
                                            capacity, need - tail, level == top,
-                                           sorted_count[r], twin_slack[r])
+                                           sorted_count[r], twin_slack[r], peak_after[level])
                         if tail >= need:
                             break
                     stats[1] += ov_state[3]
@@ -669,7 +688,7 @@ def _walk(
                 if ov_state[0] == 0.0:
                     _overlap(prefix[parent], supp_idx[supp_ptr[level]:supp_ptr[level + 1]],
                              supp_val[supp_ptr[level]:supp_ptr[level + 1]], s, ov_bin, ov_val,
-                             ov_state)
+                             ov_state, peak_after[level], capacity)
                 if level < top:
                     tail = _prefix_increments(level, prefix[level], capacity, limits,
                                               sorted_count, twin_slack, value, win_ptr,
