@@ -19,7 +19,8 @@ Dockerfile sets it for both), so the cached machine code does not depend on the
 build machine's CPU: Numba keys each cache entry by the target CPU's name and
 features, and a generic entry matches on every x86-64 node.  The fallback is Numba's
 own: an entry that does not match (another ``NUMBA_CPU_NAME``, another Numba, a
-changed source file) is compiled again and written to the writable cache, as without
+change to any kernel's source, ``tdmcore._kernels._jit.KERNELS_FINGERPRINT``) is
+compiled again and written to the writable cache, as without
 a warm cache.  Nothing is ever loaded for a target it was not compiled for.
 """
 

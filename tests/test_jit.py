@@ -98,3 +98,49 @@ def test_the_first_compile_of_a_process_says_so_once(tmp_path: Path) -> None:
     # an application that logs: an INFO record of tdmcore.kernels, nothing printed
     assert run("INFO") == [f"INFO:tdmcore.kernels:{COMPILING}"]
     assert run("WARNING") == []
+
+
+CALLEE_CHANGED = """
+import json
+import numpy as np
+from tdmcore._kernels import lowest_excess as le
+demand = np.array([[3.0, 0.0, 1.0, 2.0, 0.0, 0.0, 1.0, 2.0],
+                   [1.0, 2.0, 0.0, 0.0, 3.0, 1.0, 0.0, 0.0]])
+ptr = np.array([0, 5, 9])
+idx = np.concatenate([np.flatnonzero(row) for row in demand]).astype(np.int64)
+val = np.concatenate([row[row > 0] for row in demand])
+le._descent(demand, 2.5, np.array([1, 8]), ptr, idx, val, 4)
+print(json.dumps([sum(le._descent.stats.cache_hits.values()),
+                  sum(le._descent.stats.cache_misses.values())]))
+"""
+
+
+@NO_JIT
+def test_a_kernel_is_compiled_again_when_a_kernel_it_calls_changes(tmp_path: Path) -> None:
+    """Numba checks a cached kernel against its own file only (numba/numba#1833), yet
+    the kernel carries the code of what it calls: ``_descent`` (lowest_excess.py)
+    inlines partial_sums.py's helpers.  Every kernel's cache entry is stamped with all
+    the kernels' sources (``_jit.KERNELS_FINGERPRINT``): after partial_sums.py changes
+    it is compiled again, not loaded stale."""
+    import shutil
+
+    import tdmcore
+
+    package = Path(tdmcore.__file__).resolve().parent
+    copy = tmp_path / "src" / "tdmcore"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+
+    def run() -> list[int]:
+        env = dict(os.environ, PYTHONPATH=str(tmp_path / "src"),
+                   NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+        out = subprocess.run([sys.executable, "-c", CALLEE_CHANGED], env=env, cwd=tmp_path,
+                             capture_output=True, text=True, timeout=600, check=False)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    assert run() == [0, 1]  # compiled
+    assert run() == [1, 0]  # loaded from the cache
+    callee = copy / "_kernels" / "partial_sums.py"
+    callee.write_text(callee.read_text() + "\n# a change elsewhere\n")
+    assert run() == [0, 1]  # compiled again: lowest_excess.py itself did not change
+    assert run() == [1, 0]

@@ -5,6 +5,15 @@ rely on it to stay fast); ``fastmath`` is off because the rotation search must g
 bit-for-bit reproducible sums, and its tie rules compare floats against tolerances
 (docs/traffic-circle.md).
 
+**One stamp for all the kernels' sources.**  Numba checks a cached kernel against
+its own source file only, yet a kernel carries the machine code of every kernel it
+calls, from other files too (numba/numba#1833): after ``lowest_excess.py`` changed,
+the rotation search kept loading the walk it was first compiled with, silently.
+Every kernel's cache entry is stamped here with a hash of all the sources of this
+package (:data:`KERNELS_FINGERPRINT`) besides its own file's, so that a change to
+any of them compiles every kernel again (an upgrade, a ``git pull`` in an editable
+install, a warm cache built from other sources).
+
 The first kernel this process compiles (a cold cache: the first run after an install
 or an upgrade) is announced once, :data:`COMPILING`: as an INFO record of the
 ``tdmcore.kernels`` logger when the application has configured logging, else as one
@@ -14,12 +23,15 @@ silence (docs/getting-started.md).  Kernels loaded from the cache say nothing.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 from numba import njit, types
 from numba.core import event
+from numba.core.caching import CompileResultCacheImpl, FunctionCache
 
 log = logging.getLogger("tdmcore.kernels")
 
@@ -52,6 +64,52 @@ class _FirstCompile(event.Listener):  # type: ignore[misc]
 
 
 event.register("numba:compile", _FirstCompile())
+
+def sources_fingerprint(folder: Path) -> str:
+    """A hash of every ``.py`` file in ``folder``, names and contents, in name order."""
+    digest = hashlib.sha256()
+    for path in sorted(folder.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+#: the sources of every kernel (this package), part of each kernel's cache stamp
+KERNELS_FINGERPRINT = sources_fingerprint(Path(__file__).resolve().parent)
+
+
+class _StampedLocator:
+    """Numba's cache locator for a kernel, its source stamp joined with
+    :data:`KERNELS_FINGERPRINT`; everything else is the locator's own."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def get_source_stamp(self) -> Any:
+        return (self._inner.get_source_stamp(), KERNELS_FINGERPRINT)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _KernelCacheImpl(CompileResultCacheImpl):  # type: ignore[misc]
+    def __init__(self, py_func: Any) -> None:
+        super().__init__(py_func)
+        self._locator = _StampedLocator(self._locator)
+
+
+class _KernelCache(FunctionCache):  # type: ignore[misc]
+    """Numba's per-kernel cache, stamped with every kernel's sources."""
+
+    _impl_class = _KernelCacheImpl
+
+
+def _stamped(dispatcher: Any) -> Any:
+    """``dispatcher`` (compiled with ``cache=True``) with :class:`_KernelCache`; as it
+    is under ``NUMBA_DISABLE_JIT=1`` (a plain function)."""
+    if getattr(dispatcher, "_cache", None) is not None and hasattr(dispatcher, "py_func"):
+        dispatcher._cache = _KernelCache(dispatcher.py_func)
+    return dispatcher
+
 
 JIT_OPTIONS: dict[str, Any] = {
     "cache": True,
@@ -89,7 +147,7 @@ def _plain_calls(dispatcher: Any) -> Any:
 def jit(func: Any) -> Any:
     """Compile ``func`` with the project's Numba options, once per plain signature
     (:func:`_plain_calls`)."""
-    return _plain_calls(njit(**JIT_OPTIONS)(func))
+    return _plain_calls(_stamped(njit(**JIT_OPTIONS)(func)))
 
 
 def jit_inline(func: Any) -> Any:
@@ -107,4 +165,4 @@ def jit_inline(func: Any) -> Any:
     and optimises all of it again, so each level of calls between kernels
     compiles the code below it once more at a cold start.
     """
-    return njit(inline="always", **JIT_OPTIONS)(func)
+    return _stamped(njit(inline="always", **JIT_OPTIONS)(func))
