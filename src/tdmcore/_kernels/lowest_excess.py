@@ -907,8 +907,12 @@ def perfect_or_lowest(
     2 tol`` (and a margin for rounding), none is within ``tol``, none is perfect.
     So when coordinate descent (:func:`_descent`) meets no perfect vector, that walk
     runs first, and the walk for the first perfect prefix only when it leaves the
-    question open; when descent meets one, a perfect vector exists.
+    question open (a walk for the first perfect prefix that finds none leaves
+    ``best_rot`` as it was: phase B's vector stands); when descent meets one, a
+    perfect vector exists.
     """
+    evaluated = 0
+    settled = False  # best_rot holds phase B's vector
     if demand.shape[0] >= 3:
         good = _descent(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
                         DESCENT_ROUNDS)
@@ -918,12 +922,14 @@ def perfect_or_lowest(
                                            perfect, good)
             if kept > 2.0 * tol_excess + margin:
                 return False, evaluated
+            settled = True
         elif not first_mode:
             return True, 0
-    found, evaluated = lowest_excess(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
-                                     rem, tol_excess, margin, best_rot, True, perfect)
-    if found:
-        return True, evaluated
+    found, count = lowest_excess(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
+                                 rem, tol_excess, margin, best_rot, True, perfect)
+    evaluated += count
+    if found or settled:
+        return found, evaluated
     _, again = lowest_excess(demand, capacity, limits, supp_ptr, supp_idx, supp_val, rem,
                              tol_excess, margin, best_rot, False, perfect)
     return False, evaluated + again

@@ -111,7 +111,7 @@ def _check_mids(mids: Any, k: int) -> tuple[NDArray[np.float64], list[int]]:
     return flat, [a.size for a in arrays]
 
 
-def _fold_mids(flat: NDArray[np.float64], sizes: list[int], k: int, n_bins: int
+def _fold_mids(flat: NDArray[np.float64], sizes: list[int], n_bins: int
                ) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
     """Midpoints folded into ``[0, n_bins)`` (:func:`fold_mids`), flat, with each
     row's offsets."""
@@ -198,7 +198,7 @@ def search_rotations(
     # First mode reads the midpoints and the contending pairs only for a perfect
     # vector's Psi, after the search: placed on the circle then, if at all.
     if mode == "optimal" and checked_mids is not None:
-        flat_mids, mid_offsets = _fold_mids(*checked_mids, k, n_bins)
+        flat_mids, mid_offsets = _fold_mids(*checked_mids, n_bins)
         contend = contending_pairs(arr, cap)
     else:
         flat_mids, mid_offsets, contend = _NO_MIDS, np.zeros(k + 1, dtype=np.int64), _NO_PAIRS
@@ -217,7 +217,7 @@ def search_rotations(
         if mode == "optimal":
             result_psi = float(psi)
         elif checked_mids is not None:
-            flat_mids, mid_offsets = _fold_mids(*checked_mids, k, n_bins)
+            flat_mids, mid_offsets = _fold_mids(*checked_mids, n_bins)
             result_psi = psi_of(rotations, flat_mids, mid_offsets, contending_pairs(arr, cap),
                                 n_bins)
     return RotationResult(
