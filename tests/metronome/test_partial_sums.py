@@ -64,7 +64,7 @@ def test_rotation_increments_bound_the_exact_increments(kind: str, seed: int) ->
     allowance = increments_allowance(demand, float(demand.sum()), cap)
     assert 0.0 < allowance < 1e-6
     runs = row_runs(demand, 1 + seed % 4)
-    cum = np.empty(bins + 1)
+    cum = np.empty(2 * bins + 1)
     for r in (2, 3):
         out = np.empty(bins)
         low = rotation_increments(prefix, cap, r, bins, *runs, cum, allowance, out)

@@ -71,7 +71,6 @@ from .partial_sums import (
     rotation_increments,
     row_runs,
     window_prefix,
-    window_sum,
 )
 
 #: a row's window value needs a run of at least this many bins (row_runs)
@@ -89,11 +88,12 @@ REACH = 1.0
 
 
 @jit_inline
-def _order_below(keys: np.ndarray, n: int, cutoff: float, order: np.ndarray) -> None:
+def _order_below(keys: np.ndarray, n: int, cutoff: float, order: np.ndarray) -> int:
     """The indices ``0..n-1`` in an order that any scan by increasing key which stops
     at the first key ``>= cut``, for a ``cut <= cutoff``, cannot tell from sorted:
     those with a key below ``cutoff``, sorted (Shell sort), then the one with the
     smallest key of the others.  ``order[0]`` is always an index of the smallest key.
+    Returns how many keys lie below ``cutoff``.
     """
     m = 0
     rest = -1
@@ -106,6 +106,7 @@ def _order_below(keys: np.ndarray, n: int, cutoff: float, order: np.ndarray) -> 
     _sort_indices(keys, m, order)
     if rest >= 0:
         order[m] = rest
+    return m
 
 
 @jit_inline
@@ -206,12 +207,12 @@ def _prefix_increments(
     sorted_count: np.ndarray, twin_slack: np.ndarray, value: np.ndarray,
     win_ptr: np.ndarray, win_start: np.ndarray, win_len: np.ndarray, one_ptr: np.ndarray,
     one_idx: np.ndarray, one_val: np.ndarray, cum: np.ndarray, allowance: float,
-    incs: np.ndarray, order: np.ndarray, need: float, reach: float,
+    incs: np.ndarray, order: np.ndarray, below: np.ndarray, need: float, reach: float,
 ) -> float:
     """``incs[level, r]`` (what each row ``r > level`` adds at every rotation to the
-    prefix) and ``order[level, r]`` (its first ``sorted_count[r]`` rotations by it,
-    :func:`_order_below`); returns ``sum_r min_s incs[level, r]`` less
-    ``twin_slack``.
+    prefix), ``order[level, r]`` (its first ``sorted_count[r]`` rotations by it,
+    :func:`_order_below`) and ``below[level, r]`` (how many of them are sorted);
+    returns ``sum_r min_s incs[level, r]`` less ``twin_slack``.
 
     ``need``: the most the rows after ``level`` must add for a completion to beat
     the incumbent (the walk's threshold, less the prefix's excess, plus the
@@ -230,7 +231,8 @@ def _prefix_increments(
     tail = 0.0
     cutoff = -np.inf  # row level + 1: only its smallest increment is read
     for r in range(level + 1, k):
-        _order_below(incs[level, r], sorted_count[r], cutoff, order[level, r])
+        below[level, r] = _order_below(incs[level, r], sorted_count[r], cutoff,
+                                       order[level, r])
         least = incs[level, r, order[level, r, 0]] - twin_slack[r]
         tail += least
         if r == level + 1:
@@ -318,19 +320,28 @@ def _window_min(
     sorted_count: int, twin_slack: float, value: np.ndarray, win_ptr: np.ndarray,
     win_start: np.ndarray, win_len: np.ndarray, one_ptr: np.ndarray, one_idx: np.ndarray,
     one_val: np.ndarray, cum: np.ndarray, allowance: float, stats: np.ndarray,
-    ov_bin: np.ndarray, ov_val: np.ndarray, ov_state: np.ndarray, reach: float,
-    y_peak: float,
+    ov_bin: np.ndarray, ov_val: np.ndarray, ov_state: np.ndarray, y_peak: float,
+    below: np.ndarray,
 ) -> float:
-    """:func:`_joint_min` of the last row once row ``top`` joins prefix ``parent`` at
-    ``shift`` (with ``any_below``), each candidate's increment through prefix sums
-    of what the last row's window value adds to each bin of the child prefix
-    (built into ``prefix[top]``) instead of a joint increment.
+    """A lower bound on what the last row adds to every completion once row ``top``
+    joins prefix ``parent`` at ``shift``, as :func:`_joint_min` (with ``any_below``)
+    finds it, but through prefix sums of what the last row's window value adds to
+    each bin of the child prefix (built into ``prefix[top]``) instead of joint
+    increments.
 
-    The candidates, their order and the cheap bounds that rule rotations out are
-    :func:`_joint_min`'s, and so is the result, a lower bound of the minimum when
-    ``>= need``; the scan goes on to ``need + reach`` (:data:`REACH`) for a bound
-    that carries to other children.  ``stats[1]`` gains what the joint increments
-    of the candidates below ``need`` would have cost (bins).
+    The candidates are the rotations the parent sorted (``below[parent, last]`` of
+    them, :func:`_prefix_increments`: every one whose bound against the parent lies
+    below what the children need, plus one row-turn's drop, :data:`REACH`); each is
+    worth the largest of its cheaper bounds (:func:`_joint_min`'s: against the
+    parent, against row ``top`` alone, both less the overlap's slope) and its
+    increment by prefix sums, the others the least key among them, and the result is
+    the least of all: the child's bound, which carries to its neighbours.  Until
+    2026-11-29 the scan stopped at the first candidate below ``need`` and skipped the
+    sums where a cheaper bound ruled a candidate out; on the crowded links that take
+    this route it met nearly every candidate anyway (seed 395 of the heavily
+    contended family: 23.5 of 24 per child), and the branches cost more than the
+    sums they saved.  ``stats[1]`` gains what the joint increments of the candidates
+    the cheaper bounds leave below ``need`` would have cost (bins).
     """
     k, n_bins = demand.shape
     last = k - 1
@@ -340,44 +351,38 @@ def _window_min(
              supp_val[supp_ptr[top]:supp_ptr[top + 1]], shift, ov_bin, ov_val, ov_state,
              y_peak, capacity)
     slope = ov_state[2]
-    joint_cost = 2.0 + ov_state[1]
     child = prefix[top]
     add_rotated(parent_row, demand[top], shift, child)
     window_prefix(child, value[last], capacity, cum)
-    cut = need + reach
+    keys = incs[parent, last]
+    cands = order[parent, last]
+    pair_last = pair[top, last]
+    alone_last = alone[last]
     lowest = np.inf
-    for t in range(sorted_count):
-        s = order[parent, last, t]
-        v = incs[parent, last, s]
-        if v >= cut:
-            lowest = min(lowest, v - twin_slack)
-            break
+    cheap_below = 0.0  # candidates the cheaper bounds leave below need
+    n_sorted = below[parent, last]
+    for t in range(n_sorted):  # no early exit, no data-dependent branch
+        s = cands[t]
+        v = keys[s]
         d = s - shift
-        if d < 0:
-            d += n_bins
-        w = pair[top, last, d]
-        if w >= cut:
-            lowest = min(lowest, w - twin_slack)
-            continue
-        u = v + w - alone[last] - slope
-        if u >= cut:
-            lowest = min(lowest, u - twin_slack)
-            continue
-        if v < need and w < need and u < need:
-            stats[1] += joint_cost
+        d += n_bins if d < 0 else 0
+        w = pair_last[d]
+        cheap = max(max(v, w), v + w - alone_last - slope)
+        cheap_below += 1.0 if cheap < need else 0.0
         total = 0.0
         for q in range(win_ptr[last], win_ptr[k]):
-            total += window_sum(cum, win_start[q], win_len[q], s)
+            st = win_start[q] + s
+            st -= n_bins if st >= n_bins else 0
+            total += cum[st + win_len[q]] - cum[st]
         for q in range(one_ptr[last], one_ptr[k]):
             b = one_idx[q] + s
-            if b >= n_bins:
-                b -= n_bins
+            b -= n_bins if b >= n_bins else 0
             total += added(child[b], one_val[q], capacity)
-        j = total - allowance - twin_slack
-        if j < need:
-            return j
-        lowest = min(lowest, j)
-    return lowest
+        lowest = min(lowest, max(cheap, total - allowance))
+    if n_sorted < sorted_count:  # the others' keys are at least this one's
+        lowest = min(lowest, keys[cands[n_sorted]])
+    stats[1] += cheap_below * (2.0 + ov_state[1])
+    return lowest - twin_slack
 
 
 @jit
@@ -529,7 +534,7 @@ def _walk(
     value, win_ptr, win_start, win_len, one_ptr, one_idx, one_val = row_runs(
         demand, MIN_RUN_BINS)
     allowance = increments_allowance(demand, rem[0], capacity)
-    cum = np.empty(n_bins + 1)
+    cum = np.empty(2 * n_bins + 1)
     # pair[j, r, d] (1 <= j < r): the excess row r adds to row j alone when rotated d
     # bins further than row j.  Row 0 is every prefix's root, never the row that joins
     # one, so pair[0] is never read (left 0).
@@ -542,6 +547,7 @@ def _walk(
     # incs[l, r, s]: what row r adds at rotation s to prefix l; order[l, r] sorts them.
     incs = np.empty((k, k, n_bins))
     order = np.empty((k, k, n_bins), dtype=np.int64)
+    below = np.zeros((k, k), dtype=np.int64)
     # the overlap of the current child with its parent prefix (_overlap)
     ov_bin = np.empty(n_bins, dtype=np.int64)
     ov_val = np.empty(n_bins)
@@ -595,8 +601,8 @@ def _walk(
         threshold = perfect_below if find_perfect else best_e - tol_excess
         _prefix_increments(0, prefix[0], capacity, limits, sorted_count, twin_slack, value,
                            win_ptr, win_start, win_len, one_ptr, one_idx, one_val, cum,
-                           allowance, incs, order, threshold + prune + margin - exc[0],
-                           reach)
+                           allowance, incs, order, below,
+                           threshold + prune + margin - exc[0], reach)
         level = 1
         rot[1] = -1
     while True:
@@ -652,8 +658,8 @@ def _walk(
                                        order, pair, alone, prefix, capacity, need,
                                        sorted_count[last], twin_slack[last], value, win_ptr,
                                        win_start, win_len, one_ptr, one_idx, one_val, cum,
-                                       allowance, stats, ov_bin, ov_val, ov_state, reach,
-                                       peak_after[top])
+                                       allowance, stats, ov_bin, ov_val, ov_state,
+                                       peak_after[top], below)
                 else:
                     tail = 0.0
                     for r in range(level + 1, k):
@@ -693,7 +699,7 @@ def _walk(
                     tail = _prefix_increments(level, prefix[level], capacity, limits,
                                               sorted_count, twin_slack, value, win_ptr,
                                               win_start, win_len, one_ptr, one_idx, one_val,
-                                              cum, allowance, incs, order,
+                                              cum, allowance, incs, order, below,
                                               threshold + prune + margin - e_level, reach)
                     pruned = e_level + tail - prune >= threshold
                     if not pruned:
@@ -742,13 +748,15 @@ def _walk(
                                                   parent_row, ov_bin, ov_val,
                                                   int(ov_state[1]), capacity) >= need)
                 if pruned:
-                    floors[s] = threshold + margin
-                    floor = min(floor, floors[s])
+                    floor = min(floor, threshold + margin)
+                    if sym_level == last:
+                        floors[s] = threshold + margin
                     continue
             e = rotation_excess(p_row, over, base, last_idx, last_val, s, capacity, threshold)
             evaluated += 1
-            floors[s] = e
             floor = min(floor, e)
+            if sym_level == last:  # else floors[] is row sym_level's, not this row's
+                floors[s] = e
             if e < threshold:
                 if find_perfect:
                     perfect[s] = True

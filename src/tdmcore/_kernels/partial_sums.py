@@ -37,13 +37,13 @@ def excess_slack(prefix_row: np.ndarray, capacity: float) -> tuple[float, float]
 
 @jit_inline
 def add_rotated(prev: np.ndarray, row: np.ndarray, shift: int, out: np.ndarray) -> None:
-    """``out[b] = prev[b] + row[(b - shift) mod N]`` (numpy ``roll``)."""
+    """``out[b] = prev[b] + row[(b - shift) mod N]`` (numpy ``roll``), in two runs of
+    ``b`` so that the loop tests no wrap (``0 <= shift < N``)."""
     n_bins = prev.shape[0]
-    for b in range(n_bins):
-        src = b - shift
-        if src < 0:
-            src += n_bins
-        out[b] = prev[b] + row[src]
+    for b in range(shift):
+        out[b] = prev[b] + row[b - shift + n_bins]
+    for b in range(shift, n_bins):
+        out[b] = prev[b] + row[b - shift]
 
 
 @jit_inline
@@ -154,26 +154,17 @@ def row_runs(
 def window_prefix(prefix_row: np.ndarray, value: float, capacity: float,
                   cum: np.ndarray) -> None:
     """``cum[i] = sum_{b < i} (f(P[b] + value) - f(P[b]))``: what ``value`` adds to each
-    bin, summed (``f(x) = max(0, x - B)``)."""
+    bin, summed (``f(x) = max(0, x - B)``), and carried once more round the circle,
+    ``cum[N + i] = cum[N] + cum[i]`` (``cum`` holds ``2 N + 1``): a turned window is
+    one difference."""
+    n_bins = prefix_row.shape[0]
     acc = 0.0
     cum[0] = 0.0
-    for b in range(prefix_row.shape[0]):
+    for b in range(n_bins):
         acc += added(prefix_row[b], value, capacity)
         cum[b + 1] = acc
-
-
-@jit_inline
-def window_sum(cum: np.ndarray, start: int, length: int, shift: int) -> float:
-    """The window ``[start, start + length)`` turned by ``shift`` (``start``,
-    ``shift`` in ``[0, N)``), summed from :func:`window_prefix`'s ``cum``."""
-    n_bins = cum.shape[0] - 1
-    st = start + shift
-    if st >= n_bins:
-        st -= n_bins
-    end = st + length
-    if end <= n_bins:
-        return cum[end] - cum[st]
-    return cum[n_bins] - cum[st] + cum[end - n_bins]
+    for i in range(1, n_bins + 1):
+        cum[n_bins + i] = acc + cum[i]
 
 
 @jit
@@ -184,33 +175,47 @@ def rotation_increments(
     out: np.ndarray,
 ) -> float:
     """``out[s]`` for every rotation ``s < limit``: the excess row ``r`` adds to the
-    prefix at rotation ``s``, less ``allowance``; returns the smallest.
+    prefix at rotation ``s``, less ``allowance``; returns the smallest.  ``cum``:
+    scratch of ``2 N + 1``.
 
     A pass over the row's non-zero bins per rotation costs ``limit`` times the
     row's width; here the row's windows (:func:`row_runs`) cost two look-ups each in
-    one prefix sum of what the window value adds to every bin (:func:`window_prefix`),
-    and only the single bins are added one by one.  The sums run in another order
-    than :func:`rotation_excess`'s, so the values differ from it by rounding; with
-    ``allowance`` at least that much (:func:`increments_allowance`) each is a lower
-    bound of the increment.
+    one prefix sum of what the window value adds to every bin (:func:`window_prefix`,
+    carried once more round the circle), and only the single bins are added one by
+    one.
+    Each window and single bin is added to every rotation in one loop over ``s``
+    (contiguous, without branches: the compiler vectorises it), in the same order
+    for each rotation as a loop over the row's parts would.  The sums run in another
+    order than :func:`rotation_excess`'s, so the values differ from it by rounding;
+    with ``allowance`` at least that much (:func:`increments_allowance`) each is a
+    lower bound of the increment.
     """
     n_bins = prefix_row.shape[0]
+    for s in range(limit):
+        out[s] = 0.0
     if win_ptr[r + 1] > win_ptr[r]:
         window_prefix(prefix_row, value[r], capacity, cum)
+        for w in range(win_ptr[r], win_ptr[r + 1]):
+            st = win_start[w]
+            ln = win_len[w]
+            split = min(limit, n_bins - st)  # the rotations that leave the start below N
+            for s in range(split):
+                out[s] += cum[st + s + ln] - cum[st + s]
+            for s in range(split, limit):
+                out[s] += cum[st + s - n_bins + ln] - cum[st + s - n_bins]
+    for t in range(one_ptr[r], one_ptr[r + 1]):
+        b0 = one_idx[t]
+        y = one_val[t]
+        split = min(limit, n_bins - b0)
+        for s in range(split):
+            out[s] += added(prefix_row[b0 + s], y, capacity)
+        for s in range(split, limit):
+            out[s] += added(prefix_row[b0 + s - n_bins], y, capacity)
     best = np.inf
     for s in range(limit):
-        total = 0.0
-        for w in range(win_ptr[r], win_ptr[r + 1]):
-            total += window_sum(cum, win_start[w], win_len[w], s)
-        for t in range(one_ptr[r], one_ptr[r + 1]):
-            b = one_idx[t] + s
-            if b >= n_bins:
-                b -= n_bins
-            total += added(prefix_row[b], one_val[t], capacity)
-        total -= allowance
-        out[s] = total
-        if total < best:
-            best = total
+        out[s] -= allowance
+        if out[s] < best:
+            best = out[s]
     return best
 
 
@@ -223,7 +228,9 @@ def increments_allowance(demand: np.ndarray, total: float, capacity: float) -> f
     Each term ``f(P + y) - f(P)`` errs by at most 4 roundoffs of ``P + y + B <=
     total + B``; a prefix sum adds at most N of them, each at most the row's peak, so
     it errs by N times that plus N roundoffs of its value, at most N times the peak;
-    a window differs two or three of them, and the single bins add their own terms.
+    a window differs two of them, one of which may be carried round the circle
+    (``cum[N] + cum[i]``: the errors of two and one roundoff more), and the single
+    bins add their own terms.
     """
     n_bins = demand.shape[1]
     peak = 0.0
