@@ -840,7 +840,80 @@ def _certified(first: float, initial: float, tol_excess: float) -> bool:
     return first < (initial - tol_excess) - tol_excess
 
 
+#: what _phase_b does: lowest_excess, lowest_excess finding a perfect prefix,
+#: perfect_or_lowest
+TASK_LOWEST = 0
+TASK_FIND_PERFECT = 1
+TASK_PERFECT_OR_LOWEST = 2
+# _phase_b's walks
+_WALK_FROM_GOOD = 0
+_WALK_FROM_NONE = 1
+_WALK_FOR_PERFECT = 2
+
+
 @jit
+def _phase_b(
+    demand: np.ndarray, capacity: float, limits: np.ndarray, supp_ptr: np.ndarray,
+    supp_idx: np.ndarray, supp_val: np.ndarray, rem: np.ndarray, tol_excess: float,
+    margin: float, best_rot: np.ndarray, task: int, first_mode: bool, perfect: np.ndarray,
+    good: float,
+) -> tuple[bool, int, float]:
+    """Phase B's walks in the order ``task`` asks (:func:`lowest_excess`,
+    :func:`perfect_or_lowest`; ``good``: the excess of a vector to start just above,
+    ``nan`` for coordinate descent's, :func:`_descent`).  Returns ``(found or exists,
+    evaluated, excess of the vector kept)``.
+
+    One kernel with one call of :func:`_walk`, which runs the walks one after another:
+    each kernel that calls the walk compiles its code once more at a cold start
+    (:func:`~._jit.jit_inline`), and the entry points used to call it from five
+    places, inlined into the rotation search (some 8 s of a cold start, 2026-11-29).
+    """
+    k = demand.shape[0]
+    evaluated = 0
+    kept = np.inf
+    settled = False  # best_rot holds the lowest walk's vector (perfect_or_lowest)
+    lowest_done = False
+    if task == TASK_FIND_PERFECT:
+        walk = _WALK_FOR_PERFECT
+    elif k < 3:
+        walk = _WALK_FOR_PERFECT if task == TASK_PERFECT_OR_LOWEST else _WALK_FROM_NONE
+    else:
+        if np.isnan(good):
+            good = _descent(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
+                            DESCENT_ROUNDS)
+        walk = _WALK_FROM_GOOD
+        if task == TASK_PERFECT_OR_LOWEST and good <= tol_excess:
+            if not first_mode:
+                return True, 0, np.inf  # descent met a perfect vector
+            walk = _WALK_FOR_PERFECT
+    initial = good + 4.0 * tol_excess
+    while True:
+        found, count, first, last_kept = _walk(
+            demand, capacity, limits, supp_ptr, supp_idx, supp_val, rem, tol_excess, margin,
+            best_rot, walk == _WALK_FOR_PERFECT, perfect,
+            initial if walk == _WALK_FROM_GOOD else np.inf)
+        evaluated += count
+        if walk == _WALK_FROM_GOOD and not _certified(first, initial, tol_excess):
+            walk = _WALK_FROM_NONE  # the start is not certified: from none
+            continue
+        if walk != _WALK_FOR_PERFECT:  # the lowest walk is done
+            kept = last_kept
+            if task == TASK_LOWEST or lowest_done:
+                return False, evaluated, kept
+            if kept > 2.0 * tol_excess + margin:
+                return False, evaluated, kept  # no vector is perfect
+            settled = True
+            lowest_done = True
+            walk = _WALK_FOR_PERFECT
+            continue
+        if task == TASK_FIND_PERFECT or found or settled:
+            return found, evaluated, kept
+        # perfect_or_lowest: none is perfect, and the lowest walk has not run
+        lowest_done = True
+        walk = _WALK_FROM_GOOD if k >= 3 else _WALK_FROM_NONE
+
+
+@jit_inline
 def _lowest_from(
     demand: np.ndarray, capacity: float, limits: np.ndarray, supp_ptr: np.ndarray,
     supp_idx: np.ndarray, supp_val: np.ndarray, rem: np.ndarray, tol_excess: float,
@@ -849,18 +922,13 @@ def _lowest_from(
     """Phase B's walk started just above ``good``, the excess of some vector
     (:func:`lowest_excess`), and again from infinity when the start is not
     certified.  Returns ``(evaluated, excess of the vector kept)``."""
-    initial = good + 4.0 * tol_excess
-    _, evaluated, first, kept = _walk(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
-                                      rem, tol_excess, margin, best_rot, False, perfect,
-                                      initial)
-    if _certified(first, initial, tol_excess):
-        return evaluated, kept
-    _, again, _, kept = _walk(demand, capacity, limits, supp_ptr, supp_idx, supp_val, rem,
-                              tol_excess, margin, best_rot, False, perfect, np.inf)
-    return evaluated + again, kept
+    _, evaluated, kept = _phase_b(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
+                                  rem, tol_excess, margin, best_rot, TASK_LOWEST, False,
+                                  perfect, good)
+    return evaluated, kept
 
 
-@jit
+@jit_inline
 def lowest_excess(
     demand: np.ndarray, capacity: float, limits: np.ndarray, supp_ptr: np.ndarray,
     supp_idx: np.ndarray, supp_val: np.ndarray, rem: np.ndarray, tol_excess: float,
@@ -882,18 +950,14 @@ def lowest_excess(
     vectors (only those below ``T`` can be kept).  Otherwise (a vector within
     ``tol`` below ``T`` comes first: rare) the walk runs again from infinity.
     """
-    if find_perfect or demand.shape[0] < 3:
-        found, evaluated, _, _ = _walk(demand, capacity, limits, supp_ptr, supp_idx,
-                                       supp_val, rem, tol_excess, margin, best_rot,
-                                       find_perfect, perfect, np.inf)
-        return found, evaluated
-    good = _descent(demand, capacity, limits, supp_ptr, supp_idx, supp_val, DESCENT_ROUNDS)
-    evaluated, _ = _lowest_from(demand, capacity, limits, supp_ptr, supp_idx, supp_val, rem,
-                                tol_excess, margin, best_rot, perfect, good)
-    return False, evaluated
+    found, evaluated, _ = _phase_b(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
+                                   rem, tol_excess, margin, best_rot,
+                                   TASK_FIND_PERFECT if find_perfect else TASK_LOWEST,
+                                   False, perfect, np.nan)
+    return found, evaluated
 
 
-@jit
+@jit_inline
 def perfect_or_lowest(
     demand: np.ndarray, capacity: float, limits: np.ndarray, supp_ptr: np.ndarray,
     supp_idx: np.ndarray, supp_val: np.ndarray, rem: np.ndarray, tol_excess: float,
@@ -919,25 +983,7 @@ def perfect_or_lowest(
     ``best_rot`` as it was: phase B's vector stands); when descent meets one, a
     perfect vector exists.
     """
-    evaluated = 0
-    settled = False  # best_rot holds phase B's vector
-    if demand.shape[0] >= 3:
-        good = _descent(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
-                        DESCENT_ROUNDS)
-        if good > tol_excess:
-            evaluated, kept = _lowest_from(demand, capacity, limits, supp_ptr, supp_idx,
-                                           supp_val, rem, tol_excess, margin, best_rot,
-                                           perfect, good)
-            if kept > 2.0 * tol_excess + margin:
-                return False, evaluated
-            settled = True
-        elif not first_mode:
-            return True, 0
-    found, count = lowest_excess(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
-                                 rem, tol_excess, margin, best_rot, True, perfect)
-    evaluated += count
-    if found or settled:
-        return found, evaluated
-    _, again = lowest_excess(demand, capacity, limits, supp_ptr, supp_idx, supp_val, rem,
-                             tol_excess, margin, best_rot, False, perfect)
-    return False, evaluated + again
+    exists, evaluated, _ = _phase_b(demand, capacity, limits, supp_ptr, supp_idx,
+                                    supp_val, rem, tol_excess, margin, best_rot,
+                                    TASK_PERFECT_OR_LOWEST, first_mode, perfect, np.nan)
+    return exists, evaluated
