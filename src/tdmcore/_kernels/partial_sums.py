@@ -167,6 +167,17 @@ def window_prefix(prefix_row: np.ndarray, value: float, capacity: float,
         cum[n_bins + i] = acc + cum[i]
 
 
+@jit_inline
+def window_sum(cum: np.ndarray, start: int, length: int, shift: int) -> float:
+    """The window ``[start, start + length)`` turned by ``shift`` (``start``,
+    ``shift`` in ``[0, N)``), summed from :func:`window_prefix`'s ``cum``: one
+    difference, the circle being carried round once more."""
+    n_bins = (cum.shape[0] - 1) // 2
+    st = start + shift
+    st -= n_bins if st >= n_bins else 0
+    return cum[st + length] - cum[st]
+
+
 @jit
 def rotation_increments(
     prefix_row: np.ndarray, capacity: float, r: int, limit: int, value: np.ndarray,
@@ -183,9 +194,9 @@ def rotation_increments(
     one prefix sum of what the window value adds to every bin (:func:`window_prefix`,
     carried once more round the circle), and only the single bins are added one by
     one.
-    Each window and single bin is added to every rotation in one loop over ``s``
-    (contiguous, without branches: the compiler vectorises it), in the same order
-    for each rotation as a loop over the row's parts would.  The sums run in another
+    Each window and single bin is added to every rotation in one loop over ``s``, in
+    the same order for each rotation as a loop over the row's parts would.  The sums
+    run in another
     order than :func:`rotation_excess`'s, so the values differ from it by rounding;
     with ``allowance`` at least that much (:func:`increments_allowance`) each is a
     lower bound of the increment.
@@ -196,21 +207,13 @@ def rotation_increments(
     if win_ptr[r + 1] > win_ptr[r]:
         window_prefix(prefix_row, value[r], capacity, cum)
         for w in range(win_ptr[r], win_ptr[r + 1]):
-            st = win_start[w]
-            ln = win_len[w]
-            split = min(limit, n_bins - st)  # the rotations that leave the start below N
-            for s in range(split):
-                out[s] += cum[st + s + ln] - cum[st + s]
-            for s in range(split, limit):
-                out[s] += cum[st + s - n_bins + ln] - cum[st + s - n_bins]
+            for s in range(limit):
+                out[s] += window_sum(cum, win_start[w], win_len[w], s)
     for t in range(one_ptr[r], one_ptr[r + 1]):
-        b0 = one_idx[t]
-        y = one_val[t]
-        split = min(limit, n_bins - b0)
-        for s in range(split):
-            out[s] += added(prefix_row[b0 + s], y, capacity)
-        for s in range(split, limit):
-            out[s] += added(prefix_row[b0 + s - n_bins], y, capacity)
+        for s in range(limit):
+            b = one_idx[t] + s
+            b -= n_bins if b >= n_bins else 0
+            out[s] += added(prefix_row[b], one_val[t], capacity)
     best = np.inf
     for s in range(limit):
         out[s] -= allowance
