@@ -144,3 +144,79 @@ def test_a_kernel_is_compiled_again_when_a_kernel_it_calls_changes(tmp_path: Pat
     callee.write_text(callee.read_text() + "\n# a change elsewhere\n")
     assert run() == [0, 1]  # compiled again: lowest_excess.py itself did not change
     assert run() == [1, 0]
+
+
+UNIT_LOADED = """
+import json
+import tdmcore
+from benchmarks.asv_bench.instances import heavy_link
+from tdmcore._kernels.rotation_search import search_rotations_kernel
+inst = heavy_link(4, 72, 0)  # no perfect rotation: phase B runs
+found = tdmcore.search_rotations(inst.demand, inst.capacity_gbps, inst.limits)
+hits = sum(search_rotations_kernel.stats.cache_hits.values())
+print(json.dumps([list(map(int, found.rotations)), hits]))
+"""
+
+
+@NO_JIT
+def test_phase_b_is_one_compile_unit_called_by_its_symbol() -> None:
+    """Phase B is compiled once, as the C function of ``PHASE_B_UNIT``: a kernel that
+    calls it holds a declaration of its symbol, not its code (``_unit``), and a kernel
+    loaded from the cache in a fresh process finds the symbol registered (its
+    ``reload_init`` hook) and gives the same answer."""
+    import numpy as np
+    from numba import njit
+
+    import tdmcore
+    from benchmarks.asv_bench.instances import heavy_link
+    from tdmcore._kernels import lowest_excess as le
+
+    @njit
+    def caller(demand, capacity, limits, supp_ptr, supp_idx, supp_val, rem, best_rot,  # type: ignore[no-untyped-def]
+               perfect):
+        return le.lowest_excess(demand, capacity, limits, supp_ptr, supp_idx, supp_val, rem,
+                                1e-9, 1e-9, best_rot, False, perfect)
+
+    demand = np.array([[3.0, 0.0, 1.0, 2.0], [1.0, 2.0, 0.0, 0.0], [0.0, 1.0, 2.0, 1.0]])
+    ptr = np.array([0, 3, 5, 8])
+    idx = np.concatenate([np.flatnonzero(row) for row in demand]).astype(np.int64)
+    val = np.concatenate([row[row > 0] for row in demand])
+    rem = np.concatenate([np.cumsum(demand.sum(axis=1)[::-1])[::-1], [0.0]])
+    best = np.zeros(3, dtype=np.int64)
+    found, evaluated = caller(demand, 2.5, np.array([1, 4, 4]), ptr, idx, val, rem, best,
+                              np.zeros(4, dtype=np.bool_))
+    assert not found and evaluated > 0
+    llvm = next(iter(caller.inspect_llvm().values()))
+    assert f"declare double @{le.PHASE_B_UNIT.symbol}(" in llvm
+    assert "_walk" not in llvm and "_descent" not in llvm  # the unit's code is not linked in
+
+    # a fresh process loads the search from the cache this one filled
+    inst = heavy_link(4, 72, 0)
+    here = tdmcore.search_rotations(inst.demand, inst.capacity_gbps, inst.limits)
+    out = _child(UNIT_LOADED)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rotations, hits = json.loads(out.stdout.strip().splitlines()[-1])
+    assert rotations == list(map(int, here.rotations))
+    assert hits >= 1
+
+
+@NO_JIT
+def test_a_compile_unit_refuses_an_array_it_cannot_pass() -> None:
+    """A unit passes an array as its data pointer and shape: a strided array would
+    be read wrong, so typing the call refuses it (no kernel is compiled)."""
+    import numpy as np
+    from numba import njit
+    from numba.core.errors import TypingError
+
+    from tdmcore._kernels import lowest_excess as le
+
+    @njit
+    def strided(demand, ints, floats, perfect, out):  # type: ignore[no-untyped-def]
+        return le._phase_b_c(demand[:, ::2], 1.0, ints, ints, ints, floats, floats, 0.0, 0.0,
+                             ints, 0, 0, perfect, 0.0, out)
+
+    ints, floats = np.zeros(3, dtype=np.int64), np.zeros(3)
+    refused = r"tdmcore_phase_b: argument 0 is array\(float64, 2d, A\)"
+    with pytest.raises(TypingError, match=refused):
+        strided(np.zeros((2, 8)), ints, floats, np.zeros(3, dtype=np.bool_),
+                np.zeros(2, dtype=np.int64))

@@ -59,8 +59,10 @@ order, are lowered by a bound on that rounding first
 from __future__ import annotations
 
 import numpy as np
+from numba import carray, config, types
 
 from ._jit import jit, jit_inline
+from ._unit import CUnit
 from .partial_sums import (
     add_rotated,
     added,
@@ -850,7 +852,7 @@ _WALK_FROM_NONE = 1
 _WALK_FOR_PERFECT = 2
 
 
-@jit
+@jit_inline
 def _phase_b(
     demand: np.ndarray, capacity: float, limits: np.ndarray, supp_ptr: np.ndarray,
     supp_idx: np.ndarray, supp_val: np.ndarray, rem: np.ndarray, tol_excess: float,
@@ -862,10 +864,10 @@ def _phase_b(
     ``nan`` for coordinate descent's, :func:`_descent`).  Returns ``(found or exists,
     evaluated, excess of the vector kept)``.
 
-    One kernel with one call of :func:`_walk`, which runs the walks one after another:
-    each kernel that calls the walk compiles its code once more at a cold start
-    (:func:`~._jit.jit_inline`), and the walk sat under three entry kernels (Numba's
-    compile events on the README command: 30.5 s before, 29.5 s after, 2026-11-29).
+    One kernel with one call of :func:`_walk`, which runs the walks one after another,
+    compiled once as the compile unit :data:`PHASE_B_UNIT` (kernels call it through
+    :func:`_run_phase_b`): each kernel that calls another compiles the callee's code
+    once more at a cold start (:mod:`._unit`).
     """
     k = demand.shape[0]
     evaluated = 0
@@ -912,6 +914,61 @@ def _phase_b(
         walk = _WALK_FROM_GOOD if k >= 3 else _WALK_FROM_NONE
 
 
+def _phase_b_unit(
+    demand_p: int, k: int, n_bins: int, capacity: float, limits_p: int, n_limits: int,
+    supp_ptr_p: int, n_supp_ptr: int, supp_idx_p: int, n_supp_idx: int, supp_val_p: int,
+    n_supp_val: int, rem_p: int, n_rem: int, tol_excess: float, margin: float,
+    best_rot_p: int, n_best_rot: int, task: int, first_mode: int, perfect_p: int,
+    n_perfect: int, good: float, out_p: int, n_out: int,
+) -> float:
+    """:func:`_phase_b` as the C function of :data:`PHASE_B_UNIT` (the arguments of
+    :func:`_phase_b` laid out by :func:`~._unit.c_arguments`, then ``out``, which
+    receives ``(found or exists, evaluated)``); returns the excess of the vector kept."""
+    found, evaluated, kept = _phase_b(
+        carray(demand_p, (k, n_bins), np.float64), capacity,
+        carray(limits_p, n_limits, np.int64), carray(supp_ptr_p, n_supp_ptr, np.int64),
+        carray(supp_idx_p, n_supp_idx, np.int64), carray(supp_val_p, n_supp_val, np.float64),
+        carray(rem_p, n_rem, np.float64), tol_excess, margin,
+        carray(best_rot_p, n_best_rot, np.int64), task, first_mode != 0,
+        carray(perfect_p, n_perfect, np.bool_), good)
+    out = carray(out_p, n_out, np.int64)
+    out[0] = 1 if found else 0
+    out[1] = evaluated
+    return kept
+
+
+_F1 = types.Array(types.float64, 1, "C")
+_I1 = types.Array(types.int64, 1, "C")
+#: phase B compiled once, as a C function (:mod:`._unit`)
+PHASE_B_UNIT = CUnit(
+    "tdmcore_phase_b", _phase_b_unit,
+    (types.Array(types.float64, 2, "C"), types.float64, _I1, _I1, _I1, _F1, _F1,
+     types.float64, types.float64, _I1, types.int64, types.int64,
+     types.Array(types.boolean, 1, "C"), types.float64, _I1))
+_phase_b_c = PHASE_B_UNIT.call
+
+
+@jit_inline
+def _phase_b_called(
+    demand: np.ndarray, capacity: float, limits: np.ndarray, supp_ptr: np.ndarray,
+    supp_idx: np.ndarray, supp_val: np.ndarray, rem: np.ndarray, tol_excess: float,
+    margin: float, best_rot: np.ndarray, task: int, first_mode: bool, perfect: np.ndarray,
+    good: float,
+) -> tuple[bool, int, float]:
+    """:func:`_phase_b` through its compile unit (the same arguments and answers)."""
+    out = np.zeros(2, dtype=np.int64)
+    kept = _phase_b_c(np.ascontiguousarray(demand), capacity, np.ascontiguousarray(limits),
+                      np.ascontiguousarray(supp_ptr), np.ascontiguousarray(supp_idx),
+                      np.ascontiguousarray(supp_val), np.ascontiguousarray(rem), tol_excess,
+                      margin, best_rot, task, 1 if first_mode else 0, perfect, good, out)
+    return out[0] != 0, out[1], kept
+
+
+#: what kernels call for phase B: the compile unit, or under NUMBA_DISABLE_JIT=1
+#: (nothing compiled) the Python function itself
+_run_phase_b = _phase_b if config.DISABLE_JIT else _phase_b_called
+
+
 @jit_inline
 def _lowest_from(
     demand: np.ndarray, capacity: float, limits: np.ndarray, supp_ptr: np.ndarray,
@@ -921,7 +978,7 @@ def _lowest_from(
     """Phase B's walk started just above ``good``, the excess of some vector
     (:func:`lowest_excess`), and again from infinity when the start is not
     certified.  Returns ``(evaluated, excess of the vector kept)``."""
-    _, evaluated, kept = _phase_b(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
+    _, evaluated, kept = _run_phase_b(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
                                   rem, tol_excess, margin, best_rot, TASK_LOWEST, False,
                                   perfect, good)
     return evaluated, kept
@@ -949,7 +1006,7 @@ def lowest_excess(
     vectors (only those below ``T`` can be kept).  Otherwise (a vector within
     ``tol`` below ``T`` comes first: rare) the walk runs again from infinity.
     """
-    found, evaluated, _ = _phase_b(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
+    found, evaluated, _ = _run_phase_b(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
                                    rem, tol_excess, margin, best_rot,
                                    TASK_FIND_PERFECT if find_perfect else TASK_LOWEST,
                                    False, perfect, np.nan)
@@ -982,7 +1039,7 @@ def perfect_or_lowest(
     ``best_rot`` as it was: phase B's vector stands); when descent meets one, a
     perfect vector exists.
     """
-    exists, evaluated, _ = _phase_b(demand, capacity, limits, supp_ptr, supp_idx,
+    exists, evaluated, _ = _run_phase_b(demand, capacity, limits, supp_ptr, supp_idx,
                                     supp_val, rem, tol_excess, margin, best_rot,
                                     TASK_PERFECT_OR_LOWEST, first_mode, perfect, np.nan)
     return exists, evaluated

@@ -96,12 +96,18 @@ def compiling_kernels(console: Console) -> Iterator[None]:
     on 2 cores) and caches them on disk; later runs load them in well under a
     second, before anything is said.  On a terminal a spinner appears after the
     first of :data:`COMPILE_NOTICE_S` ("loading", true either way); elsewhere
-    (pipes, CI logs) one line after the second.  (Ctrl-C while Numba compiles may
+    (pipes, CI logs) one line after the second.  When phase B's compile unit is not
+    in the cache, a child process compiles it while this one compiles the rest
+    (:func:`tdmcore._kernels._unit.prefetch`).  (Ctrl-C while Numba compiles may
     land in a callback of its compiler: :func:`tdmcore.app.signals.redelivered`.)
     The kernels' own announcement of a compile
     (:data:`tdmcore._kernels._jit.COMPILING`) is an INFO record here, since the
     command configures logging: ``--log-level info`` shows it.
     """
+    from .._kernels._unit import prefetch
+    from .._kernels.lowest_excess import PHASE_B_UNIT
+
+    prefetch([PHASE_B_UNIT])  # phase B compiles in a child meanwhile, if it must
     delay = COMPILE_NOTICE_S[0] if console.is_terminal else COMPILE_NOTICE_S[1]
     if console.is_terminal:
         status = console.status("loading the compiled kernels (compiling them the first "

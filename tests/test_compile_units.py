@@ -1,0 +1,106 @@
+"""Compile units (``tdmcore._kernels._unit``): compiled once, called by symbol, loaded
+from the cache with their callers, compiled beside them by a prefetch child.
+
+A small unit of its own, in a module written for the test, keeps each check to a
+second of compiling; ``test_jit`` checks phase B's unit itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_DISABLE_JIT") == "1",
+                                reason="nothing is compiled")
+
+UNIT_MODULE = '''
+import numpy as np
+from numba import carray, njit, types
+
+from tdmcore._kernels._unit import CUnit
+
+
+def _weighted(values_p, n, weight):
+    values = carray(values_p, n, np.float64)
+    total = 0.0
+    for i in range(n):
+        total += weight * values[i]
+    return total
+
+
+WEIGHTED = CUnit("tdmcore_test_weighted", _weighted,
+                 (types.Array(types.float64, 1, "C"), types.float64))
+_weighted_c = WEIGHTED.call
+
+
+@njit(cache=True)
+def caller(values):
+    return _weighted_c(values, 2.0) + 1.0
+'''
+
+RUN = '''
+import json, sys
+import numpy as np
+import test_unit_module as m
+from tdmcore._kernels._unit import prefetch
+started = []
+if sys.argv[1] == "prefetch":
+    started = [u.symbol for u in prefetch([m.WEIGHTED])]
+    m.WEIGHTED.ready()
+value = m.caller(np.array([1.0, 2.0, 3.5]))
+print(json.dumps({"value": value, "started": started,
+                  "caller_hits": sum(m.caller.stats.cache_hits.values()),
+                  "unit_hits": m.WEIGHTED._cfunc.cache_hits}))
+'''
+
+
+def _run(tmp_path: Path, mode: str) -> dict[str, object]:
+    (tmp_path / "test_unit_module.py").write_text(UNIT_MODULE)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT / "src")]))
+    out = subprocess.run([sys.executable, "-c", RUN, mode], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_a_cached_caller_registers_its_unit_when_it_is_loaded(tmp_path: Path) -> None:
+    """The caller's machine code holds only the unit's symbol: a process that loads
+    the caller from the cache registers the unit first (the caller's reload hook),
+    and calls it."""
+    first = _run(tmp_path, "plain")
+    assert first["value"] == 14.0 and first["caller_hits"] == 0
+    again = _run(tmp_path, "plain")
+    assert again["value"] == 14.0
+    assert again["caller_hits"] == 1 and again["unit_hits"] == 1  # both from the cache
+
+
+def test_prefetch_compiles_a_missing_unit_in_a_child(tmp_path: Path) -> None:
+    """With a cold cache, :func:`prefetch` starts a child that compiles the unit; this
+    process then loads what the child wrote instead of compiling it too.  With a warm
+    cache it starts nothing."""
+    cold = _run(tmp_path, "prefetch")
+    assert cold["started"] == ["tdmcore_test_weighted"]
+    assert cold["unit_hits"] == 1  # the child's compile, loaded from the cache
+    assert cold["value"] == 14.0
+    warm = _run(tmp_path, "prefetch")
+    assert warm["started"] == [] and warm["value"] == 14.0
+
+
+def test_a_unit_takes_only_what_crosses_as_plain_c() -> None:
+    from numba import types
+
+    from tdmcore._kernels._unit import c_arguments
+
+    assert c_arguments((types.Array(types.float64, 2, "C"), types.int64, types.float64)) == [
+        types.voidptr, types.int64, types.int64, types.int64, types.float64]
+    with pytest.raises(TypeError, match="not bool"):
+        c_arguments((types.boolean,))
