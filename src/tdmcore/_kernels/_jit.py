@@ -37,7 +37,7 @@ log = logging.getLogger("tdmcore.kernels")
 
 #: what the first compile of a process says (the command line's own status line,
 #: "loading the compiled kernels (compiling them the first time only)", matches it)
-COMPILING = ("compiling the kernels (the first time only: about 35 s on 2 cores; later "
+COMPILING = ("compiling the kernels (the first time only: about 30 s on 2 cores; later "
              "runs load them from the cache)")
 
 

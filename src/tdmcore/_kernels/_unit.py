@@ -111,8 +111,8 @@ def prefetch(units: Iterable[CUnit]) -> list[CUnit]:
     the others.  Returns the units being compiled there.
 
     The child is a daemon: it ends with this process when no caller ever needed
-    it.  Numba writes a cache entry to a new file and renames it, so a child ended
-    halfway leaves none.
+    it.  Numba writes each cache file under a temporary name and renames it, so a
+    child ended halfway leaves no entry half written.
     """
     if config.DISABLE_JIT:
         return []

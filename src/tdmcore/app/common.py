@@ -54,7 +54,7 @@ log = logging.getLogger("tdmcore")
 PROGRESS_EVERY_S = 30.0
 #: Seconds the kernels may take to load before a line says they are compiling:
 #: on a terminal (a spinner), and elsewhere (one line: loading from the cache takes
-#: well under this even on a loaded machine, compiling 30-90 s).
+#: well under this even on a loaded machine, compiling 20-60 s).
 COMPILE_NOTICE_S = (1.0, 10.0)
 
 
@@ -92,7 +92,7 @@ def example_path() -> Path:
 def compiling_kernels(console: Console) -> Iterator[None]:
     """Say that the kernels are loading when that takes a while.
 
-    Numba compiles the kernels the first time they run after an install (30-90 s
+    Numba compiles the kernels the first time they run after an install (20-60 s
     on 2 cores) and caches them on disk; later runs load them in well under a
     second, before anything is said.  On a terminal a spinner appears after the
     first of :data:`COMPILE_NOTICE_S` ("loading", true either way); elsewhere
@@ -117,7 +117,7 @@ def compiling_kernels(console: Console) -> Iterator[None]:
         status = None
         notice = threading.Timer(delay, lambda: print(
             "tdmcore: loading the compiled kernels (compiling them the first time only, "
-            "30-90 s) ...", file=sys.stderr, flush=True))
+            "20-60 s) ...", file=sys.stderr, flush=True))
     notice.daemon = True
     notice.start()
     try:
