@@ -104,3 +104,16 @@ def test_a_unit_takes_only_what_crosses_as_plain_c() -> None:
         types.voidptr, types.int64, types.int64, types.int64, types.float64]
     with pytest.raises(TypeError, match="not bool"):
         c_arguments((types.boolean,))
+
+
+def test_the_prefetch_child_compiles_silently(tmp_path: Path) -> None:
+    """The parent says that the kernels compile; a prefetch child, which compiles
+    kernels of its own on the way to its units, says nothing more."""
+    script = ("import tdmcore\nfrom tdmcore._kernels._unit import _compile_all\n"
+              "_compile_all([])\ntdmcore.score([[1.0] * 72, [2.0] * 72], [0, 5], 25.0)\n")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=str(ROOT / "src"))
+    out = subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stderr == ""

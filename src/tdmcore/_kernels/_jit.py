@@ -63,7 +63,9 @@ class _FirstCompile(event.Listener):  # type: ignore[misc]
         pass
 
 
-event.register("numba:compile", _FirstCompile())
+#: the process's announcer (a prefetch child's is told that its parent has spoken)
+ANNOUNCER = _FirstCompile()
+event.register("numba:compile", ANNOUNCER)
 
 def sources_fingerprint(folder: Path) -> str:
     """A hash of every ``.py`` file in ``folder``, names and contents, in name order."""

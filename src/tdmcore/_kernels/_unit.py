@@ -52,7 +52,7 @@ from numba.core.ccallback import CFunc
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
-from ._jit import JIT_OPTIONS, _KernelCache
+from ._jit import ANNOUNCER, JIT_OPTIONS, _KernelCache
 
 #: every unit of this process, by symbol (what a cached caller's hook looks up)
 _UNITS: dict[str, CUnit] = {}
@@ -101,7 +101,8 @@ def _ready(module: str, symbol: str) -> None:
 
 def _compile_all(units: list[tuple[str, str]]) -> None:
     """What the prefetch child runs: each ``(module, symbol)`` compiled, into the
-    cache."""
+    cache, silently (the parent says that the kernels compile)."""
+    ANNOUNCER.said = True
     for module, symbol in units:
         _ready(module, symbol)
 
