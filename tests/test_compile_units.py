@@ -117,3 +117,78 @@ def test_the_prefetch_child_compiles_silently(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=600, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stderr == ""
+
+
+CHAIN_MODULE = UNIT_MODULE.replace('''@njit(cache=True)
+def caller(values):
+    return _weighted_c(values, 2.0) + 1.0
+''', '''from tdmcore._kernels._jit import jit
+
+
+@jit
+def caller(values):
+    return _weighted_c(values, 2.0) + 1.0
+
+
+@jit
+def outer(values):
+    return caller(values) * 10.0
+''')
+
+CHAIN = '''
+import json, sys
+import numpy as np
+import test_unit_module as m
+kernel = getattr(m, sys.argv[1])
+print(json.dumps(kernel(np.array([1.0, 2.0, 3.5]))))
+'''
+
+
+def test_a_kernel_compiled_on_a_cached_caller_of_a_unit_registers_the_unit(
+        tmp_path: Path) -> None:
+    """``outer`` calls ``caller``, which calls the unit.  Compiled in a process that
+    loaded ``caller`` from the cache, ``outer`` must still carry the unit's
+    registration into its own cache entry: a third process that loads only ``outer``
+    calls the unit's symbol (it crashed: Numba leaves a loaded library without its
+    hooks, ``_jit._KernelCacheImpl.rebuild``; now the stand-in would answer, slowly,
+    and warn)."""
+    (tmp_path / "test_unit_module.py").write_text(CHAIN_MODULE)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT / "src")]))
+
+    def run(kernel: str) -> float:
+        out = subprocess.run([sys.executable, "-c", CHAIN, kernel], env=env, cwd=tmp_path,
+                             capture_output=True, text=True, timeout=600, check=False)
+        assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
+        assert "through a stand-in" not in out.stderr  # registered by the hook
+        value: float = json.loads(out.stdout.strip().splitlines()[-1])
+        return value
+
+    assert run("caller") == 14.0  # compiles caller and the unit
+    assert run("outer") == 140.0  # compiles outer on caller from the cache
+    assert run("outer") == 140.0  # loads outer alone from the cache
+
+
+STAND_IN = '''
+import ctypes, json
+import numpy as np
+import test_unit_module as m
+values = np.array([1.0, 2.0, 3.5])
+# the symbol's stand-in, as a kernel loaded without the unit's hook would reach it
+got = m.WEIGHTED._stand_in(values.ctypes.data, 3, 2.0)
+print(json.dumps([got, m.WEIGHTED._cfunc is not None]))
+'''
+
+
+def test_an_unregistered_unit_is_reached_through_a_stand_in(tmp_path: Path) -> None:
+    """Until a unit is registered its symbol leads to a stand-in, which registers the
+    unit, forwards the call and warns: a missing registration (a bug) gives right
+    answers slowly, not a jump to nowhere."""
+    (tmp_path / "test_unit_module.py").write_text(UNIT_MODULE)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT / "src")]))
+    out = subprocess.run([sys.executable, "-c", STAND_IN], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=600, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [13.0, True]
+    assert "through a stand-in" in out.stderr

@@ -98,6 +98,21 @@ class _KernelCacheImpl(CompileResultCacheImpl):  # type: ignore[misc]
         super().__init__(py_func)
         self._locator = _StampedLocator(self._locator)
 
+    def rebuild(self, target_context: Any, payload: Any) -> Any:
+        """The kernel loaded from the cache, its library carrying its ``reload_init``
+        hooks again.
+
+        Numba runs a cached kernel's hooks when it loads it, but leaves the loaded
+        library without them; a kernel compiled later that calls this one links that
+        library and inherits its hooks from it, so it was cached without them.  A
+        compile unit's registration is such a hook (:mod:`._unit`): the Score kernel,
+        compiled in a process that had loaded the rotation search from the cache,
+        was cached without it and crashed the next process that loaded it first.
+        """
+        cres = super().rebuild(target_context, payload)
+        cres.library._reload_init.update(cres.reload_init)
+        return cres
+
 
 class _KernelCache(FunctionCache):  # type: ignore[misc]
     """Numba's per-kernel cache, stamped with every kernel's sources."""

@@ -14,8 +14,11 @@ under the unit's symbol with LLVM.  A kernel calls the unit through
 :meth:`CUnit.call`, which compiles to a call of that symbol: the caller holds a
 declaration, not the unit's code.  When Numba loads a caller from its cache it
 first runs the caller's ``reload_init`` hooks (what Numba's parallel loops use for
-their own runtime), where :meth:`CUnit.call` put the unit's registration: a cached
-caller never meets an unknown symbol.
+their own runtime), where :meth:`CUnit.call` put the unit's registration; a kernel
+compiled on a cached caller inherits the hooks too
+(:meth:`._jit._KernelCacheImpl.rebuild`).  Until a unit is registered its symbol
+leads to a stand-in (a ctypes callback) that registers it, forwards the call and
+warns: were a registration ever missed, a kernel would be slow, not wrong.
 
 What crosses the boundary is plain C: an array as its data pointer and its shape
 (C-contiguous arrays only, checked when the caller is typed), an ``int64`` or a
@@ -36,8 +39,10 @@ call the kernel itself (see :mod:`.lowest_excess`).
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import importlib
+import logging
 import multiprocessing
 import threading
 from collections.abc import Callable, Iterable
@@ -54,6 +59,10 @@ from numba.extending import intrinsic
 
 from ._jit import ANNOUNCER, JIT_OPTIONS, _KernelCache
 
+log = logging.getLogger("tdmcore.kernels")
+#: how a C argument crosses through ctypes (the stand-in of an unregistered unit)
+_C_TYPES = {types.voidptr: ctypes.c_void_p, types.int64: ctypes.c_int64,
+            types.float64: ctypes.c_double}
 #: every unit of this process, by symbol (what a cached caller's hook looks up)
 _UNITS: dict[str, CUnit] = {}
 #: the child process compiling a unit into the cache (prefetch), by symbol
@@ -154,6 +163,26 @@ class CUnit:
         self.reload_hook = functools.partial(_ready, body.__module__, symbol)
         self.call = self._caller()
         _UNITS[symbol] = self  # a module executed again declares its units again
+        # until the unit is registered, its symbol leads to a stand-in that registers
+        # it and forwards the call: a kernel loaded without the unit's hook (a bug)
+        # runs slowly and says so, where it would otherwise jump to nowhere
+        self._stand_in = ctypes.CFUNCTYPE(
+            ctypes.c_double, *(_C_TYPES[t] for t in self.c_signature.args))(self._forward)
+        self._warned = False
+        if not config.DISABLE_JIT:
+            ll.add_symbol(symbol, ctypes.cast(self._stand_in, ctypes.c_void_p).value)
+
+    def _forward(self, *args: Any) -> float:
+        """The stand-in's body: the unit called through its symbol before it was
+        registered; register it and call it (through ctypes: slow)."""
+        self.ready()
+        assert self._cfunc is not None
+        if not self._warned:
+            self._warned = True
+            log.warning("a kernel called the compile unit %s through a stand-in: it was "
+                        "loaded from the cache without the unit's registration (a bug; "
+                        "answers are right, calls slow)", self.symbol)
+        return float(self._cfunc.ctypes(*args))
 
     def _new_cfunc(self) -> _UnitCFunc:
         options = {k: v for k, v in JIT_OPTIONS.items() if k not in ("cache", "nogil")}
