@@ -3,8 +3,8 @@
 Numba compiles a call between two kernels by linking the callee's machine code
 into the caller and optimising all of it again, and then once more in the caller's
 caller (:func:`~._jit.jit_inline`).  Phase B of the rotation search sat three
-levels under the Score kernel, so a cold start compiled it four times over: of the
-README command's compile, about half went to code compiled again in this way
+levels under the Score kernel, so a cold start compiled it four times over: some
+10 s of the README command's 26.6 s of lowering went to code linked in again
 (docs/benchmarks.md, "The first run, a fourth pass").
 
 A :class:`CUnit` stops that at its boundary.  Its body is compiled once, as a C
