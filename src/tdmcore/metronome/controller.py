@@ -41,11 +41,11 @@ from .control.config import (
     job_pattern,
 )
 from .control.monitor import Monitor
-from .control.planner import PLAN_CACHE, Planner
+from .control.planner import Planner
 from .link import LinkPlan
 from .policies.metronome import MetronomeConfig
 
-__all__ = ["PLAN_CACHE", "Controller", "ControllerConfig", "PatternUpdate", "Readjustment",
+__all__ = ["Controller", "ControllerConfig", "PatternUpdate", "Readjustment",
            "TargetTerms", "Thresholds", "Watch"]
 
 

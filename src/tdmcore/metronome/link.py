@@ -7,6 +7,7 @@ about clusters or front ends; the scheduler pipeline and the CLI both call it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -23,7 +24,10 @@ from .rotation import RotationResult, search_rotations
 from .scoring import PERFECT_RTOL, _score_from_excess, excess, link_utilization, score
 from .traffic import draw, rotations_to_shifts
 
-__all__ = ["LinkPlan", "LinkPod", "compact_rotations", "plan_link"]
+__all__ = ["PLAN_CACHE", "LinkPlan", "LinkPod", "compact_rotations", "plan_link"]
+
+#: Link plans kept by the unchecked path (the least recently used dropped first).
+PLAN_CACHE = 1024
 
 
 @dataclass(frozen=True)
@@ -205,7 +209,22 @@ def _plan_link(pods: Sequence[LinkPod], cap: float, n_bins: int,
                max_multiple: int) -> LinkPlan:
     """:func:`plan_link` of pods whose patterns, names and settings are valid (the
     unchecked path of the scheduler and the controller, whose pods come from
-    validated :class:`~tdmcore.model.TrafficPattern` objects)."""
+    validated :class:`~tdmcore.model.TrafficPattern` objects).
+
+    A plan is a pure function of these arguments, so equal arguments share one
+    plan: the last :data:`PLAN_CACHE` are kept.  A gang retried while a link keeps
+    its pods, the loop filter's plan of a link it leaves as it is, and the
+    controller's plan of a Reserve's link are each planned once.  A plan is
+    shared, so its arrays are read-only.
+    """
+    return _shared_plan(tuple(pods), cap, n_bins, mode, gt_ms, et_frac, max_multiple)
+
+
+@functools.lru_cache(maxsize=PLAN_CACHE)
+def _shared_plan(pods: tuple[LinkPod, ...], cap: float, n_bins: int,
+                 mode: Literal["first", "optimal", "compact"], gt_ms: float, et_frac: float,
+                 max_multiple: int) -> LinkPlan:
+    """:func:`_plan_link`, planned (once per distinct arguments)."""
     periods = np.array([p.period_ms for p in pods], dtype=np.float64)
     # Rows (one per job) in order: highest priority first, ties by deploy order.
     rank = np.empty(len(pods), dtype=np.int64)
@@ -242,6 +261,8 @@ def _plan_link(pods: Sequence[LinkPod], cap: float, n_bins: int,
     job_shift = dict(zip(jobs, rotations_to_shifts(result.rotations, base.period_ms, n_bins),
                          strict=True))
     zero = np.zeros(len(jobs), dtype=np.int64)
+    for shared in (demand, *mids, result.rotations, base.multiples, base.idle_ms):
+        shared.flags.writeable = False
     return LinkPlan(
         pods=tuple(pods),
         jobs=tuple(jobs),

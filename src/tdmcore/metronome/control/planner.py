@@ -2,8 +2,8 @@
 
 :class:`Planner` keeps one plan per contended link: the scheduler's Reserve
 output taken as it is, phase three (the ``optimal`` search) when asked for, a
-joint plan for the links of a cycle (:func:`tdmcore.metronome.joint.plan_blocks`),
-and a cache of plans by (pods, capacity, mode).  It also answers what the plans
+joint plan for the links of a cycle (:func:`tdmcore.metronome.joint.plan_blocks`).
+It also answers what the plans
 say about a job: its rank, whether it is high priority, the idle they inject.
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -25,10 +24,7 @@ from ..link import LinkPlan
 from ..policies.metronome import link_plan, link_pods
 from .config import ControllerConfig, Thresholds, job_pattern
 
-#: Link plans kept by :class:`Planner` (oldest dropped first).
-PLAN_CACHE = 1024
-
-__all__ = ["PLAN_CACHE", "Planner"]
+__all__ = ["Planner"]
 
 
 class Planner:
@@ -40,10 +36,6 @@ class Planner:
         self.config = config
         self.links: dict[int, LinkPlan] = {}
         self.recalculations = 0
-        #: link plans by (pods on the link, capacity, mode): planning is a pure
-        #: function of these, and the optimal search is the controller's costliest
-        #: step (a link's pods are often replanned unchanged, e.g. a gang retried)
-        self._plans: dict[tuple[Any, ...], LinkPlan] = {}
         #: (state version, placed pods, plans, node versions) at the last offset
         #: update: :meth:`placement_keeps_offsets` and :meth:`removal_keeps_offsets`
         #: let the controller carry the offsets over when the only change since is
@@ -71,8 +63,7 @@ class Planner:
                 self.links.pop(result.node, None)
                 return
             mode = self.recalc_mode(not result.skip_phase_three)
-            plan = result.plan if isinstance(result.plan, LinkPlan) else None
-            self.links[result.node] = self.plan(result.node, mode, plan)
+            self.links[result.node] = self.plan(result.node, mode)
         # Without shifts (EarlyReturn, LowComm) the link's rotations stand as they are.
 
     def plan_link(self, node: int, *, optimal: bool) -> None:
@@ -115,28 +106,13 @@ class Planner:
             else:
                 self.plan_link(node, optimal=plan)
 
-    def plan(self, node: int, mode: str, reserved: LinkPlan | None = None) -> LinkPlan:
-        """The link's plan in ``mode``: from the cache, the Reserve's own plan
-        (``reserved``, when it planned these pods with these settings and mode),
-        or planned now."""
+    def plan(self, node: int, mode: str) -> LinkPlan:
+        """The link's plan in ``mode`` (planned once per link state and mode: the
+        plans are shared, :func:`tdmcore.metronome.link.plan_link`'s unchecked path
+        keeps them, the Reserve's own among them)."""
         if mode == "optimal":
             self.recalculations += 1
-        pods = tuple(link_pods(self.state, node))
-        key = (pods, float(self.state.cluster.link_gbps[node]), mode)
-        plan = self._plans.get(key)
-        if plan is None:
-            cfg = self.config.scheduler
-            if reserved is not None and reserved.result_mode == mode \
-                    and (reserved.pods, reserved.capacity_gbps) == key[:2] \
-                    and reserved.settings == (cfg.bins, float(cfg.gt_ms), float(cfg.et_frac),
-                                              cfg.max_multiple):
-                plan = reserved  # planning is a pure function of these: no re-plan
-            else:
-                plan = link_plan(self.state, node, cfg, mode=mode)
-            if len(self._plans) >= PLAN_CACHE:
-                del self._plans[next(iter(self._plans))]  # the oldest
-            self._plans[key] = plan
-        return plan
+        return link_plan(self.state, node, self.config.scheduler, mode=mode)
 
     def refresh(self, edges: NDArray[np.int64], names: dict[int, str]) -> None:
         """The plans of exactly the contended links of ``edges`` (the affinity

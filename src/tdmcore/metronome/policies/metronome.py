@@ -86,8 +86,8 @@ class LinkReservation:
     base_period_ms : float
         The link's base period ``T``.
     plan : LinkPlan
-        The link plan the rotations come from, so that the controller need not
-        plan the link again.
+        The link plan the rotations come from (shared: the controller's plan of
+        the same link in the same mode is this one).
     """
 
     rotations: dict[str, int]

@@ -1,0 +1,93 @@
+"""The shared link plans of the unchecked path (:data:`tdmcore.metronome.link.PLAN_CACHE`):
+equal arguments share one plan, which equals planning from scratch, and the
+simulator's per-job results are the same with or without sharing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks.asv_bench.instances import contended_trace
+from tdmcore.metronome import link as L
+from tdmcore.metronome.link import PLAN_CACHE, LinkPod, _plan_link, _shared_plan
+from tdmcore.sim.cluster import run_cluster
+
+SETTINGS = (72, 5.0, 0.10, 8)
+
+
+def _pods(rng: np.random.Generator) -> tuple[list[LinkPod], float]:
+    k = int(rng.integers(2, 6))
+    cap = float(rng.choice([25.0, 40.0, 100.0]))
+    pods = [LinkPod(name=f"p{i}", job=f"j{i}", period_ms=float(rng.uniform(50.0, 400.0)),
+                    duty_cycle=float(rng.uniform(0.05, 0.6)),
+                    bandwidth_gbps=float(rng.uniform(0.3, 1.0)) * cap,
+                    priority=int(rng.integers(0, 2)))
+            for i in range(k)]
+    return pods, cap
+
+
+def _same(a: L.LinkPlan, b: L.LinkPlan) -> bool:
+    return (a.jobs == b.jobs and a.shifts_ms == b.shifts_ms
+            and a.result.rotations.tolist() == b.result.rotations.tolist()
+            and a.result.score == b.result.score and a.result.perfect == b.result.perfect
+            and a.base.period_ms == b.base.period_ms and a.utilization == b.utilization
+            and np.array_equal(a.demand, b.demand))
+
+
+def test_equal_arguments_share_a_plan_equal_to_planning_from_scratch() -> None:
+    rng = np.random.default_rng(20261129)
+    instances = [_pods(rng) for _ in range(300)]
+    modes = ("first", "optimal", "compact")
+    first = {}
+    for i, (pods, cap) in enumerate(instances):
+        for mode in modes:
+            plan = _plan_link(pods, cap, SETTINGS[0], mode, *SETTINGS[1:])
+            # a copy of the pods (equal, not the same objects) gets the same plan
+            again = _plan_link([LinkPod(**vars(p)) for p in pods], cap, SETTINGS[0], mode,
+                               *SETTINGS[1:])
+            assert again is plan
+            first[i, mode] = plan
+            scratch = _shared_plan.__wrapped__(tuple(pods), cap, SETTINGS[0], mode,
+                                               *SETTINGS[1:])
+            assert scratch is not plan and _same(plan, scratch), (i, mode)
+    # another capacity, mode or setting is another plan
+    pods, cap = instances[0]
+    a = _plan_link(pods, cap, 72, "first", 5.0, 0.10, 8)
+    assert _plan_link(pods, cap * 2, 72, "first", 5.0, 0.10, 8) is not a
+    assert _plan_link(pods, cap, 72, "optimal", 5.0, 0.10, 8) is not a
+    assert _plan_link(pods, cap, 36, "first", 5.0, 0.10, 8) is not a
+    assert _plan_link(pods, cap, 72, "first", 5.0, 0.20, 8) is not a
+    # 900 plans were made: only the last PLAN_CACHE are kept
+    info = _shared_plan.cache_info()
+    assert info.maxsize == PLAN_CACHE and info.currsize <= PLAN_CACHE
+
+
+def test_a_shared_plan_cannot_be_changed_in_place() -> None:
+    pods = [LinkPod("a", 100.0, 0.3, 20.0, 1), LinkPod("b", 100.0, 0.3, 20.0, 0)]
+    plan = _plan_link(pods, 25.0, 72, "first", 5.0, 0.10, 8)
+    for array in (plan.demand, *plan.midpoints, plan.result.rotations, plan.base.multiples,
+                  plan.base.idle_ms):
+        with pytest.raises(ValueError, match="read-only"):
+            array[0] = 1
+    assert _plan_link(pods, 25.0, 72, "first", 5.0, 0.10, 8) is plan
+
+
+def _results(run):
+    return ({name: (j.start_ms, j.end_ms, j.done, j.durations_ms.tolist(), j.readjustments,
+                    j.pause_ms, j.nodes) for name, j in run.jobs.items()},
+            run.link_sent_gbit.tolist(), run.pattern_updates, run.recalculations, run.tct_ms)
+
+
+@pytest.mark.parametrize("policy", ["metronome", "metronome-no-monitor", "metronome-no-phase3"])
+def test_the_simulator_gives_the_same_runs_with_and_without_shared_plans(
+        policy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # seeded contended traces (jobs retried while the links keep their pods)
+    for seed in (0, 1):
+        sc = contended_trace(40, 4, seed, hours=(0.02, 0.1))
+        _shared_plan.cache_clear()
+        shared = run_cluster(sc.sim, sc.jobs, policy, seed=seed)
+        assert _shared_plan.cache_info().hits > 0
+        with monkeypatch.context() as m:
+            m.setattr(L, "_shared_plan", _shared_plan.__wrapped__)
+            alone = run_cluster(sc.sim, sc.jobs, policy, seed=seed)
+        assert _results(shared) == _results(alone), f"seed {seed}"
