@@ -161,6 +161,11 @@ def plan_link(
         ``pods``: empty, names not unique, two pods of one job (a job's row on a
         link is one pod's demand: pass one pod per job), or a pod faster than
         the link (Eq. 14).
+
+    Notes
+    -----
+    Equal arguments give the same plan object (the last :data:`PLAN_CACHE` plans
+    are kept), so a plan's arrays are read-only.
     """
     if isinstance(pods, str | bytes) or not isinstance(pods, Sequence):
         raise ValueError(f"pods: expected a sequence of LinkPod, got {type(pods).__name__}")
