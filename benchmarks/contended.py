@@ -24,8 +24,10 @@ FAMILY = ((200, 4), (400, 8), (1000, 16))
 
 def timed(sc, policy: str, seed: int, noise: float):
     """Run ``policy`` on scenario ``sc``: (wall s, CPU s of this process, the run)."""
+    from tdmcore.metronome.link import clear_plan_cache
     from tdmcore.sim.cluster import run_cluster
 
+    clear_plan_cache()  # no plan from an earlier run: each policy plans from scratch
     tic, cpu = time.perf_counter(), time.process_time()
     run = run_cluster(sc.sim, sc.jobs, policy, seed=seed, noise_sigma=noise)
     return time.perf_counter() - tic, time.process_time() - cpu, run

@@ -212,6 +212,7 @@ def philly_table(n_jobs: int, n_nodes: int, policies: list[str], cap: float | No
     import resource
     import time
 
+    from tdmcore.metronome.link import clear_plan_cache
     from tdmcore.sim.cluster import run_cluster
     from tdmcore.sim.scenarios import philly
 
@@ -221,6 +222,7 @@ def philly_table(n_jobs: int, n_nodes: int, policies: list[str], cap: float | No
           f"cap {cap or 'none'} s")
     print(f"{'policy':>22} {'wall s':>8} {'finished':>8} {'mean JCT h':>10} {'peak GB':>8}")
     for name in policies:
+        clear_plan_cache()  # each policy plans from scratch
         tic = time.perf_counter()
         run = run_cluster(sc.sim, sc.jobs, name, seed=0, noise_sigma=0.0)
         wall = time.perf_counter() - tic

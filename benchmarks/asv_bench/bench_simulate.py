@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tdmcore.metronome.link import clear_plan_cache
 from tdmcore.sim.cluster import CLUSTER_POLICIES, RunResult, run_cluster
 from tdmcore.sim.scenarios import metronome_snapshots, metronome_trace
 
@@ -33,6 +34,7 @@ class ClusterRun:
     def setup(self, scenario: str, policy: str) -> None:
         self.scenario = _scenario(scenario)
         run_cluster(self.scenario.sim, self.scenario.jobs[:1], policy)  # compile
+        clear_plan_cache()  # each sample plans from scratch (number = 1)
 
     def time_run(self, scenario: str, policy: str) -> None:
         run_cluster(self.scenario.sim, self.scenario.jobs, policy)
@@ -65,6 +67,7 @@ class TraceAllPolicies:
         self.scenario = metronome_trace(0)
         for policy in CLUSTER_POLICIES:  # compile every path once
             run_cluster(self.scenario.sim, self.scenario.jobs[:1], policy)
+        clear_plan_cache()  # each sample plans from scratch (number = 1)
 
     def time_all_policies(self) -> None:
         for policy in CLUSTER_POLICIES:
@@ -91,6 +94,7 @@ class PhillyScale:
 
         self.scenario = philly(jobs, 1024)
         run_cluster(self.scenario.sim, self.scenario.jobs[:1], policy)  # compile
+        clear_plan_cache()  # each sample plans from scratch (number = 1)
 
     def _run(self, policy: str) -> RunResult:
         return run_cluster(self.scenario.sim, self.scenario.jobs, policy, seed=0,
@@ -131,6 +135,7 @@ class ContendedTrace:
         n_jobs, n_nodes = (int(x) for x in member.split("/"))
         self.scenario = contended_trace(n_jobs, n_nodes, 0)
         warm(self.scenario, sorted({policy, "ideal"}), 0, 0.01)
+        clear_plan_cache()  # each sample plans from scratch (number = 1)
 
     def time_run(self, member: str, policy: str) -> None:
         run_cluster(self.scenario.sim, self.scenario.jobs, policy, seed=0, noise_sigma=0.01)

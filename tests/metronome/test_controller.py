@@ -310,7 +310,7 @@ def test_a_link_replanned_unchanged_comes_from_the_plan_cache() -> None:
     # A plan is a pure function of the link's pods, capacity and mode: the same
     # pods give the same plan object; another set of pods is planned afresh, and
     # what comes out always equals planning from scratch.
-    from tdmcore.metronome.link import _shared_plan
+    from tdmcore.metronome.link import clear_plan_cache
     from tdmcore.metronome.policies.metronome import link_plan
 
     state, ctl, _ = s1_on_one_link()
@@ -318,7 +318,7 @@ def test_a_link_replanned_unchanged_comes_from_the_plan_cache() -> None:
     ctl.plan_link(0, optimal=True)
     assert ctl.links[0] is first and ctl.recalculations == 2
     assert link_plan(state, 0, ctl.config.scheduler, mode="optimal") is first
-    _shared_plan.cache_clear()
+    clear_plan_cache()
     fresh = link_plan(state, 0, ctl.config.scheduler, mode="optimal")
     assert fresh is not first
     assert fresh.result.rotations.tolist() == first.result.rotations.tolist()

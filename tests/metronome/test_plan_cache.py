@@ -9,7 +9,13 @@ import pytest
 
 from benchmarks.asv_bench.instances import contended_trace
 from tdmcore.metronome import link as L
-from tdmcore.metronome.link import PLAN_CACHE, LinkPod, _plan_link, _shared_plan
+from tdmcore.metronome.link import (
+    PLAN_CACHE,
+    LinkPod,
+    _plan_link,
+    _shared_plan,
+    clear_plan_cache,
+)
 from tdmcore.sim.cluster import run_cluster
 
 SETTINGS = (72, 5.0, 0.10, 8)
@@ -84,7 +90,8 @@ def test_the_simulator_gives_the_same_runs_with_and_without_shared_plans(
     # seeded contended traces (jobs retried while the links keep their pods)
     for seed in (0, 1):
         sc = contended_trace(40, 4, seed, hours=(0.02, 0.1))
-        _shared_plan.cache_clear()
+        clear_plan_cache()
+        assert _shared_plan.cache_info().currsize == 0
         shared = run_cluster(sc.sim, sc.jobs, policy, seed=seed)
         assert _shared_plan.cache_info().hits > 0
         with monkeypatch.context() as m:

@@ -24,7 +24,8 @@ from .rotation import RotationResult, search_rotations
 from .scoring import PERFECT_RTOL, _score_from_excess, excess, link_utilization, score
 from .traffic import draw, rotations_to_shifts
 
-__all__ = ["PLAN_CACHE", "LinkPlan", "LinkPod", "compact_rotations", "plan_link"]
+__all__ = ["PLAN_CACHE", "LinkPlan", "LinkPod", "clear_plan_cache", "compact_rotations",
+           "plan_link"]
 
 #: Link plans kept by the unchecked path (the least recently used dropped first).
 PLAN_CACHE = 1024
@@ -223,6 +224,12 @@ def _plan_link(pods: Sequence[LinkPod], cap: float, n_bins: int,
     shared, so its arrays are read-only.
     """
     return _shared_plan(tuple(pods), cap, n_bins, mode, gt_ms, et_frac, max_multiple)
+
+
+def clear_plan_cache() -> None:
+    """Forget the shared link plans (:data:`PLAN_CACHE`): what a benchmark that times
+    one run from scratch calls first; answers never depend on it."""
+    _shared_plan.cache_clear()
 
 
 @functools.lru_cache(maxsize=PLAN_CACHE)
