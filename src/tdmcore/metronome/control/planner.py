@@ -3,8 +3,8 @@
 :class:`Planner` keeps one plan per contended link: the scheduler's Reserve
 output taken as it is, phase three (the ``optimal`` search) when asked for, a
 joint plan for the links of a cycle (:func:`tdmcore.metronome.joint.plan_blocks`).
-It also answers what the plans
-say about a job: its rank, whether it is high priority, the idle they inject.
+It also answers what the plans say about a job: its rank, whether it is high
+priority, the idle they inject.
 """
 
 from __future__ import annotations
