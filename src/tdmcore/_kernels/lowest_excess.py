@@ -978,9 +978,9 @@ def _lowest_from(
     """Phase B's walk started just above ``good``, the excess of some vector
     (:func:`lowest_excess`), and again from infinity when the start is not
     certified.  Returns ``(evaluated, excess of the vector kept)``."""
-    _, evaluated, kept = _run_phase_b(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
-                                  rem, tol_excess, margin, best_rot, TASK_LOWEST, False,
-                                  perfect, good)
+    _, evaluated, kept = _run_phase_b(demand, capacity, limits, supp_ptr, supp_idx,
+                                      supp_val, rem, tol_excess, margin, best_rot,
+                                      TASK_LOWEST, False, perfect, good)
     return evaluated, kept
 
 
@@ -1006,10 +1006,10 @@ def lowest_excess(
     vectors (only those below ``T`` can be kept).  Otherwise (a vector within
     ``tol`` below ``T`` comes first: rare) the walk runs again from infinity.
     """
-    found, evaluated, _ = _run_phase_b(demand, capacity, limits, supp_ptr, supp_idx, supp_val,
-                                   rem, tol_excess, margin, best_rot,
-                                   TASK_FIND_PERFECT if find_perfect else TASK_LOWEST,
-                                   False, perfect, np.nan)
+    found, evaluated, _ = _run_phase_b(demand, capacity, limits, supp_ptr, supp_idx,
+                                       supp_val, rem, tol_excess, margin, best_rot,
+                                       TASK_FIND_PERFECT if find_perfect else TASK_LOWEST,
+                                       False, perfect, np.nan)
     return found, evaluated
 
 
@@ -1040,6 +1040,6 @@ def perfect_or_lowest(
     perfect vector exists.
     """
     exists, evaluated, _ = _run_phase_b(demand, capacity, limits, supp_ptr, supp_idx,
-                                    supp_val, rem, tol_excess, margin, best_rot,
-                                    TASK_PERFECT_OR_LOWEST, first_mode, perfect, np.nan)
+                                        supp_val, rem, tol_excess, margin, best_rot,
+                                        TASK_PERFECT_OR_LOWEST, first_mode, perfect, np.nan)
     return exists, evaluated
