@@ -255,6 +255,57 @@ def test_loop_filter_matches_the_brute_force_loop_rule() -> None:
     assert min(seen.values()) >= 10, seen
 
 
+def test_components_equal_scipy_connected_components() -> None:
+    """The components kernel against scipy's ``connected_components`` (undirected)
+    on 3,000 seeded bipartite graphs, empty and edgeless ones included: the same
+    labels, vertex for vertex (-1 where a vertex has no edge), and the same labels
+    through :meth:`AffinityGraph.of` on random clusters."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    from tdmcore._kernels.affinity import components_kernel
+
+    rng = np.random.default_rng(20261129)
+    merged = 0
+    for _ in range(3000):
+        n_jobs, n_links = int(rng.integers(0, 12)), int(rng.integers(1, 12))
+        n_edges = int(rng.integers(0, 2 * (n_jobs + n_links))) if n_jobs else 0
+        pairs = {(int(rng.integers(0, n_jobs)), int(rng.integers(0, n_links)))
+                 for _ in range(n_edges)}
+        edges = np.array(sorted(pairs), dtype=np.int64).reshape(-1, 2)
+        size = n_jobs + n_links
+        graph = coo_matrix((np.ones(len(edges)), (edges[:, 0], n_jobs + edges[:, 1])),
+                           shape=(size, size))
+        count, labels = connected_components(graph, directed=False)
+        has_edge = np.zeros(size, dtype=bool)
+        has_edge[edges[:, 0]] = True
+        has_edge[n_jobs + edges[:, 1]] = True
+        want = np.where(has_edge, labels, -1)
+        comp_job = np.full(n_jobs, -7, dtype=np.int64)
+        comp_link = np.full(n_links, -7, dtype=np.int64)
+        components_kernel(edges, n_jobs, n_links, comp_job, comp_link)
+        assert np.array_equal(np.concatenate([comp_job, comp_link]), want), edges.tolist()
+        merged += size - count > 1
+    assert merged > 1000  # most graphs join vertices across several edges
+    for _ in range(100):
+        state, _, _ = _random_links(rng, 7, 7, 12)
+        snap = Snapshot.of(state)
+        graph = AffinityGraph.of(snap)
+        size = graph.n_jobs + graph.n_links
+        if not graph.edges.shape[0]:
+            assert (graph.comp_job == -1).all() and (graph.comp_link == -1).all()
+            continue
+        adjacency_matrix = coo_matrix((np.ones(graph.edges.shape[0]),
+                                       (graph.edges[:, 0], graph.n_jobs + graph.edges[:, 1])),
+                                      shape=(size, size))
+        labels = connected_components(adjacency_matrix, directed=False)[1]
+        has_edge = np.zeros(size, dtype=bool)
+        has_edge[graph.edges[:, 0]] = True
+        has_edge[graph.n_jobs + graph.edges[:, 1]] = True
+        want = np.where(has_edge, labels, -1)
+        assert np.array_equal(np.concatenate([graph.comp_job, graph.comp_link]), want)
+
+
 def test_contended_edges_and_bfs_agree_with_the_affinity_graph() -> None:
     # contended_edges is the graph's edge list without its components, and a BFS
     # over a prebuilt adjacency is the BFS over the edges: on random clusters.

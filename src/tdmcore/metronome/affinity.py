@@ -14,11 +14,9 @@ from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from .._equality import ValueEquality
-from .._kernels.affinity import loop_filter_kernel
+from .._kernels.affinity import components_kernel, loop_filter_kernel
 from ..snapshot import Snapshot
 
 __all__ = ["AffinityGraph", "Block", "contended_edges", "cyclic_blocks", "loop_free_nodes"]
@@ -104,19 +102,9 @@ class AffinityGraph(ValueEquality):
         n_links = snap.capacity.shape[0]
         n_jobs = len(snap.job_ids)
         edges, contended = contended_edges(snap)
-        comp_job = np.full(n_jobs, -1, dtype=np.int64)
-        comp_link = np.full(n_links, -1, dtype=np.int64)
-        if edges.shape[0]:
-            size = n_jobs + n_links
-            graph = coo_matrix((np.ones(edges.shape[0]), (edges[:, 0], n_jobs + edges[:, 1])),
-                               shape=(size, size))
-            _, labels = connected_components(graph, directed=False)
-            has_edge = np.zeros(size, dtype=bool)
-            has_edge[edges[:, 0]] = True
-            has_edge[n_jobs + edges[:, 1]] = True
-            labels = np.where(has_edge, labels, -1)
-            comp_job = labels[:n_jobs].astype(np.int64)
-            comp_link = labels[n_jobs:].astype(np.int64)
+        comp_job = np.empty(n_jobs, dtype=np.int64)
+        comp_link = np.empty(n_links, dtype=np.int64)
+        components_kernel(edges, n_jobs, n_links, comp_job, comp_link)
         return cls(n_jobs, n_links, edges, contended, comp_job, comp_link)
 
     def has_cycle(self) -> bool:
