@@ -291,11 +291,11 @@ MUTANTS = [
 ]
 #: the same, on the prefix sums of the last row's scan
 WINDOW_MUTANTS = [
-    ("prefix-sum increments 2 % high", "max(cheap, total - allowance))\n",
-     "max(cheap, 1.02 * total - allowance))\n"),
+    ("prefix-sum increments 2 % high", "max(cheap, sums[t] - allowance))\n",
+     "max(cheap, 1.02 * sums[t] - allowance))\n"),
     ("the cheaper bounds beside the prefix sums 2 % high",
-     "        lowest = min(lowest, max(cheap, total - allowance))\n",
-     "        lowest = min(lowest, max(1.02 * cheap, total - allowance))\n"),
+     "        lowest = min(lowest, max(cheap, sums[t] - allowance))\n",
+     "        lowest = min(lowest, max(1.02 * cheap, sums[t] - allowance))\n"),
     ("a subtree's bound from the prefix sums 5 % high",
      "    return lowest - twin_slack\n\n\n@jit\ndef _drops",
      "    return 1.05 * lowest - twin_slack\n\n\n@jit\ndef _drops"),
