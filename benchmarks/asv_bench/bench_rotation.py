@@ -8,6 +8,7 @@ the peer return the same rotations before anything is timed.
 
 from __future__ import annotations
 
+import math
 import timeit
 
 import numpy as np
@@ -108,17 +109,19 @@ def heavy_speedup(mode: str, k: int = 4, bins: int = 72, n_instances: int = 50,
     a perfect vector, until ``n_instances`` remain.  Per instance: (seed, tdmcore
     s, naive s, ratio); agreement is checked first.
 
-    Both sides are timed in ``peer_repeat`` interleaved rounds: one run of the
-    peer, then the median of ``tdm_repeat`` runs of tdmcore; each side's time is
-    its best round.  On a shared machine a burst of load stretches a round, and a
-    few milliseconds of it every tdmcore run of one round (until 2026-11-28 the
-    peer had its best of three runs but tdmcore a single median, taken after the
-    peer: seed 344 measured 0.359 ms in one such run and 0.16 ms on its own).
-    ``timer``: the clock of both (``time.thread_time`` times the CPU this thread
-    used, which other processes on a shared machine stretch far less than the wall
-    clock).  Also returns the seeds skipped."""
-    rows, skipped, seed = [], [], 0
-    while len(rows) < n_instances:
+    Both sides are timed in ``peer_repeat`` rounds, and each side's time is its
+    best round: in a round, one run of the peer, then the median of ``tdm_repeat``
+    runs of tdmcore.  A round sweeps every instance before the next round starts,
+    so an instance's rounds lie a whole sweep apart (seconds to minutes), not back
+    to back: on this shared virtual machine a burst of load lasts long enough
+    (measured 2026-11-29: a median of 100 back-to-back calls doubled in one
+    process of six, seed 126 at 278 us against 142-163 us) to stretch three
+    adjacent rounds alike (seed 395 measured 0.581 ms so, against 0.31-0.36 ms in
+    every other run).  ``timer``: the clock of both (``time.thread_time`` times
+    the CPU this thread used, which other processes on a shared machine stretch
+    far less than the wall clock).  Also returns the seeds skipped."""
+    instances, skipped, seed = [], [], 0
+    while len(instances) < n_instances:
         inst = heavy_link(k, bins, seed)
         want = _run_naive(inst, mode)
         if want[1]:
@@ -127,16 +130,18 @@ def heavy_speedup(mode: str, k: int = 4, bins: int = 72, n_instances: int = 50,
             got = _run(inst, mode)
             if tuple(got.rotations.tolist()) != tuple(want[0]) or got.perfect:
                 raise AssertionError(f"tdmcore and the naive peer disagree (heavy seed {seed})")
-            peers, tdms = [], []
-            for _ in range(peer_repeat):
-                peers.append(timeit.repeat(lambda i=inst: _run_naive(i, mode), number=1,
-                                           repeat=1, timer=timer)[0])
-                tdms.append(float(np.median(timeit.repeat(lambda i=inst: _run(i, mode),
-                                                          number=1, repeat=tdm_repeat,
-                                                          timer=timer))))
-            peer, tdm = min(peers), min(tdms)
-            rows.append((seed, tdm, peer, peer / tdm))
+            instances.append((seed, inst))
         seed += 1
+    peer = [math.inf] * len(instances)
+    tdm = [math.inf] * len(instances)
+    for _ in range(peer_repeat):
+        for i, (_, inst) in enumerate(instances):
+            peer[i] = min(peer[i], timeit.repeat(lambda i=inst: _run_naive(i, mode), number=1,
+                                                 repeat=1, timer=timer)[0])
+            tdm[i] = min(tdm[i], float(np.median(timeit.repeat(lambda i=inst: _run(i, mode),
+                                                                number=1, repeat=tdm_repeat,
+                                                                timer=timer))))
+    rows = [(seed, tdm[i], peer[i], peer[i] / tdm[i]) for i, (seed, _) in enumerate(instances)]
     return rows, skipped
 
 
