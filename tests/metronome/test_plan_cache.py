@@ -98,3 +98,37 @@ def test_the_simulator_gives_the_same_runs_with_and_without_shared_plans(
             m.setattr(L, "_shared_plan", _shared_plan.__wrapped__)
             alone = run_cluster(sc.sim, sc.jobs, policy, seed=seed)
         assert _results(shared) == _results(alone), f"seed {seed}"
+
+
+def test_a_shared_plans_shifts_are_read_only_and_travel_as_a_dict() -> None:
+    """The shifts of a shared plan refuse every change (a caller's change would reach
+    every later caller of the same link), and still pickle, copy, compare and
+    serialise as the dict they hold (run results carry plans to plot workers and
+    Dask)."""
+    import copy
+    import json
+    import pickle
+
+    clear_plan_cache()
+    pods, cap = _pods(np.random.default_rng(3))
+    plan = _plan_link(pods, cap, SETTINGS[0], "first", *SETTINGS[1:])
+    shifts = plan.shifts_ms
+    assert isinstance(shifts, L.SharedShifts) and set(shifts) == {p.name for p in pods}
+    before = dict(shifts)
+    name = pods[0].name
+    for change in (lambda: shifts.__setitem__(name, 1.0), lambda: shifts.__delitem__(name),
+                   shifts.clear, lambda: shifts.pop(name), shifts.popitem,
+                   lambda: shifts.setdefault("new", 1.0), lambda: shifts.update({name: 1.0}),
+                   lambda: shifts.__ior__({name: 1.0})):
+        with pytest.raises(TypeError, match="^shifts_ms: a shared link plan's shifts are "):
+            change()
+    assert dict(shifts) == before
+    assert _plan_link(pods, cap, SETTINGS[0], "first", *SETTINGS[1:]).shifts_ms == before
+    for other in (pickle.loads(pickle.dumps(plan)).shifts_ms, copy.deepcopy(shifts),
+                  copy.copy(shifts)):
+        assert type(other) is L.SharedShifts and other == before
+    assert pickle.loads(pickle.dumps(plan)) == plan
+    assert json.loads(json.dumps(shifts)) == before
+    mine = dict(shifts)
+    mine[name] = 1.0  # a copy is the caller's own
+    assert shifts[name] == before[name]

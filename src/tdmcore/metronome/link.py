@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import numpy as np
 from numpy.typing import NDArray
@@ -24,11 +24,30 @@ from .rotation import RotationResult, search_rotations
 from .scoring import PERFECT_RTOL, _score_from_excess, excess, link_utilization, score
 from .traffic import draw, rotations_to_shifts
 
-__all__ = ["PLAN_CACHE", "LinkPlan", "LinkPod", "clear_plan_cache", "compact_rotations",
-           "plan_link"]
+__all__ = ["PLAN_CACHE", "LinkPlan", "LinkPod", "SharedShifts", "clear_plan_cache",
+           "compact_rotations", "plan_link"]
 
 #: Link plans kept by the unchecked path (the least recently used dropped first).
 PLAN_CACHE = 1024
+
+
+class SharedShifts(dict[str, float]):
+    """A shared plan's ``shifts_ms``: a dict that refuses every change, as the plan's
+    arrays do (equal arguments share one plan, :data:`PLAN_CACHE`).  It reads,
+    compares, pickles and serialises to JSON as a dict; ``dict(plan.shifts_ms)`` is
+    a copy to change."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("shifts_ms: a shared link plan's shifts are read-only; change a "
+                        "copy (dict(plan.shifts_ms))")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _refuse
+    __ior__ = _refuse
+
+    def __reduce__(self) -> tuple[type[SharedShifts], tuple[dict[str, float]]]:
+        return SharedShifts, (dict(self),)
 
 
 @dataclass(frozen=True)
@@ -72,7 +91,8 @@ class LinkPlan(ValueEquality):
         Each job's demand at rotation 0 (one row per job and pod).
     result : RotationResult
     shifts_ms : dict
-        Pod name -> time shift in ms (its job's rotation / N x T).
+        Pod name -> time shift in ms (its job's rotation / N x T); a
+        :class:`SharedShifts`, read-only, in a plan :func:`plan_link` shares.
     unshifted_score, unshifted_utilization : float
         The same link with every rotation 0 (what a TDM-unaware scheduler gets).
     utilization : float
@@ -166,7 +186,8 @@ def plan_link(
     Notes
     -----
     Equal arguments give the same plan object (the last :data:`PLAN_CACHE` plans
-    are kept), so a plan's arrays are read-only.
+    are kept), so a plan's arrays and its ``shifts_ms`` (:class:`SharedShifts`)
+    are read-only.
     """
     if isinstance(pods, str | bytes) or not isinstance(pods, Sequence):
         raise ValueError(f"pods: expected a sequence of LinkPod, got {type(pods).__name__}")
@@ -221,7 +242,7 @@ def _plan_link(pods: Sequence[LinkPod], cap: float, n_bins: int,
     plan: the last :data:`PLAN_CACHE` are kept.  A gang retried while a link keeps
     its pods, the loop filter's plan of a link it leaves as it is, and the
     controller's plan of a Reserve's link are each planned once.  A plan is
-    shared, so its arrays are read-only.
+    shared, so its arrays and its shifts are read-only.
     """
     return _shared_plan(tuple(pods), cap, n_bins, mode, gt_ms, et_frac, max_multiple)
 
@@ -284,7 +305,7 @@ def _shared_plan(pods: tuple[LinkPod, ...], cap: float, n_bins: int,
         demand=demand,
         midpoints=mids,
         result=result,
-        shifts_ms={p.name: float(job_shift[p.job_name]) for p in pods},
+        shifts_ms=SharedShifts({p.name: float(job_shift[p.job_name]) for p in pods}),
         utilization=link_utilization(demand, result.rotations, cap),
         unshifted_score=score(demand, zero, cap),
         unshifted_utilization=link_utilization(demand, zero, cap),
