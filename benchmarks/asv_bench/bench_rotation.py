@@ -135,13 +135,13 @@ def heavy_speedup(mode: str, k: int = 4, bins: int = 72, n_instances: int = 50,
     peer = [math.inf] * len(instances)
     tdm = [math.inf] * len(instances)
     for _ in range(peer_repeat):
-        for i, (_, inst) in enumerate(instances):
-            peer[i] = min(peer[i], timeit.repeat(lambda i=inst: _run_naive(i, mode), number=1,
+        for n, (_, inst) in enumerate(instances):
+            peer[n] = min(peer[n], timeit.repeat(lambda x=inst: _run_naive(x, mode), number=1,
                                                  repeat=1, timer=timer)[0])
-            tdm[i] = min(tdm[i], float(np.median(timeit.repeat(lambda i=inst: _run(i, mode),
+            tdm[n] = min(tdm[n], float(np.median(timeit.repeat(lambda x=inst: _run(x, mode),
                                                                 number=1, repeat=tdm_repeat,
                                                                 timer=timer))))
-    rows = [(seed, tdm[i], peer[i], peer[i] / tdm[i]) for i, (seed, _) in enumerate(instances)]
+    rows = [(seed, tdm[n], peer[n], peer[n] / tdm[n]) for n, (seed, _) in enumerate(instances)]
     return rows, skipped
 
 
