@@ -1,0 +1,47 @@
+"""benchmarks.contended: its rounds take each policy's best, and bad arguments are one
+usage line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import contended
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--rounds", "0"], "--rounds: must be at least 1, got 0"),
+    (["--policies", "ideal,defualt"], "--policies: unknown policy 'defualt'"),
+])
+def test_bad_arguments_are_one_usage_line(argv: list[str], said: str) -> None:
+    r = subprocess.run([sys.executable, "-m", "benchmarks.contended", *argv], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stdout == ""
+    assert "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1].endswith(said), r.stderr
+
+
+def test_rounds_take_each_policys_best(monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    real = contended.timed
+    clock = iter([5.0, 9.0, 3.0, 12.0])  # ideal, default; then again
+
+    def timed(sc, policy, seed, noise):  # type: ignore[no-untyped-def]
+        _, _, run = real(sc, policy, seed, noise)
+        wall = next(clock)
+        return wall, wall / 2, run
+
+    monkeypatch.setattr(contended, "timed", timed)
+    best = contended.table(6, 2, 0, 0.85, 0.01, ["ideal", "default"], rounds=2)
+    assert best == {"ideal": 3.0, "default": 9.0}
+    out = capsys.readouterr().out
+    assert "round 1 of 2" in out and "round 2 of 2" in out
+    summary = out.split("best of 2 rounds")[1].splitlines()
+    default = next(line for line in summary if line.split()[:1] == ["default"])
+    # best wall 9 over best ideal 3; the rounds' own ratios were 1.80x and 4.00x
+    assert default.split()[1:3] == ["9.00", "3.00x"] and default.endswith("1.80-4.00x")
