@@ -31,7 +31,7 @@ def test_rounds_take_each_policys_best(monkeypatch: pytest.MonkeyPatch,
     real = contended.timed
     clock = iter([5.0, 9.0, 3.0, 12.0])  # ideal, default; then again
 
-    def timed(sc, policy, seed, noise):  # type: ignore[no-untyped-def]
+    def timed(sc: object, policy: str, seed: int, noise: float) -> tuple[float, float, object]:
         _, _, run = real(sc, policy, seed, noise)
         wall = next(clock)
         return wall, wall / 2, run
