@@ -45,3 +45,20 @@ def test_rounds_take_each_policys_best(monkeypatch: pytest.MonkeyPatch,
     default = next(line for line in summary if line.split()[:1] == ["default"])
     # best wall 9 over best ideal 3; the rounds' own ratios were 1.80x and 4.00x
     assert default.split()[1:3] == ["9.00", "3.00x"] and default.endswith("1.80-4.00x")
+
+
+def test_rounds_stop_when_a_policys_jobs_differ(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = contended.timed
+    calls: list[str] = []
+
+    def timed(sc: object, policy: str, seed: int, noise: float) -> tuple[float, float, object]:
+        wall, cpu, run = real(sc, policy, seed, noise)
+        calls.append(policy)
+        if calls.count("default") == 2:  # one job on other nodes: the same JCT and TCT
+            job = next(iter(run.jobs.values()))  # type: ignore[attr-defined]
+            job.nodes = ("elsewhere",)
+        return wall, cpu, run
+
+    monkeypatch.setattr(contended, "timed", timed)
+    with pytest.raises(SystemExit, match="default's per-job results differ between rounds"):
+        contended.table(6, 2, 0, 0.85, 0.01, ["ideal", "default"], rounds=2)
