@@ -45,10 +45,11 @@ def warm(sc, policies: list[str], seed: int, noise: float) -> None:
         run_cluster(sc.sim, sc.jobs[:2], name, seed=seed, noise_sigma=noise)
 
 
-def fingerprint(run) -> int:
-    """Every job's placement, start, end, iterations, busy and held time, hashed."""
-    return hash(tuple((name, j.nodes, j.start_ms, j.end_ms, j.done, j.busy_ms, j.pause_ms,
-                       j.readjustments) for name, j in sorted(run.jobs.items())))
+def per_job(run) -> tuple:
+    """Every job's placement, start, end, iterations, busy and held time, and
+    readjustments."""
+    return tuple((name, j.nodes, j.start_ms, j.end_ms, j.done, j.busy_ms, j.pause_ms,
+                  j.readjustments) for name, j in sorted(run.jobs.items()))
 
 
 def table(n_jobs: int, n_nodes: int, seed: int, load: float, noise: float,
@@ -63,7 +64,7 @@ def table(n_jobs: int, n_nodes: int, seed: int, load: float, noise: float,
     walls: dict[str, list[float]] = {name: [] for name in names}
     cpus: dict[str, list[float]] = {name: [] for name in names}
     outcome: dict[str, tuple[float, float]] = {}
-    per_job: dict[str, int] = {}
+    jobs: dict[str, tuple] = {}
     header = (f"{'policy':>22} {'wall s':>8} {'/ ideal':>8} {'CPU s':>8} {'/ ideal':>8} "
               f"{'mean JCT h':>11} {'TCT h':>8}")
     for r in range(rounds):
@@ -76,7 +77,7 @@ def table(n_jobs: int, n_nodes: int, seed: int, load: float, noise: float,
             cpus[name].append(cpu)
             jct, tct = run.mean_jct_s() / 3600, run.tct_ms / 3.6e6
             outcome.setdefault(name, (jct, tct))
-            if per_job.setdefault(name, fingerprint(run)) != fingerprint(run):
+            if jobs.setdefault(name, per_job(run)) != per_job(run):
                 raise SystemExit(f"Error: {name}'s per-job results differ between rounds "
                                  f"(mean JCT {outcome[name][0]} h, then {jct} h)")
             print(f"{name:>22} {wall:>8.2f} {wall / walls['ideal'][r]:>7.2f}x "

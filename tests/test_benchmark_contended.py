@@ -1,29 +1,11 @@
-"""benchmarks.contended: its rounds take each policy's best, and bad arguments are one
-usage line."""
+"""benchmarks.contended: its rounds take each policy's best and compare every job
+(its bad arguments: tests/test_benchmark_report.py)."""
 
 from __future__ import annotations
-
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from benchmarks import contended
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.mark.parametrize(("argv", "said"), [
-    (["--rounds", "0"], "--rounds: must be at least 1, got 0"),
-    (["--policies", "ideal,defualt"], "--policies: unknown policy 'defualt'"),
-])
-def test_bad_arguments_are_one_usage_line(argv: list[str], said: str) -> None:
-    r = subprocess.run([sys.executable, "-m", "benchmarks.contended", *argv], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2 and r.stdout == ""
-    assert "Traceback" not in r.stderr
-    assert r.stderr.strip().splitlines()[-1].endswith(said), r.stderr
 
 
 def test_rounds_take_each_policys_best(monkeypatch: pytest.MonkeyPatch,
