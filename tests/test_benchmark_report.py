@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
      "--philly-policies: unknown policy 'metronmoe' (did you mean 'metronome'?)"),
     ("contended", ["--rounds", "0"], "--rounds: must be at least 1, got 0"),
     ("contended", ["--policies", "ideal,defualt"], "--policies: unknown policy 'defualt'"),
+    ("stationarity", ["--seeds", "0"], "--seeds: must be at least 1, got 0"),
 ])
 def test_bad_arguments_are_one_usage_line(script: str, argv: list[str], said: str) -> None:
     r = subprocess.run([sys.executable, "-m", f"benchmarks.{script}", *argv], cwd=ROOT,
