@@ -96,14 +96,15 @@ def test_until_stops_the_run() -> None:
     assert result.end_ms == 350.0
 
 
-def _random_instance(seed: int):
+def _random_instance(seed: int, n_links_below: int = 4, jobs_below: int = 6,
+                     pods_below: int = 4):
     rng = np.random.default_rng(seed)
-    n_links = int(rng.integers(1, 4))
+    n_links = int(rng.integers(1, n_links_below))
     jobs = []
-    for i in range(int(rng.integers(1, 6))):
+    for i in range(int(rng.integers(1, jobs_below))):
         order = [int(x) for x in rng.permutation(n_links)]  # each link at most once
         links = tuple(None if m >= n_links or rng.random() < 0.15 else order[m]
-                      for m in range(int(rng.integers(1, 4))))
+                      for m in range(int(rng.integers(1, pods_below))))
         jobs.append(FlowJob(f"j{i}", float(rng.uniform(20, 400)), float(rng.uniform(0, 1)),
                             float(rng.uniform(0.5, 30)), links, int(rng.integers(0, 7)),
                             start_ms=float(rng.choice([0.0, rng.uniform(0, 300)])),
@@ -120,6 +121,24 @@ def test_kernel_matches_the_naive_oracle(chunk: int) -> None:
     # 600 random instances, half of them with a contention efficiency below 1
     for seed in range(chunk * 100, chunk * 100 + 100):
         jobs, capacity, background, sigma, eta = _random_instance(seed)
+        fast = simulate_flows(jobs, capacity, background_gbps=background, noise_sigma=sigma,
+                              seed=seed, contention_efficiency=eta)
+        ends, sent, _ = naive_simulate(jobs, capacity, background, sigma, seed,
+                                       efficiency=eta)
+        for i, (got, want) in enumerate(zip(fast.iteration_end_ms, ends, strict=True)):
+            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-6,
+                                       err_msg=f"seed {seed}, job {i}")
+        np.testing.assert_allclose(fast.pod_sent_gbit, sent, rtol=1e-9, atol=1e-9,
+                                   err_msg=f"seed {seed}")
+
+
+@pytest.mark.parametrize("chunk", range(2))
+def test_kernel_matches_the_naive_oracle_on_many_links(chunk: int) -> None:
+    # 200 instances of up to 13 links and 9 jobs on up to 5 links each: the links'
+    # tournament tree several levels deep, with leaves that hold no link
+    for seed in range(10_000 + chunk * 100, 10_000 + chunk * 100 + 100):
+        jobs, capacity, background, sigma, eta = _random_instance(seed, 14, 10, 6)
+        background = [min(b, c / 2) for b, c in zip(background, capacity, strict=True)]
         fast = simulate_flows(jobs, capacity, background_gbps=background, noise_sigma=sigma,
                               seed=seed, contention_efficiency=eta)
         ends, sent, _ = naive_simulate(jobs, capacity, background, sigma, seed,

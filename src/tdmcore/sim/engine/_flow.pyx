@@ -268,6 +268,7 @@ cdef struct Eng:
     double* lcend
     double* ev_t
     i64* ltree       # the links' tournament tree: ltree[1] is the link whose event is next
+    double* ltt      # the time of each node's link's event (ltt[1]: the next link event)
     i64 lleaf        # its leaves: ltree[lleaf + lk] (a power of two, at least the links)
     double* ht
     i64* hid
@@ -312,13 +313,15 @@ cdef inline i64 LX(Eng* e, int f, i64 k) noexcept nogil:
 # order.  The jobs' are in an indexed binary min-heap ordered by (time, job):
 # ``ht``/``hid`` hold the entries, ``hst[j]`` the position of job ``j`` in it (-1:
 # no pending event), moved in place when its event moves.  The links' are in a
-# tournament tree (``ltree``): a leaf per link, each inner node the earlier of its
-# two children's events (the lower link on a tie), so moving a link's event
-# replays the matches on its path to the root, ``log2`` of the links long, without
-# a swap.  Most events are links' (a transfer starts or ends: their finish time
-# moves twice per transfer), and there are few links, so this is where the loop
-# spent its time in the heap.  The next event is the earlier of the heap's top and
-# the tree's root, the job on a tie (jobs' entities come first).
+# tournament tree (``ltree``, each node's event time beside it in ``ltt``): a leaf
+# per link, each inner node the earlier of its two children's events (the lower
+# link on a tie), so moving a link's event replays the matches on its path to the
+# root, ``log2`` of the links long, without a swap, and a link's own event moves
+# it once (its new completion, not "none" first).  Most events are links' (a
+# transfer starts or ends: their finish time moves twice per transfer), and there
+# are few links, so this is where the loop spent its time in the heap.  The next
+# event is the earlier of the heap's top and the tree's root, the job on a tie
+# (jobs' entities come first).
 cdef inline bint _less(Eng* e, i64 a, i64 b) noexcept nogil:
     return e.ht[a] < e.ht[b] or (e.ht[a] == e.ht[b] and e.hid[a] < e.hid[b])
 
@@ -361,20 +364,25 @@ cdef inline void _sift_up(Eng* e, i64 i) noexcept nogil:
             return
 
 
-cdef inline i64 _match(Eng* e, i64 a, i64 b) noexcept nogil:
-    """The winner of links ``a`` < ``b`` (-1: a leaf without a link, to the right
-    of every link): the earlier event, ``a`` on a tie."""
-    if b < 0 or e.ev_t[e.ns + a] <= e.ev_t[e.ns + b]:
-        return a
-    return b
+cdef inline void _match(Eng* e, i64 i) noexcept nogil:
+    """Tree node ``i`` takes the earlier of its two children's events, the left one
+    (the lower links) on a tie.  Selects, not branches: which side wins is as good
+    as random."""
+    cdef double tl = e.ltt[2 * i], tr = e.ltt[2 * i + 1]
+    cdef i64 a = e.ltree[2 * i], b = e.ltree[2 * i + 1]
+    cdef i64 right = -<i64>(tr < tl)  # all ones if the right one wins
+    e.ltree[i] = a ^ ((a ^ b) & right)
+    e.ltt[i] = tr if tr < tl else tl
 
 
 cdef inline void _link_event(Eng* e, i64 lk, double t) noexcept nogil:
     """Link ``lk``'s pending event is now at ``t`` (inf: none)."""
-    cdef i64 i = (e.lleaf + lk) >> 1
+    cdef i64 i = e.lleaf + lk
     e.ev_t[e.ns + lk] = t
+    e.ltt[i] = t
+    i >>= 1
     while i >= 1:
-        e.ltree[i] = _match(e, e.ltree[2 * i], e.ltree[2 * i + 1])
+        _match(e, i)
         i >>= 1
 
 
@@ -382,9 +390,10 @@ cdef void _rebuild(Eng* e) noexcept nogil:
     cdef i64 n = 0, k, i
     for k in range(e.lleaf):
         e.ltree[e.lleaf + k] = k if k < e.nl else -1
+        e.ltt[e.lleaf + k] = e.ev_t[e.ns + k] if k < e.nl else INFINITY
     i = e.lleaf - 1
     while i >= 1:
-        e.ltree[i] = _match(e, e.ltree[2 * i], e.ltree[2 * i + 1])
+        _match(e, i)
         i -= 1
     for k in range(e.ns):
         e.hst[k] = -1
@@ -558,7 +567,8 @@ cdef inline void _progress(Eng* e, i64 lk, double t) noexcept nogil:
     and a job whose last transfer left enters its latency tail."""
     cdef double t0 = e.lt[lk]
     cdef double dt = t - t0 if t > t0 else 0.0
-    cdef double r, left, moved
+    cdef double r, rho, left, moved
+    cdef bint due
     cdef i64 q0 = e.lptr[lk]
     cdef i64 k = e.lact[lk]
     cdef i64 m, p, j, kept = 0, gone = 0
@@ -568,10 +578,19 @@ cdef inline void _progress(Eng* e, i64 lk, double t) noexcept nogil:
         p = e.lpods[m]
         r = e.prate[p]
         left = e.pleft[p]
-        if r > 0.0 and (t0 + left / (r * 1e-3) <= t or left - r * 1e-3 * dt <= DONE):
-            moved = left
-        else:
-            moved = r * 1e-3 * dt
+        rho = r * 1e-3
+        moved = rho * dt
+        if r > 0.0:
+            # due: its end at this rate is at or before t, or what it has left is
+            # within DONE.  Its end is not checked (a division) when ``left`` exceeds
+            # what it sends by t by a margin far above the rounding of that end:
+            # then the end lies after t, bit for bit
+            if left > rho * (dt + 1e-12 * (fabs(t) + fabs(t0))) * (1.0 + 1e-12):
+                due = left - moved <= DONE
+            else:
+                due = t0 + left / rho <= t or left - moved <= DONE
+            if due:
+                moved = left
         if moved == 0.0 and left > 0.0:
             e.lpods[q0 + kept] = p
             kept += 1
@@ -623,7 +642,9 @@ cdef inline double _unflushed(Eng* e, i64 p, double t) noexcept nogil:
 
 cdef inline void _relink(Eng* e, i64 lk) noexcept nogil:
     """New rates on link ``lk`` (already advanced); schedule its next completion."""
-    _schedule(e, e.ns + lk, _waterfill(e, lk))
+    cdef double t = _waterfill(e, lk)
+    if e.ev_t[e.ns + lk] != t:
+        _link_event(e, lk, t)
 
 
 
@@ -1013,7 +1034,7 @@ cdef double _advance(Eng* e, double t, double until, i64* out, i64 budget) noexc
             return t
         done += 1
         lk = e.ltree[1]
-        te = e.ev_t[e.ns + lk] if lk >= 0 else INFINITY
+        te = e.ltt[1]
         if e.hsize[0] > 0 and e.ht[0] <= te:  # a job's event comes first (or none)
             ent = e.hid[0]
             te = e.ht[0]
@@ -1027,9 +1048,8 @@ cdef double _advance(Eng* e, double t, double until, i64* out, i64 budget) noexc
         e.cfg[C_EVENTS] += 1
         t = te
         if lk >= 0:  # a link: transfers complete
-            _link_event(e, lk, INFINITY)
             _progress(e, lk, t)
-            _relink(e, lk)
+            _link_event(e, lk, _waterfill(e, lk))  # its event moves: one walk up the tree
             continue
         _pop(e)
         e.ev_t[ent] = INFINITY
@@ -1078,7 +1098,7 @@ cdef class FlowEngine:
     """
 
     cdef Eng e
-    cdef object jf, ji, pf, pi, lf, lptr, lpods, lact, ppos, lclear, ev_t, ltree, ht, hid, hst
+    cdef object jf, ji, pf, pi, lf, lptr, lpods, lact, ppos, lclear, ev_t, ltree, ltt, ht, hid, hst
     cdef object hsize
     cdef object win, wino, hist, histo, readj, mon, lim, cfg, samples, scratch, scratch_f
     cdef readonly i64 n_links
@@ -1107,6 +1127,7 @@ cdef class FlowEngine:
         while leaves < self.n_links:
             leaves *= 2
         self.ltree = np.full(2 * leaves, -1, dtype=np.int64)
+        self.ltt = np.full(2 * leaves, np.inf)
         self.n_samples = int(samples_per_job)
         self.slots = 0
         self.free = []
@@ -1128,6 +1149,7 @@ cdef class FlowEngine:
         cdef i64[::1] hid = self.hid, hst = self.hst, hsize = self.hsize, cfg = self.cfg
         cdef i64[::1] scratch = self.scratch
         cdef double[::1] ev_t = self.ev_t, ht = self.ht, scratch_f = self.scratch_f
+        cdef double[::1] ltt = self.ltt
         cdef Eng* e = &self.e
         e.jf = &jf[0, 0]
         e.ji = &ji[0, 0]
@@ -1160,6 +1182,7 @@ cdef class FlowEngine:
         e.lcend = e.lf + L_CLEAR_END * e.nl if e.nl > 0 else NULL
         e.ev_t = &ev_t[0]
         e.ltree = &ltree[0]
+        e.ltt = &ltt[0]
         e.lleaf = ltree.shape[0] // 2
         e.ht = &ht[0]
         e.hid = &hid[0]
