@@ -44,3 +44,12 @@ def test_rounds_stop_when_a_policys_jobs_differ(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(contended, "timed", timed)
     with pytest.raises(SystemExit, match="default's per-job results differ between rounds"):
         contended.table(6, 2, 0, 0.85, 0.01, ["ideal", "default"], rounds=2)
+
+
+def test_ideal_is_warmed_when_not_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every ratio divides by ideal's time: ideal compiles before it is timed, even
+    when --policies does not name it (else a cold cache makes every ratio look small)."""
+    warmed: list[str] = []
+    monkeypatch.setattr(contended, "warm", lambda sc, names, seed, noise: warmed.extend(names))
+    contended.table(6, 2, 0, 0.85, 0.01, ["default"], rounds=1)
+    assert warmed == ["ideal", "default"]
