@@ -268,6 +268,7 @@ cdef struct Eng:
     double* lcend
     double* ev_t
     i64* ltree       # the links' tournament tree: ltree[1] is the link whose event is next
+                     # (a leaf without a link holds -1, its time inf)
     double* ltt      # the time of each node's link's event (ltt[1]: the next link event)
     i64 lleaf        # its leaves: ltree[lleaf + lk] (a power of two, at least the links)
     double* ht
@@ -584,7 +585,9 @@ cdef inline void _progress(Eng* e, i64 lk, double t) noexcept nogil:
             # due: its end at this rate is at or before t, or what it has left is
             # within DONE.  Its end is not checked (a division) when ``left`` exceeds
             # what it sends by t by a margin far above the rounding of that end:
-            # then the end lies after t, bit for bit
+            # then the end lies after t.  (Only when t and t0 are so small that the
+            # margin underflows, t = t0 = 0 among them, can that end still be at t;
+            # what is left is then below 1e-18 Gbit, due by DONE all the same.)
             if left > rho * (dt + 1e-12 * (fabs(t) + fabs(t0))) * (1.0 + 1e-12):
                 due = left - moved <= DONE
             else:
