@@ -80,6 +80,48 @@ def test_ctrl_c_while_the_commands_import_is_one_line(tmp_path: Path) -> None:
     assert done.stderr == "Error: interrupted\n" and done.stdout == ""
 
 
+@pytest.mark.parametrize(("sig", "raised", "code", "line"), [
+    ("SIGINT", "KeyboardInterrupt", 130, "Error: interrupted"),
+    ("SIGTERM", "Terminated", 143, "Error: terminated"),
+])
+def test_the_same_signal_again_after_the_answer_keeps_the_exit_code(
+        sig: str, raised: str, code: int, line: str, tmp_path: Path) -> None:
+    # The signal test once exited -2 after "Error: interrupted": a Ctrl-C sent again
+    # (redelivered) while the first unwound was handled during the answer and killed
+    # the process.  Here the command is interrupted and the same signal comes again
+    # the moment its Error: line is written.
+    code_text = textwrap.dedent(f"""
+        import os, signal, sys
+        from tdmcore.app import lifecycle
+        from tdmcore.app.cli import cli
+        from tdmcore.app.signals import Terminated
+
+        class LateSignal:
+            def __init__(self, stream):
+                self.stream, self.sent = stream, False
+            def write(self, text):
+                n = self.stream.write(text)
+                if text.startswith("Error:") and not self.sent:
+                    self.sent = True
+                    os.kill(os.getpid(), signal.{sig})
+                    sum(range(10_000))  # bytecode: the handler runs here
+                return n
+            def flush(self):
+                self.stream.flush()
+
+        def interrupted(*args, **kwargs):
+            raise {raised}
+
+        cli.main = interrupted
+        sys.stderr = LateSignal(sys.stderr)
+        lifecycle.main(["list", "scenarios"])
+    """)
+    done = subprocess.run([sys.executable, "-c", code_text], capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == code, done.stderr
+    assert done.stderr == f"{line}\n" and done.stdout == ""
+
+
 # ------------------------------------------------------------ a policy's sys.exit
 def test_a_policy_calling_sys_exit_is_one_error_line(tmp_path: Path, monkeypatch,
                                                      capsys) -> None:

@@ -109,6 +109,19 @@ def _catch_sigterm() -> bool:
     return True
 
 
+def _answered(signum: int) -> None:
+    """The command has answered this Ctrl-C or SIGTERM: the same signal arriving
+    again before the process is gone (one :func:`~tdmcore.app.signals.redelivered`
+    sent again while the first unwound, a second Ctrl-C) is ignored.  Handled during
+    the ``Error:`` line or the exit, it would end the process by the signal (exit -2
+    or -15, not 130 or 143) after the command had said why it stops.  Only over the
+    command line's own handler, in the main thread: an embedding program's handler
+    is its own."""
+    if threading.current_thread() is threading.main_thread() \
+            and signal.getsignal(signum) in (signal.default_int_handler, raise_terminated):
+        signal.signal(signum, signal.SIG_IGN)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point.
 
@@ -140,9 +153,12 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except (click.exceptions.Abort, KeyboardInterrupt):
+        _answered(signal.SIGINT)
         print("Error: interrupted", file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
     except Terminated:
+        _answered(signal.SIGTERM)
+        restore_sigterm = False  # ignored from now on: SIG_DFL would let a late one kill
         print("Error: terminated", file=sys.stderr)
         sys.exit(EXIT_TERMINATED)
     except click.UsageError as exc:
