@@ -122,6 +122,39 @@ def test_the_same_signal_again_after_the_answer_keeps_the_exit_code(
     assert done.stderr == f"{line}\n" and done.stdout == ""
 
 
+@pytest.mark.parametrize(("raised", "code", "line"), [
+    ("KeyboardInterrupt", 130, "Error: interrupted"),
+    ("Terminated", 143, "Error: terminated"),
+])
+def test_an_object_the_signal_left_half_built_adds_nothing_after_the_answer(
+        raised: str, code: int, line: str, tmp_path: Path) -> None:
+    # The signal test once ended "Error: terminated" with an llvmlite traceback: the
+    # signal had landed inside a ValueRef's __init__, whose __del__ then failed
+    # (AttributeError) when the exit freed it.  Here an object is interrupted while
+    # it is built, and its finalizer fails the same way.
+    code_text = textwrap.dedent(f"""
+        from tdmcore.app import lifecycle
+        from tdmcore.app.cli import cli
+        from tdmcore.app.signals import Terminated
+
+        class HalfBuilt:
+            def __init__(self):
+                raise {raised}  # the signal, before the object is whole
+            def __del__(self):
+                raise AttributeError("'HalfBuilt' object has no attribute '_ptr'")
+
+        def interrupted(*args, **kwargs):
+            HalfBuilt()
+
+        cli.main = interrupted
+        lifecycle.main(["list", "scenarios"])
+    """)
+    done = subprocess.run([sys.executable, "-c", code_text], capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == code, done.stderr
+    assert done.stderr == f"{line}\n" and done.stdout == ""
+
+
 # ------------------------------------------------------------ a policy's sys.exit
 def test_a_policy_calling_sys_exit_is_one_error_line(tmp_path: Path, monkeypatch,
                                                      capsys) -> None:

@@ -110,16 +110,24 @@ def _catch_sigterm() -> bool:
 
 
 def _answered(signum: int) -> None:
-    """The command has answered this Ctrl-C or SIGTERM: the same signal arriving
-    again before the process is gone (one :func:`~tdmcore.app.signals.redelivered`
-    sent again while the first unwound, a second Ctrl-C) is ignored.  Handled during
-    the ``Error:`` line or the exit, it would end the process by the signal (exit -2
-    or -15, not 130 or 143) after the command had said why it stops.  Only over the
-    command line's own handler, in the main thread: an embedding program's handler
-    is its own."""
+    """The command has answered this Ctrl-C or SIGTERM, and the process exits.
+
+    * The same signal arriving again before the process is gone (one
+      :func:`~tdmcore.app.signals.redelivered` sent again while the first unwound, a
+      second Ctrl-C) is ignored.  Handled during the ``Error:`` line or the exit, it
+      would end the process by the signal (exit -2 or -15, not 130 or 143) after the
+      command had said why it stops.
+    * An object the signal interrupted half-built (inside llvmlite, as Numba loaded a
+      kernel) fails in its finalizer when the exit frees it; Python would print that
+      "Exception ignored" traceback after the ``Error:`` line.  It is a consequence
+      of the interruption, not news: such reports are dropped from now on.
+
+    Only over the command line's own handler, in the main thread: an embedding
+    program's handlers are its own."""
     if threading.current_thread() is threading.main_thread() \
             and signal.getsignal(signum) in (signal.default_int_handler, raise_terminated):
         signal.signal(signum, signal.SIG_IGN)
+        sys.unraisablehook = lambda unraisable: None
 
 
 def main(argv: list[str] | None = None) -> None:
