@@ -122,6 +122,28 @@ def test_the_same_signal_again_after_the_answer_keeps_the_exit_code(
     assert done.stderr == f"{line}\n" and done.stdout == ""
 
 
+def test_ctrl_c_through_code_run_from_a_string_exits_130_under_python_m(
+        tmp_path: Path) -> None:
+    # The signal test exited -2 after "Error: interrupted" whenever the machine was
+    # loaded (3 runs at once on 2 cores: every time): the Ctrl-C had passed through
+    # source run by eval/exec (dataclasses, Numba), which marks a KeyboardInterrupt
+    # as unhandled, and `python -m` then ends by SIGINT whatever the exit code.
+    (tmp_path / "interrupted_cmd.py").write_text(textwrap.dedent("""
+        from tdmcore.app import lifecycle
+        from tdmcore.app.cli import cli
+
+        def interrupted(*args, **kwargs):
+            eval("(_ for _ in ()).throw(KeyboardInterrupt())")  # as deep in Numba
+
+        cli.main = interrupted
+        lifecycle.main(["list", "scenarios"])
+    """), "utf-8")
+    done = subprocess.run([sys.executable, "-m", "interrupted_cmd"], capture_output=True,
+                          text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "Error: interrupted\n" and done.stdout == ""
+
+
 @pytest.mark.parametrize(("raised", "code", "line"), [
     ("KeyboardInterrupt", 130, "Error: interrupted"),
     ("Terminated", 143, "Error: terminated"),

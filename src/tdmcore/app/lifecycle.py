@@ -121,13 +121,20 @@ def _answered(signum: int) -> None:
       kernel) fails in its finalizer when the exit frees it; Python would print that
       "Exception ignored" traceback after the ``Error:`` line.  It is a consequence
       of the interruption, not news: such reports are dropped from now on.
+    * A Ctrl-C that passed through code run from a string (``exec``/``eval`` of
+      source, as dataclasses and Numba do) leaves CPython's "unhandled
+      KeyboardInterrupt" mark set, and ``python -m tdmcore`` then ends by SIGINT
+      (-2) instead of its exit code; every run of such code clears the mark on entry,
+      so one harmless ``eval`` here clears it.
 
-    Only over the command line's own handler, in the main thread: an embedding
-    program's handlers are its own."""
+    The first two only over the command line's own handler, in the main thread: an
+    embedding program's handlers are its own."""
     if threading.current_thread() is threading.main_thread() \
             and signal.getsignal(signum) in (signal.default_int_handler, raise_terminated):
         signal.signal(signum, signal.SIG_IGN)
         sys.unraisablehook = lambda unraisable: None
+    if signum == signal.SIGINT:
+        eval("None")  # clears the mark (pythonrun.c run_eval_code_obj), nothing else
 
 
 def main(argv: list[str] | None = None) -> None:
