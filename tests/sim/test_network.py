@@ -116,20 +116,22 @@ def _random_instance(seed: int, n_links_below: int = 4, jobs_below: int = 6,
     return jobs, capacity, background, sigma, eta
 
 
+def _matches_the_oracle(seed: int, jobs, capacity, background, sigma, eta) -> None:
+    fast = simulate_flows(jobs, capacity, background_gbps=background, noise_sigma=sigma,
+                          seed=seed, contention_efficiency=eta)
+    ends, sent, _ = naive_simulate(jobs, capacity, background, sigma, seed, efficiency=eta)
+    for i, (got, want) in enumerate(zip(fast.iteration_end_ms, ends, strict=True)):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-6,
+                                   err_msg=f"seed {seed}, job {i}")
+    np.testing.assert_allclose(fast.pod_sent_gbit, sent, rtol=1e-9, atol=1e-9,
+                               err_msg=f"seed {seed}")
+
+
 @pytest.mark.parametrize("chunk", range(6))
 def test_kernel_matches_the_naive_oracle(chunk: int) -> None:
     # 600 random instances, half of them with a contention efficiency below 1
     for seed in range(chunk * 100, chunk * 100 + 100):
-        jobs, capacity, background, sigma, eta = _random_instance(seed)
-        fast = simulate_flows(jobs, capacity, background_gbps=background, noise_sigma=sigma,
-                              seed=seed, contention_efficiency=eta)
-        ends, sent, _ = naive_simulate(jobs, capacity, background, sigma, seed,
-                                       efficiency=eta)
-        for i, (got, want) in enumerate(zip(fast.iteration_end_ms, ends, strict=True)):
-            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-6,
-                                       err_msg=f"seed {seed}, job {i}")
-        np.testing.assert_allclose(fast.pod_sent_gbit, sent, rtol=1e-9, atol=1e-9,
-                                   err_msg=f"seed {seed}")
+        _matches_the_oracle(seed, *_random_instance(seed))
 
 
 @pytest.mark.parametrize("chunk", range(2))
@@ -139,15 +141,7 @@ def test_kernel_matches_the_naive_oracle_on_many_links(chunk: int) -> None:
     for seed in range(10_000 + chunk * 100, 10_000 + chunk * 100 + 100):
         jobs, capacity, background, sigma, eta = _random_instance(seed, 14, 10, 6)
         background = [min(b, c / 2) for b, c in zip(background, capacity, strict=True)]
-        fast = simulate_flows(jobs, capacity, background_gbps=background, noise_sigma=sigma,
-                              seed=seed, contention_efficiency=eta)
-        ends, sent, _ = naive_simulate(jobs, capacity, background, sigma, seed,
-                                       efficiency=eta)
-        for i, (got, want) in enumerate(zip(fast.iteration_end_ms, ends, strict=True)):
-            np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-6,
-                                       err_msg=f"seed {seed}, job {i}")
-        np.testing.assert_allclose(fast.pod_sent_gbit, sent, rtol=1e-9, atol=1e-9,
-                                   err_msg=f"seed {seed}")
+        _matches_the_oracle(seed, jobs, capacity, background, sigma, eta)
 
 
 @pytest.mark.parametrize("kwargs, name", [
